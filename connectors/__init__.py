@@ -1,0 +1,1 @@
+"""skillstream.connectors"""

@@ -1,0 +1,209 @@
+"""Settings.
+
+One frozen ``Settings`` object holds every knob. Precedence, highest first:
+
+1. an explicit argument (``Settings.load(span_tokens=256)`` or a CLI option),
+2. an environment variable ``SKILLSTREAM_<FIELD>`` (upper case, e.g. ``SKILLSTREAM_SPAN_TOKENS``),
+3. the config file ``<home>/skillstream.toml`` (keys are field names),
+4. the default written below.
+
+Store locations are URIs (a local path, ``s3://bucket/prefix``, ``memory://``) and default to
+folders under the home. Secrets (API keys) are read from the environment only and never stored in
+this object's ``repr`` or written anywhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tomllib
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from skillstream.errors import ConfigError
+
+ENV_PREFIX = "SKILLSTREAM_"
+DEFAULT_HOME = "./.skillstream"
+
+
+def _doc(text: str, default: Any, **kw: Any) -> Any:
+    if callable(default) and not isinstance(default, type):
+        return field(default_factory=default, metadata={"doc": text}, **kw)
+    return field(default=default, metadata={"doc": text}, **kw)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every setting of skillstream; see the module docstring for precedence."""
+
+    home: str = _doc("Folder or URI holding the default stores. SKILLSTREAM_HOME.", DEFAULT_HOME)
+    lancedb_uri: str = _doc("LanceDB URI. SKILLSTREAM_LANCEDB_URI; default <home>/lancedb.", "")
+    catalog_path: str = _doc(
+        "DuckDB catalog file (always local). SKILLSTREAM_CATALOG_PATH; default <home>/catalog.duckdb.",
+        "",
+    )
+    artifacts_uri: str = _doc(
+        "fsspec URI of the artifact store. SKILLSTREAM_ARTIFACTS_URI; default <home>/artifacts.", ""
+    )
+    storage_options: dict[str, str] = _doc(
+        "Options for LanceDB and fsspec (JSON in SKILLSTREAM_STORAGE_OPTIONS).", dict
+    )
+    embed_model: str = _doc(
+        "Sentence-transformers model: 'minilm' (the bundled offline all-MiniLM-L6-v2) or a local "
+        "path. SKILLSTREAM_EMBED_MODEL.",
+        "minilm",
+    )
+    embed_batch: int = _doc("Texts per embedding batch. SKILLSTREAM_EMBED_BATCH.", 64)
+    llm: str = _doc("LLM backend: 'rules' (offline) or 'openai'. SKILLSTREAM_LLM.", "rules")
+    llm_base_url: str = _doc(
+        "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1. SKILLSTREAM_LLM_BASE_URL "
+        "(OPENAI_BASE_URL is read too).",
+        "",
+    )
+    llm_model: str = _doc("Model name sent to the endpoint. SKILLSTREAM_LLM_MODEL.", "gpt-4o-mini")
+    llm_temperature: float = _doc("Sampling temperature. SKILLSTREAM_LLM_TEMPERATURE.", 0.0)
+    llm_timeout_s: float = _doc("Per-request timeout in seconds. SKILLSTREAM_LLM_TIMEOUT_S.", 60.0)
+    llm_max_retries: int = _doc(
+        "Retries of a failed or unparsable request before the span is marked failed. "
+        "SKILLSTREAM_LLM_MAX_RETRIES.",
+        3,
+    )
+    llm_concurrency: int = _doc(
+        "Requests in flight at once per process. SKILLSTREAM_LLM_CONCURRENCY.", 8
+    )
+    llm_response_format: str = _doc(
+        "Structured output: 'json_schema', 'json_object' (schema sent inside, for llama.cpp) or "
+        "'text'. SKILLSTREAM_LLM_RESPONSE_FORMAT.",
+        "json_schema",
+    )
+    llm_cache: bool = _doc(
+        "Cache responses by request in <home>/llm-cache.sqlite. SKILLSTREAM_LLM_CACHE.", True
+    )
+    span_tokens: int = _doc("Token budget of a span. SKILLSTREAM_SPAN_TOKENS.", 512)
+    idle_gap_s: float = _doc(
+        "Event-time gap (seconds) that closes a span and a task segment. SKILLSTREAM_IDLE_GAP_S.",
+        1800.0,
+    )
+    max_message_chars: int = _doc(
+        "Longer messages go to the dead letters. SKILLSTREAM_MAX_MESSAGE_CHARS.", 20000
+    )
+    retrieve_k: int = _doc("Memories retrieved per span for the extractor. SKILLSTREAM_RETRIEVE_K.", 20)
+    shards: int = _doc(
+        "Key shards of the extraction step; spans of different owners in one shard run "
+        "concurrently. SKILLSTREAM_SHARDS.",
+        16,
+    )
+    concurrency: int = _doc(
+        "Owners processed at the same time per worker (LLM calls in flight). SKILLSTREAM_CONCURRENCY.",
+        8,
+    )
+    default_scope: str = _doc("Scope of new memories. SKILLSTREAM_DEFAULT_SCOPE.", "private")
+    default_confidence: float = _doc(
+        "Confidence of a new memory. SKILLSTREAM_DEFAULT_CONFIDENCE.", 0.7
+    )
+    epoch_interval_s: float = _doc(
+        "Bytewax epoch (snapshot) interval in seconds. SKILLSTREAM_EPOCH_INTERVAL_S.", 5.0
+    )
+
+    # ------------------------------------------------------------------ derived locations
+    @property
+    def lancedb(self) -> str:
+        return self.lancedb_uri or _join(self.home, "lancedb")
+
+    @property
+    def catalog(self) -> str:
+        if self.catalog_path:
+            return self.catalog_path
+        if _is_remote(self.home):
+            return str(Path(DEFAULT_HOME) / "catalog.duckdb")
+        return str(Path(self.home) / "catalog.duckdb")
+
+    @property
+    def artifacts(self) -> str:
+        return self.artifacts_uri or _join(self.home, "artifacts")
+
+    @property
+    def idle_gap(self) -> timedelta:
+        return timedelta(seconds=self.idle_gap_s)
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def load(cls, **explicit: Any) -> "Settings":
+        """Build settings from explicit values, the environment, the config file and defaults."""
+        explicit = {k: v for k, v in explicit.items() if v is not None}
+        unknown = set(explicit) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ConfigError(f"unknown settings: {sorted(unknown)}")
+        env = _from_env(cls)
+        home = explicit.get("home") or env.get("home") or DEFAULT_HOME
+        values: dict[str, Any] = {}
+        values.update(_from_file(cls, home))
+        values.update(env)
+        values.update(explicit)
+        values["home"] = home
+        try:
+            return cls(**values)
+        except TypeError as e:  # pragma: no cover - guarded by the unknown check
+            raise ConfigError(str(e)) from e
+
+    def describe(self) -> dict[str, Any]:
+        """Every field with its value, for ``skillstream config``; no secrets are held here."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+def _is_remote(uri: str) -> bool:
+    return "://" in uri and not uri.startswith("file://")
+
+
+def _join(base: str, name: str) -> str:
+    if _is_remote(base):
+        return base.rstrip("/") + "/" + name
+    return str(Path(base) / name)
+
+
+def _coerce(f: dataclasses.Field, raw: Any) -> Any:
+    default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+    try:
+        if isinstance(default, bool):
+            if isinstance(raw, bool):
+                return raw
+            return str(raw).strip().lower() in ("1", "true", "yes", "on")
+        if isinstance(default, int):
+            return int(raw)
+        if isinstance(default, float):
+            return float(raw)
+        if isinstance(default, dict):
+            return dict(json.loads(raw) if isinstance(raw, str) else raw)
+        return str(raw)
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"setting {f.name!r}: cannot read {raw!r} as {type(default).__name__}") from e
+
+
+def _from_env(cls: type) -> dict[str, Any]:
+    out = {}
+    for f in dataclasses.fields(cls):
+        raw = os.environ.get(ENV_PREFIX + f.name.upper())
+        if raw is not None and raw != "":
+            out[f.name] = _coerce(f, raw)
+    return out
+
+
+def _from_file(cls: type, home: str) -> dict[str, Any]:
+    if _is_remote(home):
+        return {}
+    path = Path(home) / "skillstream.toml"
+    if not path.exists():
+        return {}
+    with path.open("rb") as fh:
+        try:
+            data = tomllib.load(fh)
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(f"{path}: not valid TOML: {e}") from e
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = set(data) - set(fields)
+    if unknown:
+        raise ConfigError(f"{path}: unknown keys {sorted(unknown)}; known keys are field names of Settings")
+    return {k: _coerce(fields[k], v) for k, v in data.items()}

@@ -1,0 +1,83 @@
+"""The extraction contract: a span goes in, memory operations come out.
+
+An ``Extractor`` is what the flow calls per span. It is made of
+
+* a memory-skill *selection* (the controller; with no controller every primitive is selected), and
+* an *executor* that applies the selected memory skills to the span and returns ``MemoryOp``s.
+
+The offline ``rules`` executor (``skillstream.rules``) implements the four primitive memory skills
+with text rules; the LLM executor of ``skillstream.memskill`` renders one prompt per span. Both take
+the same inputs, so the flow does not change when an LLM is configured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from skillstream.memories import OwnerMemories
+from skillstream.model import LLMCall, Memory, MemoryOp, Span
+
+
+@dataclass(frozen=True)
+class MemorySkill:
+    """A routine for how to extract memory from a span (see DESIGN.md: memory skill)."""
+
+    name: str
+    description: str
+    instruction: str
+    action: str
+    """The operation type the skill may produce: INSERT, UPDATE, DELETE or NOOP."""
+    version: int = 1
+
+
+@dataclass
+class Extraction:
+    """What an executor produced for one span."""
+
+    ops: list[MemoryOp] = field(default_factory=list)
+    llm_calls: list[LLMCall] = field(default_factory=list)
+    rejected: list[tuple[str, str]] = field(default_factory=list)
+    """(operation as text, reason) for every proposed operation that was invalid and not applied."""
+    memory_skills: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ExtractionInput:
+    """Everything an executor may look at for one span."""
+
+    span: Span
+    span_text: str
+    retrieved: list[Memory]
+    """The owner's memories most similar to the span, best first (index = position in the list)."""
+    memory_skills: list[MemorySkill]
+    state: OwnerMemories
+    span_vector: np.ndarray | None = None
+
+
+class Executor(Protocol):
+    """Applies memory skills to a span."""
+
+    name: str
+    needs_span_vector: bool
+
+    def execute(self, inp: ExtractionInput) -> Extraction: ...
+
+
+class Controller(Protocol):
+    """Picks the memory skills for a span."""
+
+    def select(
+        self, span_vector: np.ndarray | None, retrieved: Sequence[Memory], skills: Sequence[MemorySkill]
+    ) -> list[MemorySkill]: ...
+
+
+class AllSkills:
+    """The trivial controller: every skill in the bank is selected."""
+
+    def select(
+        self, span_vector: np.ndarray | None, retrieved: Sequence[Memory], skills: Sequence[MemorySkill]
+    ) -> list[MemorySkill]:
+        return list(skills)

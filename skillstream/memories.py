@@ -1,0 +1,70 @@
+"""The per-owner memory state used during extraction (pure, picklable).
+
+Holds the owner's memories by id with a key index and a vector matrix for retrieval. The flow keeps
+one ``OwnerMemories`` per owner in Bytewax state, so what the extractor sees for a span is exactly
+what earlier spans of that owner left, also after a crash and resume.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from skillstream.model import Memory
+
+LIVE = ("activated",)
+
+
+@dataclass
+class OwnerMemories:
+    """All memories of one owner, with lookups the extractors need."""
+
+    owner_id: str
+    items: dict[str, Memory] = field(default_factory=dict)
+    last_span_seq: dict[str, int] = field(default_factory=dict)
+    """Per conversation, the seq of the last span applied (guards against re-applying a span)."""
+
+    def put(self, memory: Memory) -> None:
+        self.items[memory.id] = memory
+
+    def get(self, memory_id: str) -> Memory | None:
+        return self.items.get(memory_id)
+
+    def live(self) -> list[Memory]:
+        """Memories that take part in extraction (status ``activated``), oldest first."""
+        return [m for m in self.items.values() if m.status in LIVE]
+
+    def by_key(self, key: str) -> Memory | None:
+        """The live memory with this key, if any (the newest when several)."""
+        best = None
+        for m in self.items.values():
+            if m.key == key and m.status in LIVE:
+                if best is None or (m.updated_at or m.created_at or 0) >= (best.updated_at or best.created_at or 0):  # type: ignore[operator]
+                    best = m
+        return best
+
+    def retrieve(self, query: np.ndarray | None, k: int) -> list[Memory]:
+        """Top-``k`` live memories by cosine similarity to ``query`` (most similar first).
+
+        Without a query vector the ``k`` most recently updated live memories are returned.
+        Ties are broken by id so the order is deterministic.
+        """
+        live = [m for m in self.live()]
+        if not live or k <= 0:
+            return []
+        with_vec = [m for m in live if m.vector is not None]
+        if query is None or not with_vec:
+            live.sort(key=lambda m: (m.updated_at or m.created_at, m.id), reverse=True)
+            return live[:k]
+        mat = np.asarray([m.vector for m in with_vec], dtype=np.float32)
+        scores = mat @ np.asarray(query, dtype=np.float32)
+        order = sorted(range(len(with_vec)), key=lambda i: (-float(scores[i]), with_vec[i].id))
+        return [with_vec[i] for i in order[:k]]
+
+    def copy(self) -> "OwnerMemories":
+        return OwnerMemories(
+            self.owner_id,
+            {k: v.copy() for k, v in self.items.items()},
+            dict(self.last_span_seq),
+        )

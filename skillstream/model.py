@@ -1,0 +1,210 @@
+"""Plain data records that flow between the stages.
+
+They are frozen or treated as values: a stage returns new records instead of mutating what it got,
+which keeps Bytewax snapshots honest and the core logic testable without any I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+ROLES = ("user", "assistant", "system", "tool")
+
+
+@dataclass(frozen=True)
+class Message:
+    """One validated chat message in the canonical format."""
+
+    message_id: str
+    conversation_id: str
+    owner_id: str
+    session_id: str
+    role: str
+    speaker: str
+    text: str
+    ts: datetime
+    agent_id: str | None = None
+    metadata: str | None = None
+    """JSON text of the record's ``metadata`` object (image captions live here too)."""
+    source: str | None = None
+    position: int | None = None
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A record that could not be processed: where it came from, why, and a truncated payload."""
+
+    id: str
+    source: str
+    position: str
+    stage: str
+    reason: str
+    payload: str | None
+    recorded_at: datetime
+
+
+@dataclass(frozen=True)
+class Span:
+    """Consecutive messages of one conversation, cut by a token budget, a session or an idle gap."""
+
+    span_id: str
+    owner_id: str
+    conversation_id: str
+    session_id: str
+    seq: int
+    messages: tuple[Message, ...]
+    n_tokens: int
+    lang: str
+
+    @property
+    def start_ts(self) -> datetime:
+        return self.messages[0].ts
+
+    @property
+    def end_ts(self) -> datetime:
+        return self.messages[-1].ts
+
+    @property
+    def message_ids(self) -> list[str]:
+        return [m.message_id for m in self.messages]
+
+
+class Op(str, enum.Enum):
+    """The four primitive memory operations."""
+
+    INSERT = "INSERT"
+    UPDATE = "UPDATE"
+    DELETE = "DELETE"
+    NOOP = "NOOP"
+
+
+@dataclass(frozen=True)
+class MemoryOp:
+    """One operation proposed by an extractor for a span.
+
+    ``target_id`` names the existing memory an UPDATE or DELETE applies to. ``source_message_ids``
+    are the messages the statement came from (a subset of the span's messages).
+    """
+
+    op: Op
+    text: str = ""
+    kind: str = "fact"
+    key: str | None = None
+    subject: str | None = None
+    tags: tuple[str, ...] = ()
+    event_ts: datetime | None = None
+    target_id: str | None = None
+    source_message_ids: tuple[str, ...] = ()
+    confidence: float | None = None
+    reason: str = ""
+    memory_skill: str | None = None
+
+
+@dataclass
+class Memory:
+    """A memory item, as held in the extraction state and written to the stores."""
+
+    id: str
+    owner_id: str
+    text: str
+    kind: str
+    scope: str = "private"
+    memory_type: str = "LongTermMemory"
+    agent_id: str | None = None
+    conversation_id: str | None = None
+    key: str | None = None
+    subject: str | None = None
+    tags: list[str] = field(default_factory=list)
+    confidence: float = 0.7
+    status: str = "activated"
+    event_ts: datetime | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    last_accessed_at: datetime | None = None
+    last_reinforced_at: datetime | None = None
+    reinforcement: int = 0
+    expires_at: datetime | None = None
+    merged_into: str | None = None
+    source_message_ids: list[str] = field(default_factory=list)
+    span_id: str | None = None
+    lang: str = "en"
+    version: int = 1
+    vector: list[float] | None = None
+
+    def row(self) -> dict[str, Any]:
+        """A dict with one entry per column of ``schema.MEMORY_FIELDS`` plus ``vector``."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def copy(self) -> "Memory":
+        new = dataclasses.replace(self)
+        new.tags = list(self.tags)
+        new.source_message_ids = list(self.source_message_ids)
+        return new
+
+
+@dataclass(frozen=True)
+class MemoryEvent:
+    """One lifecycle change of a memory (a row of ``memory_events``)."""
+
+    event_id: str
+    memory_id: str
+    owner_id: str
+    event: str
+    reason: str
+    old_value: str | None
+    new_value: str | None
+    old_status: str | None
+    new_status: str | None
+    span_id: str | None
+    actor: str
+    event_ts: datetime | None
+    recorded_at: datetime
+
+
+@dataclass(frozen=True)
+class LLMCall:
+    """Accounting for one LLM request (a row of ``llm_calls``)."""
+
+    call_id: str
+    request_hash: str
+    purpose: str
+    backend: str
+    model: str | None
+    span_id: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    latency_ms: float
+    status: str
+    cached: bool
+    attempts: int
+    error: str | None
+    created_at: datetime
+
+
+@dataclass
+class SpanResult:
+    """What processing one span produced; the unit the store sink writes atomically.
+
+    ``memories`` are the final states of every memory the span touched; ``events`` the lifecycle
+    log rows; ``status`` is ``done``, ``failed`` or ``skipped`` (already in the ledger).
+    """
+
+    span: Span
+    status: str
+    extractor: str
+    memories: list[Memory] = field(default_factory=list)
+    events: list[MemoryEvent] = field(default_factory=list)
+    llm_calls: list[LLMCall] = field(default_factory=list)
+    memory_skills: list[str] = field(default_factory=list)
+    n_ops: int = 0
+    error: str | None = None
+    attempts: int = 1
+    processed_at: datetime | None = None
+    extras: dict[str, list[Any]] = field(default_factory=dict)
+    """Rows for tables registered by later components, keyed by table name."""

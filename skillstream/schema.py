@@ -1,0 +1,202 @@
+"""Arrow schemas of every table, defined once.
+
+LanceDB tables are created from these schemas and DuckDB DDL is generated from them
+(``storage.catalog``), so a column is added in exactly one place. Timestamps are microseconds in
+UTC. ``vector`` columns are fixed-size lists whose width comes from the embedding model.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+TS = pa.timestamp("us", tz="UTC")
+STR_LIST = pa.list_(pa.string())
+
+
+def _schema(fields: list[pa.Field], key: str | None, doc: str) -> pa.Schema:
+    meta = {b"doc": doc.encode()}
+    if key:
+        meta[b"primary_key"] = key.encode()
+    return pa.schema(fields, metadata=meta)
+
+
+MESSAGES = _schema(
+    [
+        pa.field("message_id", pa.string(), nullable=False),
+        pa.field("conversation_id", pa.string(), nullable=False),
+        pa.field("owner_id", pa.string(), nullable=False),
+        pa.field("agent_id", pa.string()),
+        pa.field("session_id", pa.string(), nullable=False),
+        pa.field("role", pa.string(), nullable=False),
+        pa.field("speaker", pa.string(), nullable=False),
+        pa.field("text", pa.string(), nullable=False),
+        pa.field("ts", TS, nullable=False),
+        pa.field("metadata", pa.string()),
+        pa.field("source", pa.string()),
+        pa.field("position", pa.int64()),
+    ],
+    "message_id",
+    "One chat message in the canonical format, after validation.",
+)
+
+SPANS = _schema(
+    [
+        pa.field("span_id", pa.string(), nullable=False),
+        pa.field("owner_id", pa.string(), nullable=False),
+        pa.field("conversation_id", pa.string(), nullable=False),
+        pa.field("session_id", pa.string()),
+        pa.field("seq", pa.int64()),
+        pa.field("start_ts", TS),
+        pa.field("end_ts", TS),
+        pa.field("message_ids", STR_LIST),
+        pa.field("n_tokens", pa.int32()),
+        pa.field("lang", pa.string()),
+        pa.field("status", pa.string()),
+        pa.field("extractor", pa.string()),
+        pa.field("memory_skills", STR_LIST),
+        pa.field("n_ops", pa.int32()),
+        pa.field("memory_ids", STR_LIST),
+        pa.field("error", pa.string()),
+        pa.field("attempts", pa.int32()),
+        pa.field("processed_at", TS),
+    ],
+    "span_id",
+    "The span ledger: one row per processed span; its presence is the span's commit marker.",
+)
+
+# Columns of a memory. LanceDB keeps them with the vector; the DuckDB catalog keeps them without it.
+MEMORY_FIELDS = [
+    pa.field("id", pa.string(), nullable=False),
+    pa.field("owner_id", pa.string(), nullable=False),
+    pa.field("agent_id", pa.string()),
+    pa.field("conversation_id", pa.string()),
+    pa.field("scope", pa.string(), nullable=False),
+    pa.field("memory_type", pa.string(), nullable=False),
+    pa.field("kind", pa.string(), nullable=False),
+    pa.field("key", pa.string()),
+    pa.field("subject", pa.string()),
+    pa.field("text", pa.string(), nullable=False),
+    pa.field("tags", STR_LIST),
+    pa.field("confidence", pa.float64()),
+    pa.field("status", pa.string(), nullable=False),
+    pa.field("event_ts", TS),
+    pa.field("valid_from", TS),
+    pa.field("valid_to", TS),
+    pa.field("created_at", TS),
+    pa.field("updated_at", TS),
+    pa.field("last_accessed_at", TS),
+    pa.field("last_reinforced_at", TS),
+    pa.field("reinforcement", pa.int32()),
+    pa.field("expires_at", TS),
+    pa.field("merged_into", pa.string()),
+    pa.field("source_message_ids", STR_LIST),
+    pa.field("span_id", pa.string()),
+    pa.field("lang", pa.string()),
+    pa.field("version", pa.int32()),
+]
+
+LANCE_MEMORY_COLUMNS = [f.name for f in MEMORY_FIELDS]
+"""LanceDB keeps every memory column plus the vector, so search hits and the flow's hydration of an
+owner's state need no second store; DuckDB's ``memory_meta`` is the SQL-side copy."""
+
+
+def vector_field(dim: int) -> pa.Field:
+    """The embedding column for a model of width ``dim``."""
+    return pa.field("vector", pa.list_(pa.float32(), dim))
+
+
+def memories_lance(dim: int) -> pa.Schema:
+    """Schema of the LanceDB ``memories`` table."""
+    by_name = {f.name: f for f in MEMORY_FIELDS}
+    return _schema(
+        [by_name[c] for c in LANCE_MEMORY_COLUMNS] + [vector_field(dim)],
+        "id",
+        "Memories as search sees them: text, vector and the filter columns.",
+    )
+
+
+MEMORY_META = _schema(
+    MEMORY_FIELDS, "id", "Full metadata of every memory (the vector lives in LanceDB)."
+)
+
+MEMORY_EVENTS = _schema(
+    [
+        pa.field("event_id", pa.string(), nullable=False),
+        pa.field("memory_id", pa.string(), nullable=False),
+        pa.field("owner_id", pa.string(), nullable=False),
+        pa.field("event", pa.string(), nullable=False),
+        pa.field("reason", pa.string()),
+        pa.field("old_value", pa.string()),
+        pa.field("new_value", pa.string()),
+        pa.field("old_status", pa.string()),
+        pa.field("new_status", pa.string()),
+        pa.field("span_id", pa.string()),
+        pa.field("actor", pa.string()),
+        pa.field("event_ts", TS),
+        pa.field("recorded_at", TS),
+    ],
+    "event_id",
+    "Append-only lifecycle log: one row per change of a memory.",
+)
+
+DEAD_LETTERS = _schema(
+    [
+        pa.field("id", pa.string(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("position", pa.string(), nullable=False),
+        pa.field("stage", pa.string(), nullable=False),
+        pa.field("reason", pa.string(), nullable=False),
+        pa.field("payload", pa.string()),
+        pa.field("recorded_at", TS),
+    ],
+    "id",
+    "Records that could not be processed, with where they came from and why.",
+)
+
+LLM_CALLS = _schema(
+    [
+        pa.field("call_id", pa.string(), nullable=False),
+        pa.field("request_hash", pa.string(), nullable=False),
+        pa.field("purpose", pa.string(), nullable=False),
+        pa.field("backend", pa.string(), nullable=False),
+        pa.field("model", pa.string()),
+        pa.field("span_id", pa.string()),
+        pa.field("prompt_tokens", pa.int64()),
+        pa.field("completion_tokens", pa.int64()),
+        pa.field("latency_ms", pa.float64()),
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("cached", pa.bool_()),
+        pa.field("attempts", pa.int32()),
+        pa.field("error", pa.string()),
+        pa.field("created_at", TS),
+    ],
+    "call_id",
+    "Every LLM request: purpose, tokens, latency, outcome.",
+)
+
+CATALOG_TABLES: dict[str, pa.Schema] = {
+    "memory_meta": MEMORY_META,
+    "memory_events": MEMORY_EVENTS,
+    "spans": SPANS,
+    "dead_letters": DEAD_LETTERS,
+    "llm_calls": LLM_CALLS,
+}
+"""DuckDB tables of the catalog, by name. Later components register theirs with ``register_table``."""
+
+
+def register_table(name: str, schema: pa.Schema) -> None:
+    """Add a catalog table (used by task skills, lifecycle, memory skills)."""
+    if name in CATALOG_TABLES and CATALOG_TABLES[name] != schema:
+        raise ValueError(f"catalog table {name!r} is already registered with another schema")
+    CATALOG_TABLES[name] = schema
+
+
+def primary_key(schema: pa.Schema) -> str | None:
+    """The primary-key column named in a schema's metadata."""
+    meta = schema.metadata or {}
+    key = meta.get(b"primary_key")
+    return key.decode() if key else None
+
+
+def empty_table(schema: pa.Schema) -> pa.Table:
+    return schema.empty_table()
