@@ -30,7 +30,7 @@ DEFAULT_HOME = "./.skillstream"
 
 
 def _doc(text: str, default: Any, **kw: Any) -> Any:
-    if callable(default) and not isinstance(default, type):
+    if default in (dict, list):
         return field(default_factory=default, metadata={"doc": text}, **kw)
     return field(default=default, metadata={"doc": text}, **kw)
 
@@ -92,9 +92,9 @@ class Settings:
     )
     retrieve_k: int = _doc("Memories retrieved per span for the extractor. SKILLSTREAM_RETRIEVE_K.", 20)
     shards: int = _doc(
-        "Key shards of the extraction step; spans of different owners in one shard run "
-        "concurrently. SKILLSTREAM_SHARDS.",
-        16,
+        "Key shards of the extraction step; owners of one shard are processed concurrently. "
+        "0 means one shard per worker. SKILLSTREAM_SHARDS.",
+        0,
     )
     concurrency: int = _doc(
         "Owners processed at the same time per worker (LLM calls in flight). SKILLSTREAM_CONCURRENCY.",
@@ -165,7 +165,8 @@ def _join(base: str, name: str) -> str:
 
 
 def _coerce(f: dataclasses.Field, raw: Any) -> Any:
-    default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+    factory: Any = f.default_factory
+    default = f.default if f.default is not dataclasses.MISSING else factory()
     try:
         if isinstance(default, bool):
             if isinstance(raw, bool):
@@ -186,6 +187,8 @@ def _from_env(cls: type) -> dict[str, Any]:
     out = {}
     for f in dataclasses.fields(cls):
         raw = os.environ.get(ENV_PREFIX + f.name.upper())
+        if raw is None and f.name == "llm_base_url":
+            raw = os.environ.get("OPENAI_BASE_URL")
         if raw is not None and raw != "":
             out[f.name] = _coerce(f, raw)
     return out

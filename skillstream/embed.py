@@ -46,7 +46,8 @@ class Embedder:
         self.path = model_path(name)
         self.batch_size = batch_size
         self._model = SentenceTransformer(self.path, device="cpu")
-        dim = self._model.get_sentence_embedding_dimension()
+        getter = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        dim = getter()
         if dim is None:  # pragma: no cover - every sentence-transformers model reports it
             raise ConfigError(f"model at {self.path} does not report its embedding width")
         self.dim: int = int(dim)

@@ -1,1 +1,39 @@
-"""skillstream.storage"""
+"""skillstream.storage: LanceDB tables, the DuckDB catalog, the artifact store, the store sink.
+
+Modules:
+    lance: ``MemoryIndex`` and the generic ``LanceTable`` (upsert by key, vector/FTS/hybrid search).
+    catalog: ``Catalog``, the DuckDB file (DDL from ``skillstream.schema``, upserts, SQL views).
+    artifacts: ``ArtifactStore`` on fsspec (local, ``memory://``, ``s3://``, ``oss://``).
+    options: one ``storage_options`` dict translated for LanceDB and fsspec.
+    home: ``open_stores`` / ``Stores``, every store of a home at once.
+    sinks: ``write_results`` and the Bytewax ``StoreSink``.
+
+Names are imported lazily, so ``import skillstream.storage`` loads neither LanceDB nor Bytewax.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "MemoryIndex": "lance",
+    "LanceTable": "lance",
+    "Catalog": "catalog",
+    "CatalogLockedError": "catalog",
+    "register_view": "catalog",
+    "ArtifactStore": "artifacts",
+    "Stores": "home",
+    "open_stores": "home",
+    "StoreSink": "sinks",
+    "write_results": "sinks",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

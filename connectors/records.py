@@ -1,0 +1,437 @@
+"""The canonical chat-message record and its validation.
+
+Every source (files, Kafka, dataset adapters) hands its raw records to ``parse_record`` (or raw
+JSON lines to ``parse_line``) and gets back either a ``Message`` or a ``DeadLetter``. Nothing raises
+on bad input: a record that cannot be used becomes a dead letter with a human reason, and the stream
+goes on.
+
+Canonical fields of an input record:
+
+=================  ========  ==================================================================
+field              required  rule
+=================  ========  ==================================================================
+conversation_id    yes       text (an integer is turned into text)
+role               yes       ``user``, ``assistant``, ``system`` or ``tool``; aliases such as
+                             ``human`` -> user and ``ai``/``bot``/``wizard`` -> assistant
+content            yes       non-empty text, at most ``max_chars`` characters; an OpenAI-style
+                             list of ``{"type": "text", "text": ...}`` parts is joined by newlines
+timestamp          yes       ISO 8601 text, epoch seconds (a number, or text holding only a
+                             number), or a ``datetime``; naive times are taken as UTC; the result
+                             is a timezone-aware UTC ``datetime``
+user_id            no        the owner of the memories; default: ``conversation_id``
+agent_id           no        the agent taking part in the conversation
+session_id         no        default: ``conversation_id``
+message_id         no        default: ``prefixed_id("msg", conversation_id, ts.isoformat(), role,
+                             content)``, so the same message always gets the same id
+name               no        the speaker; default ``User``/``Assistant``/``System``/``Tool``
+metadata           no        a JSON object (or JSON text of one); stored as JSON text
+=================  ========  ==================================================================
+
+Other keys of the input are ignored. Empty text in an optional field (what a CSV cell holds when it
+has no value) counts as absent. The content and every string inside ``metadata`` go through the
+redactor; if a pattern whose action is ``reject`` matches, the record becomes a dead letter without
+its payload. Dead-letter payloads are redacted too and cut to ``PAYLOAD_CHARS`` characters.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from datetime import UTC, date, datetime, time
+from typing import Any
+
+from skillstream.ids import prefixed_id
+from skillstream.model import ROLES, DeadLetter, Message
+from skillstream.redact import DEFAULT_REDACTOR, Redactor
+
+PAYLOAD_CHARS = 500
+"""Characters of the (redacted) input kept in a dead letter."""
+
+CANONICAL_FIELDS = (
+    "conversation_id",
+    "role",
+    "content",
+    "timestamp",
+    "user_id",
+    "agent_id",
+    "session_id",
+    "message_id",
+    "name",
+    "metadata",
+)
+
+ROLE_ALIASES: dict[str, str] = {
+    "user": "user",
+    "human": "user",
+    "customer": "user",
+    "assistant": "assistant",
+    "ai": "assistant",
+    "bot": "assistant",
+    "wizard": "assistant",
+    "model": "assistant",
+    "gpt": "assistant",
+    "system": "system",
+    "developer": "system",
+    "tool": "tool",
+    "function": "tool",
+}
+"""Accepted spellings of a role (compared lower-cased) and the canonical role they mean."""
+
+DEFAULT_NAMES = {"user": "User", "assistant": "Assistant", "system": "System", "tool": "Tool"}
+
+_NUMBER = re.compile(r"[+-]?\d+(?:\.\d+)?")
+_JSON_TYPES = {
+    dict: "object",
+    list: "array",
+    str: "text",
+    bool: "boolean",
+    int: "number",
+    float: "number",
+    type(None): "null",
+}
+
+
+class _Invalid(ValueError):
+    """The record is invalid; ``str(e)`` is the reason shown in the dead letter."""
+
+    def __init__(self, reason: str, *, keep_payload: bool = True) -> None:
+        super().__init__(reason)
+        self.keep_payload = keep_payload
+
+
+def parse_record(
+    obj: Any,
+    *,
+    source: str,
+    position: str | int,
+    mapping: Mapping[str, str] | None = None,
+    max_chars: int = 20000,
+    redactor: Redactor = DEFAULT_REDACTOR,
+    now: datetime | None = None,
+) -> Message | DeadLetter:
+    """Validate one raw record and turn it into a ``Message`` or a ``DeadLetter``.
+
+    Args:
+        obj: The decoded record, normally a ``dict`` (a JSON object, a Parquet or CSV row).
+        source: Where the record came from (a file path, a topic); part of the dead-letter id.
+        position: Where in ``source`` (a byte offset, a row index, ``"partition:offset"``). An
+            integer, or text holding one, is kept in ``Message.position``; other text is only
+            used for dead letters.
+        mapping: Canonical field name -> the input's key, for inputs that spell fields
+            differently, e.g. ``{"content": "text", "conversation_id": "thread"}``. Fields not
+            in the mapping are looked up under their canonical name.
+        max_chars: Longest accepted content, in characters.
+        redactor: Sensitive-data rules applied to the content, the metadata and dead-letter
+            payloads.
+        now: Time written into ``DeadLetter.recorded_at``; default: the current UTC time.
+
+    Returns:
+        A ``Message`` when the record is valid, else a ``DeadLetter`` with stage ``"parse"``.
+    """
+    try:
+        return _to_message(obj, source, position, mapping or {}, max_chars, redactor)
+    except _Invalid as e:
+        payload = obj if isinstance(obj, str) else _dump(obj, sort_keys=False)
+        return dead_letter(
+            str(e),
+            source=source,
+            position=position,
+            payload=payload if e.keep_payload else None,
+            redactor=redactor,
+            now=now,
+        )
+
+
+def parse_line(
+    raw: bytes,
+    *,
+    source: str,
+    position: str | int,
+    mapping: Mapping[str, str] | None = None,
+    max_chars: int = 20000,
+    redactor: Redactor = DEFAULT_REDACTOR,
+    now: datetime | None = None,
+) -> Message | DeadLetter | None:
+    """Decode one JSONL line and parse the object it holds.
+
+    Args:
+        raw: The line's bytes; a trailing newline and a UTF-8 byte-order mark are ignored.
+        source: See ``parse_record``.
+        position: See ``parse_record``.
+        mapping: See ``parse_record``.
+        max_chars: See ``parse_record``.
+        redactor: See ``parse_record``.
+        now: See ``parse_record``.
+
+    Returns:
+        ``None`` for a blank line (blank lines are skipped, not errors), a ``DeadLetter`` for
+        invalid UTF-8 or broken JSON, else what ``parse_record`` returns.
+    """
+
+    def refuse(reason: str, payload: str) -> DeadLetter:
+        return dead_letter(
+            reason, source=source, position=position, payload=payload, redactor=redactor, now=now
+        )
+
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    if not raw.strip():
+        return None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        shown = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+        return refuse(f"invalid UTF-8 at byte {e.start}", shown)
+    text = text.rstrip("\r\n")
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        return refuse(f"broken JSON: {e}", text)
+    except RecursionError:
+        return refuse("broken JSON: nested too deeply", text)
+    return parse_record(
+        obj,
+        source=source,
+        position=position,
+        mapping=mapping,
+        max_chars=max_chars,
+        redactor=redactor,
+        now=now,
+    )
+
+
+def dead_letter(
+    reason: str,
+    *,
+    source: str,
+    position: str | int,
+    payload: str | None,
+    stage: str = "parse",
+    redactor: Redactor = DEFAULT_REDACTOR,
+    now: datetime | None = None,
+) -> DeadLetter:
+    """Build a dead letter whose payload is redacted and cut to ``PAYLOAD_CHARS`` characters.
+
+    The id is ``prefixed_id("dl", source, str(position))``, so a replay of the same input yields
+    the same dead letter. If the payload holds data that a ``reject`` rule matches, it is dropped.
+
+    Args:
+        reason: Why the record was refused, for a human reader.
+        source: Where the record came from.
+        position: Where in ``source``.
+        payload: The raw record as text, or ``None``.
+        stage: The pipeline stage that refused the record.
+        redactor: Sensitive-data rules applied to the payload.
+        now: ``recorded_at``; default: the current UTC time.
+
+    Returns:
+        The dead letter.
+    """
+    shown: str | None = None
+    if payload is not None:
+        redacted, hits = redactor.apply(payload)
+        shown = None if redactor.rejects(hits) else redacted[:PAYLOAD_CHARS]
+    return DeadLetter(
+        id=prefixed_id("dl", source, str(position)),
+        source=source,
+        position=str(position),
+        stage=stage,
+        reason=reason,
+        payload=shown,
+        recorded_at=now or datetime.now(UTC),
+    )
+
+
+# ---------------------------------------------------------------------------------- validation
+
+
+def _to_message(
+    obj: Any,
+    source: str,
+    position: str | int,
+    mapping: Mapping[str, str],
+    max_chars: int,
+    redactor: Redactor,
+) -> Message:
+    if not isinstance(obj, Mapping):
+        raise _Invalid(f"expected a JSON object, got {_json_type(obj)}")
+
+    def get(name: str) -> Any:
+        value = obj.get(mapping.get(name, name))
+        if isinstance(value, str) and not value.strip():
+            return None
+        return value
+
+    def where(name: str) -> str:
+        column = mapping.get(name, name)
+        return f"'{name}'" if column == name else f"'{name}' (column '{column}')"
+
+    conversation_id = _text_field(get("conversation_id"), where("conversation_id"))
+    if conversation_id is None:
+        raise _Invalid(f"missing required field {where('conversation_id')}")
+
+    raw_role = get("role")
+    if raw_role is None:
+        raise _Invalid(f"missing required field {where('role')}")
+    role = ROLE_ALIASES.get(str(raw_role).strip().lower()) if isinstance(raw_role, str) else None
+    if role is None:
+        raise _Invalid(f"role {raw_role!r} is not one of {', '.join(ROLES)}")
+
+    content = _content(get("content"), where("content"))
+    if len(content) > max_chars:
+        raise _Invalid(f"message has {len(content)} characters; limit is {max_chars}")
+
+    raw_ts = get("timestamp")
+    if raw_ts is None:
+        raise _Invalid(f"missing required field {where('timestamp')}")
+    ts = parse_timestamp(raw_ts)
+
+    owner_id = _text_field(get("user_id"), where("user_id")) or conversation_id
+    agent_id = _text_field(get("agent_id"), where("agent_id"))
+    session_id = _text_field(get("session_id"), where("session_id")) or conversation_id
+    name = _text_field(get("name"), where("name")) or DEFAULT_NAMES[role]
+    metadata = _metadata(get("metadata"), where("metadata"))
+
+    text, hits = redactor.apply(content)
+    if metadata is not None:
+        metadata = _redact_json(metadata, redactor, hits)
+    rejected = redactor.rejects(hits)
+    if rejected:
+        names = ", ".join(f"'{n}'" for n in sorted(set(rejected)))
+        raise _Invalid(
+            f"rejected: message matches sensitive-data pattern {names}", keep_payload=False
+        )
+
+    message_id = _text_field(get("message_id"), where("message_id")) or prefixed_id(
+        "msg", conversation_id, ts.isoformat(), role, text
+    )
+    return Message(
+        message_id=message_id,
+        conversation_id=conversation_id,
+        owner_id=owner_id,
+        session_id=session_id,
+        role=role,
+        speaker=name,
+        text=text,
+        ts=ts,
+        agent_id=agent_id,
+        metadata=None if metadata is None else _dump(metadata),
+        source=source,
+        position=_int_position(position),
+    )
+
+
+def parse_timestamp(value: Any) -> datetime:
+    """Read a timestamp as a timezone-aware UTC ``datetime``.
+
+    Accepts ISO 8601 text (anything ``datetime.fromisoformat`` reads, including a trailing ``Z``
+    and a bare date), epoch seconds as a number or as text holding only a number, and ``datetime``
+    or ``date`` objects (a Parquet timestamp column). A time without a zone is taken as UTC.
+
+    Args:
+        value: The raw timestamp.
+
+    Returns:
+        The time in UTC.
+
+    Raises:
+        ValueError: The value is none of the accepted forms; the message is the dead-letter reason.
+    """
+    if isinstance(value, datetime):
+        ts = value
+    elif isinstance(value, date):
+        ts = datetime.combine(value, time())
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        return _from_epoch(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        try:
+            ts = datetime.fromisoformat(text)
+        except ValueError:
+            if _NUMBER.fullmatch(text):
+                return _from_epoch(float(text))
+            raise _Invalid(f"timestamp {value!r} is not ISO 8601 or epoch seconds") from None
+    else:
+        raise _Invalid(f"timestamp {value!r} is not ISO 8601 or epoch seconds")
+    if ts.tzinfo is None:
+        return ts.replace(tzinfo=UTC)
+    return ts.astimezone(UTC)
+
+
+def _from_epoch(seconds: float) -> datetime:
+    try:
+        return datetime.fromtimestamp(seconds, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        raise _Invalid(f"timestamp {seconds!r} is out of range for epoch seconds") from None
+
+
+def _content(value: Any, where: str) -> str:
+    if value is None:
+        raise _Invalid(f"missing required field {where}")
+    if isinstance(value, list):
+        parts = []
+        for part in value:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+        value = "\n".join(p for p in parts if p.strip())
+        if not value:
+            raise _Invalid(f"field {where} has no text parts")
+    if not isinstance(value, str):
+        raise _Invalid(f"field {where} must be text, got {_json_type(value)}")
+    if not value.strip():
+        raise _Invalid(f"missing required field {where}")
+    return value
+
+
+def _text_field(value: Any, where: str) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise _Invalid(f"field {where} must be text, got {_json_type(value)}")
+
+
+def _metadata(value: Any, where: str) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except (json.JSONDecodeError, RecursionError):
+            raise _Invalid(f"field {where} is not JSON text of an object") from None
+    if not isinstance(value, Mapping):
+        raise _Invalid(f"field {where} must be a JSON object, got {_json_type(value)}")
+    return dict(value)
+
+
+def _redact_json(value: Any, redactor: Redactor, hits: list[str]) -> Any:
+    if isinstance(value, str):
+        text, found = redactor.apply(value)
+        hits.extend(found)
+        return text
+    if isinstance(value, Mapping):
+        return {str(k): _redact_json(v, redactor, hits) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redact_json(v, redactor, hits) for v in value]
+    return value
+
+
+def _int_position(position: str | int) -> int | None:
+    if isinstance(position, int) and not isinstance(position, bool):
+        return position
+    if isinstance(position, str) and position.isdigit():
+        return int(position)
+    return None
+
+
+def _json_type(value: Any) -> str:
+    return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def _dump(value: Any, *, sort_keys: bool = True) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=sort_keys, default=str)

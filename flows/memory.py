@@ -1,0 +1,188 @@
+"""The streaming memory dataflow.
+
+    source (files | kafka) -> parse + validate ---------------------------> dead letters
+                           -> key by conversation -> spans (stateful)
+                           -> key by owner shard -> extract (stateful, owners concurrent)
+                           -> store sink (LanceDB memories, DuckDB catalog; one writer)
+
+Run it with the CLI (``skillstream run``) or with Bytewax directly::
+
+    python -m bytewax.run "skillstream.flows.memory:get_flow('data/sample')" -w 2
+
+``get_flow`` reads the settings from the environment and ``<home>/skillstream.toml``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import bytewax.operators as op
+from bytewax.dataflow import Dataflow
+from bytewax.inputs import Source
+
+from skillstream.config import Settings
+from skillstream.embed import get_embedder
+from skillstream.extract import Executor
+from skillstream.memskill.seeds import PRIMITIVES
+from skillstream.model import DeadLetter, Message, SpanResult
+from skillstream.pipeline import MemoryPipeline
+from skillstream.spans import SpanBuilder
+from skillstream.tokens import get_counter
+from skillstream.flows import progress
+from skillstream.flows.operators import ExtractLogic, SpanLogic, shard_of
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class FlowParts:
+    """What ``build_flow`` wired, for callers that need to look inside (CLI, tests)."""
+
+    flow: Dataflow
+    done_spans: frozenset[str]
+    dim: int
+
+
+def read_done_spans(settings: Settings) -> frozenset[str]:
+    """Span ids already in the ledger (read once, before the flow runs)."""
+    path = Path(settings.catalog)
+    if not path.exists():
+        return frozenset()
+    from skillstream.storage.catalog import Catalog
+
+    cat = Catalog(str(path), read_only=True)
+    try:
+        return frozenset(cat.processed_span_ids())
+    finally:
+        cat.close()
+
+
+def make_executor(settings: Settings) -> Executor:
+    """The executor for the configured backend."""
+    if settings.llm == "rules":
+        from skillstream.rules import RulesExecutor
+
+        return RulesExecutor()
+    from skillstream.memskill.factory import make_llm_executor  # the LLM executor (MemSkill)
+
+    return make_llm_executor(settings)
+
+
+def build_flow(
+    settings: Settings,
+    source: Source,
+    *,
+    workers: int = 1,
+    executor: Executor | None = None,
+    flow_id: str = "skillstream-memory",
+    events_to: str | None = None,
+) -> FlowParts:
+    """Wire the memory dataflow for ``source`` with ``settings``."""
+    embedder = get_embedder(settings.embed_model, settings.embed_batch)
+    counter = get_counter(settings.embed_model)
+    executor = executor or make_executor(settings)
+    done = read_done_spans(settings)
+    pool = ThreadPoolExecutor(max_workers=max(1, settings.concurrency), thread_name_prefix="extract")
+    index_cache: dict[str, Any] = {}
+
+    def hydrate(owner_id: str):
+        from skillstream.storage.lance import MemoryIndex
+
+        idx = index_cache.get("idx")
+        if idx is None:
+            idx = index_cache["idx"] = MemoryIndex(
+                settings.lancedb, embedder.dim, settings.storage_options
+            )
+        return idx.owner_memories(owner_id)
+
+    pipeline = MemoryPipeline(
+        executor=executor,
+        embed=embedder.encode,
+        hydrate=hydrate,
+        memory_skills=_memory_skills(settings),
+        controller=_controller(settings, embedder),
+        done_spans=done,
+        retrieve_k=settings.retrieve_k,
+        options=_apply_options(settings),
+    )
+    builder = SpanBuilder(counter.count, settings.span_tokens, settings.idle_gap)
+    shards = settings.shards or max(1, workers)
+
+    from skillstream.storage.sinks import StoreSink
+
+    flow = Dataflow(flow_id)
+    items = op.input("read", flow, source)
+    split = op.branch("valid", items, lambda x: isinstance(x, Message))
+    messages = split.trues
+    dead = op.filter("dead", split.falses, lambda x: isinstance(x, DeadLetter))
+    op.inspect("count-messages", messages, progress.counter("messages"))
+    op.inspect("count-dead", dead, progress.counter("dead_letters"))
+    by_conv = op.key_on("by-conversation", messages, lambda m: m.conversation_id)
+    spans = op.stateful("spans", by_conv, lambda resume: SpanLogic(builder, resume))
+    spans = op.key_rm("spans-unkeyed", spans)
+    by_shard = op.key_on("by-owner-shard", spans, lambda s: shard_of(s.owner_id, shards))
+    results = op.stateful_batch(
+        "extract", by_shard, lambda resume: ExtractLogic(pipeline, pool, resume)
+    )
+    results = op.key_rm("results-unkeyed", results)
+    op.inspect("count-spans", results, _count_result)
+    to_store = op.merge(
+        "to-store",
+        op.map("results-to-store", results, lambda r: ("store", r)),
+        op.map("dead-to-store", dead, lambda d: ("store", d)),
+    )
+    op.output("store", to_store, StoreSink(settings, embedder.dim))
+    if events_to:
+        from skillstream.connectors.kafka import memory_events_sink
+
+        op.output("events", results, memory_events_sink(events_to, settings))
+    return FlowParts(flow, done, embedder.dim)
+
+
+def _count_result(step_id: str, r: SpanResult) -> None:
+    progress.bump(f"spans_{r.status}")
+    progress.bump("memory_changes", len(r.memories))
+
+
+def _memory_skills(settings: Settings):
+    try:
+        from skillstream.memskill.bank import load_active_skills  # issue: memory skill bank
+
+        return load_active_skills(settings)
+    except ImportError:
+        return PRIMITIVES
+
+
+def _controller(settings: Settings, embedder):
+    try:
+        from skillstream.memskill.controller import make_controller
+    except ImportError:
+        from skillstream.extract import AllSkills
+
+        return AllSkills()
+    return make_controller(settings, embedder)
+
+
+def _apply_options(settings: Settings):
+    from skillstream.apply import ApplyOptions
+
+    return ApplyOptions(scope=settings.default_scope, confidence=settings.default_confidence)
+
+
+def get_flow(source: str | None = None, format: str = "auto", **overrides: Any) -> Dataflow:
+    """Entry point for ``python -m bytewax.run``: settings from the environment and config file."""
+    from skillstream.connectors.files import FileSource
+
+    settings = Settings.load(**overrides)
+    src = source or os.environ.get("SKILLSTREAM_SOURCE") or str(default_sample())
+    return build_flow(settings, FileSource(src, format=format)).flow
+
+
+def default_sample() -> Path:
+    """The bundled sample conversations (``data/sample`` in the repository)."""
+    return Path(__file__).resolve().parent.parent / "data" / "sample"

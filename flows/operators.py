@@ -1,0 +1,72 @@
+"""Bytewax operator logic: thin wrappers that call the core (spans, pipeline)."""
+
+from __future__ import annotations
+
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Iterable
+
+from bytewax.operators import StatefulBatchLogic, StatefulLogic
+
+from skillstream.model import Message, Span, SpanResult
+from skillstream.pipeline import MemoryPipeline, OwnerState
+from skillstream.spans import SpanBuilder, SpanState
+
+
+def shard_of(key: str, shards: int) -> str:
+    """A stable shard name for a key (crc32, not ``hash()``, which differs between processes)."""
+    return str(zlib.crc32(key.encode("utf-8")) % max(1, shards))
+
+
+class SpanLogic(StatefulLogic[Message, Span, SpanState]):
+    """Per-conversation span builder; flushes the open span at end of input."""
+
+    def __init__(self, builder: SpanBuilder, resume: SpanState | None) -> None:
+        self.builder = builder
+        self.state = resume.copy() if resume is not None else SpanState()
+
+    def on_item(self, value: Message) -> tuple[Iterable[Span], bool]:
+        return self.builder.add(self.state, value), StatefulLogic.RETAIN
+
+    def on_eof(self) -> tuple[Iterable[Span], bool]:
+        return self.builder.flush(self.state), StatefulLogic.DISCARD
+
+    def snapshot(self) -> SpanState:
+        return self.state.copy()
+
+
+class ExtractLogic(StatefulBatchLogic[Span, SpanResult, dict]):
+    """Extraction for one shard of owners.
+
+    A batch holds spans of many owners. Spans are grouped by owner (keeping their order) and the
+    groups run on a shared thread pool, so LLM calls of different owners overlap while each owner's
+    spans are applied strictly in order. The state is the owners' memories.
+    """
+
+    def __init__(self, pipeline: MemoryPipeline, pool: ThreadPoolExecutor, resume: dict | None) -> None:
+        self.pipeline = pipeline
+        self.pool = pool
+        self.owners: dict[str, OwnerState] = dict(resume) if resume else {}
+
+    def on_batch(self, values: list[Span]) -> tuple[Iterable[SpanResult], bool]:
+        groups: dict[str, list[Span]] = {}
+        for span in values:
+            groups.setdefault(span.owner_id, []).append(span)
+
+        def run(owner: str, spans: list[Span]) -> list[SpanResult]:
+            state = self.owners.get(owner)
+            if state is None:
+                state = self.pipeline.new_state(owner)
+            out = self.pipeline.process_owner(state, spans)
+            return [state, out]  # type: ignore[list-item]
+
+        futures = {owner: self.pool.submit(run, owner, spans) for owner, spans in groups.items()}
+        results: list[SpanResult] = []
+        for owner in groups:
+            state, out = futures[owner].result()
+            self.owners[owner] = state
+            results.extend(out)
+        return results, StatefulBatchLogic.RETAIN
+
+    def snapshot(self) -> dict[str, Any]:
+        return {owner: st.copy() for owner, st in self.owners.items()}

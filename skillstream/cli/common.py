@@ -1,0 +1,65 @@
+"""Helpers shared by the CLI modules: settings from the context, output formats."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from datetime import date, datetime
+from typing import Any, Iterable
+
+import click
+import pyarrow as pa
+
+from skillstream.config import Settings
+
+
+def settings_from(ctx: click.Context, **explicit: Any) -> Settings:
+    return Settings.load(home=ctx.obj["home"], **explicit)
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, (datetime, date)):
+        return v.isoformat()
+    if isinstance(v, (bytes, bytearray)):
+        return v.hex()
+    if hasattr(v, "tolist"):
+        return v.tolist()
+    return v
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, default=_jsonable, ensure_ascii=False, indent=2)
+
+
+def emit_table(table: pa.Table, fmt: str) -> None:
+    """Print an Arrow table as text, JSON (list of objects) or CSV."""
+    rows = table.to_pylist()
+    if fmt == "json":
+        click.echo(dumps(rows))
+    elif fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(table.column_names)
+        for r in rows:
+            w.writerow([_jsonable(r[c]) for c in table.column_names])
+        sys.stdout.write(buf.getvalue())
+    else:
+        click.echo(format_text(table.column_names, rows))
+
+
+def format_text(columns: list[str], rows: Iterable[dict[str, Any]], width: int = 60) -> str:
+    def cell(v: Any) -> str:
+        s = "" if v is None else str(_jsonable(v))
+        s = s.replace("\n", " ")
+        return s if len(s) <= width else s[: width - 1] + "…"
+
+    rows = list(rows)
+    cells = [[cell(r[c]) for c in columns] for r in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    line = lambda vals: " | ".join(v.ljust(w) for v, w in zip(vals, widths))  # noqa: E731
+    out = [line(columns), "-+-".join("-" * w for w in widths)]
+    out += [line(r) for r in cells]
+    out.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    return "\n".join(out)

@@ -1,0 +1,103 @@
+"""``skillstream search``, ``sql``, ``stats`` and ``config``: reading what the flows stored."""
+
+from __future__ import annotations
+
+import click
+
+from skillstream.cli.common import dumps, emit_table, format_text, settings_from
+
+
+def open_catalog(settings, dim: int | None = None):
+    """A read-only catalog connection with the LanceDB tables attached as views."""
+    from pathlib import Path
+
+    from skillstream.errors import InputError
+    from skillstream.storage.catalog import Catalog
+
+    if not Path(settings.catalog).exists():
+        raise InputError(
+            f"no catalog at {settings.catalog}; run 'skillstream --home {settings.home} run' first"
+        )
+    cat = Catalog(settings.catalog, read_only=True)
+    cat.attach_lance(settings.lancedb, settings.storage_options)
+    return cat
+
+
+@click.command()
+@click.argument("query")
+@click.option("--owner", default=None, help="Only this owner's memories.")
+@click.option("--k", "k", type=int, default=10, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def search(ctx, query, owner, k, as_json):
+    """Hybrid (vector + full-text) search over memories."""
+    from skillstream.search import search_memories
+
+    settings = settings_from(ctx)
+    hits = search_memories(settings, query, owner=owner, k=k)
+    keep = ["text", "score", "owner_id", "kind", "event_ts", "source_message_ids", "id", "status"]
+    rows = [{c: h.get(c) for c in keep} for h in hits]
+    if as_json:
+        click.echo(dumps(rows))
+    else:
+        click.echo(format_text(keep[:6], rows))
+
+
+@click.command()
+@click.argument("query")
+@click.option("--json", "fmt", flag_value="json")
+@click.option("--csv", "fmt", flag_value="csv")
+@click.pass_context
+def sql(ctx, query, fmt):
+    """Run SQL (DuckDB) over the catalog and the memory tables (view ``memories``)."""
+    settings = settings_from(ctx)
+    cat = open_catalog(settings)
+    try:
+        emit_table(cat.sql(query), fmt or "text")
+    finally:
+        cat.close()
+
+
+STATS_SQL = {
+    "memories_by_status": "select status, count(*) as n from memories group by status order by status",
+    "memories_by_type": "select memory_type, kind, count(*) as n from memories group by all order by all",
+    "spans_by_status": "select status, count(*) as n from spans group by status order by status",
+    "dead_letters_by_reason": (
+        "select split_part(reason, ':', 1) as reason, count(*) as n from dead_letters "
+        "group by 1 order by n desc"
+    ),
+}
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def stats(ctx, as_json):
+    """Row counts per table, memories per status and type, spans, dead letters."""
+    settings = settings_from(ctx)
+    cat = open_catalog(settings)
+    try:
+        tables = [r["name"] for r in cat.sql("select table_name as name from duckdb_tables() order by 1").to_pylist()]
+        out = {"tables": {t: cat.sql(f'select count(*) as n from "{t}"').to_pylist()[0]["n"] for t in tables}}
+        out["memories"] = cat.sql("select count(*) as n from memories").to_pylist()[0]["n"]
+        for name, q in STATS_SQL.items():
+            out[name] = cat.sql(q).to_pylist()
+    finally:
+        cat.close()
+    if as_json:
+        click.echo(dumps(out))
+        return
+    click.echo(f"memories: {out['memories']}")
+    click.echo(format_text(["table", "rows"], [{"table": k, "rows": v} for k, v in out["tables"].items()]))
+    for name in STATS_SQL:
+        rows = out[name]
+        if rows:
+            click.echo(f"\n{name}:")
+            click.echo(format_text(list(rows[0]), rows))
+
+
+@click.command("config")
+@click.pass_context
+def config_cmd(ctx):
+    """Show the effective settings (no secrets are part of them)."""
+    click.echo(dumps(settings_from(ctx).describe()))

@@ -1,0 +1,177 @@
+"""``skillstream run``: the main job."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import click
+
+from skillstream.cli.common import dumps, settings_from
+from skillstream.errors import InputError
+
+log = logging.getLogger("skillstream.run")
+
+FORMATS = ["auto", "jsonl", "parquet", "csv", "locomo", "star"]
+
+
+def parse_pairs(pairs: tuple[str, ...], what: str) -> dict[str, str]:
+    out = {}
+    for p in pairs:
+        if "=" not in p:
+            raise click.BadParameter(f"{what} takes key=value, got {p!r}")
+        k, v = p.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def make_source(source: str, fmt: str, mapping: dict[str, str], settings, kafka_config=None, tail=None):
+    """A Bytewax source for a path or a ``kafka://`` URI."""
+    if source.startswith("kafka://"):
+        try:
+            from skillstream.connectors.kafka import kafka_source
+        except ImportError as e:  # pragma: no cover - the Kafka connector ships with the package
+            raise InputError("the Kafka connector is not available in this build") from e
+        return kafka_source(source, settings, config=kafka_config or {}, tail=tail)
+    from skillstream.connectors.files import FileSource
+
+    return FileSource(
+        source, format=fmt, mapping=mapping or None, max_chars=settings.max_message_chars
+    )
+
+
+@click.command()
+@click.option("--source", help="File, folder, glob or kafka://HOST:PORT/TOPIC. Default: the bundled sample.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
+@click.option("--map", "mapping", multiple=True, metavar="FIELD=COLUMN", help="Map a canonical field to an input column.")
+@click.option("--workers", "-w", type=int, default=1, show_default=True, help="Bytewax workers in this process.")
+@click.option("--process-id", "-i", type=int, default=None, help="This process's index in a cluster.")
+@click.option("--addresses", "-a", default=None, help="Cluster addresses 'host:port;host:port'.")
+@click.option("--recovery-dir", type=click.Path(file_okay=False), default=None, help="Bytewax recovery folder; a rerun resumes from it.")
+@click.option("--llm", type=click.Choice(["rules", "openai"]), default=None, help="Extraction backend.")
+@click.option("--llm-base-url", default=None)
+@click.option("--llm-model", default=None)
+@click.option("--kafka-config", multiple=True, metavar="KEY=VALUE")
+@click.option("--tail/--no-tail", default=None, help="Kafka: keep reading new messages, or stop at the end.")
+@click.option("--events-to", default=None, help="kafka://HOST:PORT/TOPIC for memory change events.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.pass_context
+def run(ctx, source, fmt, mapping, workers, process_id, addresses, recovery_dir, llm, llm_base_url,
+        llm_model, kafka_config, tail, events_to, as_json):
+    """Read conversations, cut spans, extract memories and store them."""
+    from bytewax.recovery import RecoveryConfig
+    from bytewax.run import cli_main
+
+    from skillstream.flows import progress
+    from skillstream.flows.memory import build_flow, default_sample
+
+    settings = settings_from(ctx, llm=llm, llm_base_url=llm_base_url, llm_model=llm_model)
+    if not source:
+        source = str(default_sample())
+        if not Path(source).exists():
+            raise InputError(f"no --source given and the bundled sample {source} is missing")
+    if not settings.home.startswith(("s3://", "oss://", "memory://")):
+        Path(settings.home).mkdir(parents=True, exist_ok=True)
+    Path(settings.catalog).parent.mkdir(parents=True, exist_ok=True)
+
+    src = make_source(source, fmt, parse_pairs(mapping, "--map"), settings,
+                      parse_pairs(kafka_config, "--kafka-config"), tail)
+    parts = build_flow(settings, src, workers=workers, events_to=events_to)
+
+    recovery = None
+    if recovery_dir:
+        recovery = RecoveryConfig(str(_ensure_recovery(Path(recovery_dir))))
+
+    progress.reset()
+    stop = threading.Event()
+    watcher = threading.Thread(target=_watch, args=(stop,), daemon=True)
+    watcher.start()
+    t0 = time.perf_counter()
+    try:
+        cli_main(
+            parts.flow,
+            workers_per_process=workers,
+            process_id=process_id,
+            addresses=addresses.split(";") if addresses else None,
+            epoch_interval=timedelta(seconds=settings.epoch_interval_s),
+            recovery_config=recovery,
+        )
+    finally:
+        stop.set()
+        watcher.join(timeout=2)
+    seconds = time.perf_counter() - t0
+    counts = progress.snapshot()
+    _finish(settings, parts.dim, process_id)
+    summary = {
+        "messages": counts.get("messages", 0),
+        "dead_letters": counts.get("dead_letters", 0),
+        "spans_processed": counts.get("spans_done", 0),
+        "spans_already_processed": counts.get("spans_skipped", 0),
+        "spans_failed": counts.get("spans_failed", 0),
+        "memory_changes": counts.get("memory_changes", 0),
+        "seconds": round(seconds, 2),
+        "home": settings.home,
+    }
+    if as_json:
+        click.echo(dumps(summary))
+    else:
+        click.echo(
+            f"read {summary['messages']} messages ({summary['dead_letters']} dead letters); "
+            f"spans: {summary['spans_processed']} processed, "
+            f"{summary['spans_already_processed']} already processed, {summary['spans_failed']} failed; "
+            f"{summary['memory_changes']} memory changes in {summary['seconds']} s; home {settings.home}"
+        )
+
+
+def _ensure_recovery(path: Path, partitions: int = 4) -> Path:
+    """Create and initialise a recovery folder on first use."""
+    from bytewax.recovery import init_db_dir
+
+    path.mkdir(parents=True, exist_ok=True)
+    if not any(path.glob("part-*.sqlite3")):
+        init_db_dir(path, partitions)
+    return path
+
+
+def _watch(stop: threading.Event) -> None:
+    """Progress: a bar on a terminal, a log line every 10 s otherwise."""
+    from skillstream.flows import progress
+
+    tty = sys.stderr.isatty()
+    bar = None
+    if tty:
+        from tqdm import tqdm
+
+        bar = tqdm(unit=" msg", desc="messages", file=sys.stderr, leave=False)
+    last = time.monotonic()
+    while not stop.wait(0.5):
+        c = progress.snapshot()
+        if bar is not None:
+            bar.n = c.get("messages", 0)
+            bar.set_postfix(spans=c.get("spans_done", 0), memories=c.get("memory_changes", 0), refresh=False)
+            bar.refresh()
+        elif time.monotonic() - last >= 10:
+            last = time.monotonic()
+            click.echo(
+                f"progress: {c.get('messages', 0)} messages, {c.get('spans_done', 0)} spans, "
+                f"{c.get('memory_changes', 0)} memory changes",
+                err=True,
+            )
+    if bar is not None:
+        bar.close()
+
+
+def _finish(settings, dim: int, process_id: int | None) -> None:
+    """Fold new rows into the full-text index (one process does it)."""
+    if process_id not in (None, 0):
+        return
+    try:
+        from skillstream.storage.lance import MemoryIndex
+
+        MemoryIndex(settings.lancedb, dim, settings.storage_options).optimize()
+    except Exception as e:  # noqa: BLE001 - an index refresh must not fail a finished run
+        log.warning("could not optimise the memory index: %s", e)

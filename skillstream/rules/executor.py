@@ -1,0 +1,627 @@
+"""The offline ``rules`` executor: the four primitive memory skills done with text rules.
+
+It is the embedded default: no network, no key, deterministic, and fast enough to run on every span
+of a backfill (pure Python regexes, a fraction of a millisecond per turn). It is honestly weaker than
+an LLM executor: it understands only the surface patterns in ``classify``, ``person`` and ``dates``,
+misses paraphrase, irony, coreference across sentences and most implicit facts, and its third-person
+rewriting is grammatical "enough" rather than fluent. What it does do, for every message of a span:
+
+1. split the message into statements and drop questions and small talk (``statements``);
+2. attribute each statement to its speaker in the third person with the speaker's name, and
+   ``you`` to the addressee (``person``): "I love hiking" by Caroline -> "Caroline loves hiking.";
+3. rewrite relative dates against the message time and set the event time (``dates``);
+4. classify it (fact, event, preference, plan, opinion) and key it ``subject|kind|head``
+   (``classify``);
+5. decide the operation, within the memory skills the controller selected:
+
+   * INSERT a new statement (skill ``insert``);
+   * UPDATE the live memory with the same *strong* key (a slot such as job or home, a preference or a
+     plan) when the new text differs, or the best-overlapping memory of the same speaker when the
+     statement carries a correction cue ("actually", "I meant", 其实) (skill ``update``);
+   * DELETE the memory an explicit cancellation or negation refers to ("I cancelled my trip to
+     Paris", "I'm not vegetarian anymore", 取消了, 不再) (skill ``delete``), and INSERT the
+     statement itself as the new state of affairs;
+   * nothing for small talk (skill ``skip``).
+
+   Only operations whose action belongs to a selected skill are produced; when UPDATE is not selected
+   a correction is inserted as a new memory instead. An empty selection means all four primitives.
+
+Short answers ("Yes, last week", "Yep, it was amazing") to a question in the previous turn fold the
+question into the memory and cite both messages. Image captions in a message's metadata become
+"Caroline shared a photo of ..." events. An assistant's message is never stored as the user's
+preference: only its suggestions are kept, as facts about the assistant ("The assistant suggested
+that the user try ...").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Sequence
+
+from skillstream.apply import normalise
+from skillstream.extract import Extraction, ExtractionInput, MemorySkill
+from skillstream.lang import detect_language
+from skillstream.memories import OwnerMemories
+from skillstream.memskill.seeds import PRIMITIVES
+from skillstream.model import Memory, MemoryOp, Message, Op
+from skillstream.rules.classify import (
+    Classified,
+    classify,
+    head_overlap,
+    make_key,
+    np_head,
+    strip_cue,
+    subject_key,
+)
+from skillstream.rules.dates import resolve_dates
+from skillstream.rules.person import add_subject, said, third_person_en, third_person_zh
+from skillstream.rules.statements import (
+    content_words,
+    is_question,
+    is_small_talk,
+    leading_answer,
+    split_sentences,
+    strip_emoji,
+    strip_fillers,
+)
+
+_GENERIC_SPEAKERS = frozenset({"", "user", "human", "me", "customer", "client", "用户"})
+_ANAPHORA = re.compile(r"^(?:it|that|this|which|they|those|these|she|he)(?:'s|’s|\b)", re.IGNORECASE)
+_CAPTION_LEAD = re.compile(r"^(?:a |an )?(?:photo|picture|image|pic|photograph|screenshot) of\s+", re.I)
+MAX_MERGED = 400
+"""A correction merged into an older memory's text is cut back to the new statement past this."""
+
+
+@dataclass
+class _Statement:
+    """One statement ready for the op decision."""
+
+    text: str
+    cls: Classified
+    subject: str
+    name: str
+    source_ids: tuple[str, ...]
+    event_ts: datetime | None
+    reason: str
+
+
+@dataclass
+class _Pending:
+    """An operation being built for this span (inserts and updates absorb later statements)."""
+
+    op: Op
+    text: str
+    kind: str
+    key: str | None
+    subject: str
+    tags: tuple[str, ...]
+    event_ts: datetime | None
+    source_ids: tuple[str, ...]
+    reason: str
+    target_id: str | None = None
+    dropped: bool = False
+    name: str = ""
+    """The subject as written on the operation: the speaker's name, "user" or "assistant"."""
+
+    def absorb(self, st: _Statement, text: str | None = None) -> None:
+        if text is not None:
+            self.text = text
+            self.event_ts = st.event_ts or self.event_ts
+        self.source_ids = tuple(dict.fromkeys(self.source_ids + st.source_ids))
+        self.tags = tuple(dict.fromkeys(self.tags + st.cls.tags))[:8]
+
+
+def _speaker_name(m: Message, lang: str) -> str:
+    if m.role == "assistant":
+        return "助手" if lang == "zh" else "the assistant"
+    sp = (m.speaker or "").strip()
+    if sp.lower() in _GENERIC_SPEAKERS or sp.lower() == m.role:
+        return "用户" if lang == "zh" else "the user"
+    return sp
+
+
+def _addressee(msgs: Sequence[Message], j: int, lang: str) -> str | None:
+    me = msgs[j].speaker
+    for k in list(range(j - 1, -1, -1)) + list(range(j + 1, len(msgs))):
+        if msgs[k].speaker != me and msgs[k].role in ("user", "assistant"):
+            return _speaker_name(msgs[k], lang)
+    return None
+
+
+_ZH_END = re.compile(r"[！!~～…]+$")
+_SPACE_PUNCT = re.compile(r"\s+([,.;:!?])")
+_EN_END = re.compile(r"(?:!+|~+|…+|\.{2,})$")
+_INNER_BANG = re.compile(r"!+(?=\s)")
+
+
+def _finish(text: str, lang: str) -> str:
+    """Tidy a memory text: single spaces, a calm full stop at the end, a capital at the start."""
+    text = " ".join(text.split())
+    if lang == "zh":
+        text = _ZH_END.sub("。", text)
+        if text[-1:] not in "。？！.?!":
+            text += "。"
+        return text
+    if " ," in text or " ." in text or " !" in text or " ?" in text or " ;" in text or " :" in text:
+        text = _SPACE_PUNCT.sub(r"\1", text)
+    if text[-1:] in "!~…." and (text[-1:] != "." or text.endswith("..")):
+        text = _EN_END.sub(".", text)
+    text = text.rstrip(" ,;:-")
+    if "!" in text:
+        text = _INNER_BANG.sub(".", text)
+    if text[-1:] not in ".?!\"”')":
+        text += "."
+    return text[:1].upper() + text[1:]
+
+
+def _mentions(text: str, name: str) -> bool:
+    return name.lower() in text.lower()
+
+
+def _allowed(skills: Sequence[MemorySkill]) -> dict[str, str]:
+    """Action -> the name of the selected skill that provides it (primitive names preferred)."""
+    chosen = list(skills) or list(PRIMITIVES)
+    out: dict[str, str] = {}
+    for s in chosen:
+        action = s.action.upper()
+        if action not in out or s.name == action.lower():
+            out[action] = s.name
+    return out
+
+
+class RulesExecutor:
+    """Offline executor implementing the primitive memory skills with text rules.
+
+    Args:
+        keep_assistant_suggestions: store an assistant's suggestions as facts about the assistant
+            ("The assistant suggested ..."); when false, assistant messages are skipped.
+    """
+
+    name = "rules"
+    needs_span_vector = False
+
+    def __init__(self, keep_assistant_suggestions: bool = True) -> None:
+        self.keep_assistant_suggestions = keep_assistant_suggestions
+
+    def execute(self, inp: ExtractionInput) -> Extraction:
+        allowed = _allowed(inp.memory_skills)
+        names = [s.name for s in inp.memory_skills] or [s.name for s in PRIMITIVES]
+        planner = _Planner(allowed, inp.state)
+        msgs = inp.span.messages
+        speakers = {m.speaker for m in msgs if m.role in ("user", "assistant")}
+        # Names from earlier spans matter only when this span does not show both sides.
+        known = _known_people(inp.state) if len(speakers) < 2 else {}
+        vocatives = _vocatives(msgs, known)
+        for j, m in enumerate(msgs):
+            for st in self._statements(msgs, j, vocatives, known):
+                planner.add(st)
+        return Extraction(ops=planner.ops(), memory_skills=names)
+
+    # ------------------------------------------------------------------------------ statements
+
+    def _statements(
+        self, msgs: Sequence[Message], j: int, vocatives: tuple[str, ...], known: dict[str, str]
+    ) -> list[_Statement]:
+        m = msgs[j]
+        if m.role not in ("user", "assistant"):
+            return []
+        lang = _lang(m.text)
+        if m.role == "assistant":
+            return self._assistant(msgs, j, lang) if self.keep_assistant_suggestions else []
+        name = _speaker_name(m, lang)
+        subject = subject_key(name)
+        addressee = _addressee(msgs, j, lang)
+        if addressee is None:
+            others = [n for k, n in known.items() if k != name.lower()]
+            addressee = others[0] if len(others) == 1 else None
+        out: list[_Statement] = []
+        kept: list[list[str]] = []  # [clean text, answer word or "", question or ""]
+        question = _previous_question(msgs, j)
+        for i, sentence in enumerate(split_sentences(m.text)):
+            if is_question(sentence):
+                continue
+            clean = strip_fillers(sentence, vocatives)
+            answer = leading_answer(strip_emoji(sentence)) if i == 0 else None
+            short = question is not None and i == 0 and (
+                answer is not None or 0 < _n_words(clean, lang) <= 6
+            )
+            if is_small_talk(sentence, vocatives, clean):
+                if short and answer is not None:
+                    kept.append([clean, answer, "q"])
+                continue
+            if kept and _ANAPHORA.match(clean) and _n_words(clean, lang) <= 8:
+                kept[-1][0] = f"{kept[-1][0].rstrip()} {clean}"
+                continue
+            kept.append([clean, answer or "", "q" if short else ""])
+        for clean, answer, is_answer in kept:
+            if is_answer and question is not None:
+                st = self._answer(m, msgs[j - 1], question, clean, answer, name, subject, lang,
+                                  vocatives)
+            else:
+                st = self._plain(m, clean, name, subject, addressee, lang, vocatives)
+            if st is not None:
+                out.append(st)
+        photo = _caption(m)
+        if photo:
+            out.append(self._photo(m, photo, name, subject, vocatives))
+        return out
+
+    def _attribute(
+        self, text: str, name: str, addressee: str | None, lang: str
+    ) -> str:
+        if lang == "zh":
+            return third_person_zh(text, name, addressee)
+        return third_person_en(add_subject(text, name) or text, name, addressee)
+
+    def _plain(
+        self, m: Message, clean: str, name: str, subject: str, addressee: str | None, lang: str,
+        vocatives: tuple[str, ...],
+    ) -> _Statement | None:
+        if not clean:
+            return None
+        cls = classify(clean, lang, exclude=vocatives)
+        resolved, ts = resolve_dates(strip_cue(clean), m.ts, lang)
+        text = self._attribute(resolved, name, addressee, lang)
+        if not _mentions(text, name):
+            text = said(text, name, lang, vocatives)
+        return _Statement(
+            _finish(text, lang), cls, subject, name, (m.message_id,), ts,
+            f"{cls.kind} stated by {name}",
+        )
+
+    def _answer(
+        self, m: Message, prev: Message, question: str, clean: str, answer: str, name: str,
+        subject: str, lang: str, vocatives: tuple[str, ...],
+    ) -> _Statement:
+        asker = _speaker_name(prev, lang)
+        q_clean = strip_fillers(question, vocatives)
+        q_resolved, q_ts = resolve_dates(q_clean, prev.ts, lang)
+        q_text = self._attribute(q_resolved, asker, name, lang).rstrip()
+        resolved, ts = resolve_dates(clean, m.ts, lang) if clean else ("", None)
+        a_text = self._attribute(resolved, name, asker, lang) if resolved else ""
+        word = {"yes": "是的" if lang == "zh" else "yes", "no": "不是" if lang == "zh" else "no"}.get(
+            answer, ""
+        )
+        cls = classify(clean, lang, exclude=vocatives) if clean else Classified("fact", "")
+        if not cls.head:
+            q_cls = classify(q_clean, lang, exclude=vocatives)
+            cls = Classified(cls.kind, q_cls.head, False, cls.negated, cls.correction,
+                             tuple(dict.fromkeys(cls.tags + q_cls.tags)))
+        if lang == "zh":
+            reply = "，".join(x for x in (word, a_text.rstrip("。")) if x)
+            text = f"{asker}问：“{q_text}”{name}回答：{reply}"
+        else:
+            a_core = a_text[:1].lower() + a_text[1:] if a_text and not a_text.startswith(name) else a_text
+            reply = ", ".join(x for x in (word, a_core) if x)
+            text = f'{_cap(asker)} asked "{q_text}" and {name} answered: {reply}'
+        return _Statement(
+            _finish(text, lang), cls, subject, name, (prev.message_id, m.message_id), ts or q_ts,
+            f"answer by {name} to a question by {asker}",
+        )
+
+    def _photo(
+        self, m: Message, caption: str, name: str, subject: str, vocatives: tuple[str, ...]
+    ) -> _Statement:
+        core = _CAPTION_LEAD.sub("", caption.strip()).rstrip(".")
+        lang = _lang(core)
+        if lang == "zh":
+            text = f"{name}分享了一张照片：{core}"
+        else:
+            text = f"{name} shared a photo of {core}"
+        head = np_head(core, n=2) if lang == "en" else core[:4]
+        cls = classify(core, lang, exclude=vocatives)
+        cls = Classified("event", f"photo {head}".strip(), False, False, False, cls.tags)
+        return _Statement(_finish(text, lang), cls, subject, name, (m.message_id,), m.ts,
+                          f"photo shared by {name}")
+
+    def _assistant(self, msgs: Sequence[Message], j: int, lang: str) -> list[_Statement]:
+        m = msgs[j]
+        user = _addressee(msgs, j, lang) or ("用户" if lang == "zh" else "the user")
+        out = []
+        for sentence in split_sentences(m.text):
+            clean, ts = resolve_dates(strip_fillers(sentence), m.ts, lang)
+            got = _suggestion(clean, user, lang)
+            if got is None:
+                continue
+            resolved, rest = got
+            head = np_head(rest, with_pp=True) if lang == "en" else classify(rest, "zh").head
+            tags = tuple(content_words(rest)[:6]) if lang == "en" else (head,) if head else ()
+            cls = Classified("fact", head, False, False, False, tags)
+            out.append(_Statement(_finish(resolved, lang), cls, "assistant",
+                                  "助手" if lang == "zh" else "the assistant", (m.message_id,), ts,
+                                  "suggestion by the assistant (not the user's preference)"))
+        return out
+
+
+# ------------------------------------------------------------------------------------- helpers
+
+
+def _lang(text: str) -> str:
+    return "en" if not text or text.isascii() else detect_language(text)
+
+
+def _cap(s: str) -> str:
+    return s[:1].upper() + s[1:]
+
+
+def _n_words(text: str, lang: str) -> int:
+    if lang == "zh":
+        return len(re.findall(r"[\u4e00-\u9fff]", text)) // 2 + len(re.findall(r"[A-Za-z]+", text))
+    return len(re.findall(r"[A-Za-z0-9']+", text))
+
+
+def _vocatives(msgs: Sequence[Message], known: dict[str, str]) -> tuple[str, ...]:
+    """Lower-case names of the people in the span and in the owner's memories."""
+    out: dict[str, None] = {}
+    for sp in [(m.speaker or "").strip().lower() for m in msgs] + list(known):
+        if sp and sp not in _GENERIC_SPEAKERS:
+            out[sp] = None
+            out[sp.split()[0]] = None
+    return tuple(out)
+
+
+def _known_people(state: OwnerMemories) -> dict[str, str]:
+    """Named speakers the owner's live memories are about (lower-case -> as written)."""
+    out: dict[str, str] = {}
+    for m in state.items.values():
+        s = m.subject
+        if s and s not in ("user", "assistant", "用户", "助手") and m.status == "activated":
+            out.setdefault(s.lower(), s)
+    return out
+
+
+def _previous_question(msgs: Sequence[Message], j: int) -> str | None:
+    if j == 0:
+        return None
+    prev = msgs[j - 1]
+    if prev.speaker == msgs[j].speaker or prev.role not in ("user", "assistant"):
+        return None
+    questions = [s for s in split_sentences(prev.text) if is_question(s)]
+    return questions[-1] if questions else None
+
+
+def _caption(m: Message) -> str | None:
+    if not m.metadata:
+        return None
+    try:
+        meta = json.loads(m.metadata)
+    except ValueError:
+        return None
+    if not isinstance(meta, dict):
+        return None
+    cap = meta.get("image_caption") or meta.get("blip_caption")
+    if isinstance(cap, list):
+        cap = "; ".join(str(c) for c in cap if c)
+    return str(cap).strip() if cap else None
+
+
+_SUGGEST_EN = re.compile(
+    r"^(?P<modal>(?:maybe |perhaps )?you (?:should|could|might|may|can|ought to)\b)"
+    r"|^(?P<rec>i(?: would|'d)? (?:recommend|suggest|advise)(?: that)?|my (?:recommendation|suggestion)"
+    r" (?:is|would be)(?: to| that)?)\s+"
+    r"|^(?P<how>how about|what about|why not|maybe try|you might want to try|consider|try)\s+",
+    re.IGNORECASE,
+)
+_SUGGEST_ZH = re.compile(r"^(?:我)?(?:建议|推荐)(?:你|您)?|(?:你|您)(?:可以|应该|不妨|最好)")
+
+
+def _suggestion(sentence: str, user: str, lang: str) -> tuple[str, str] | None:
+    """``(memory text, the suggested thing)`` when an assistant sentence suggests something."""
+    if lang == "zh" or re.search(r"[\u4e00-\u9fff]", sentence):
+        m = _SUGGEST_ZH.search(sentence)
+        if not m:
+            return None
+        rest = sentence[m.end():].strip("，,。！!？? ")
+        return f"助手建议{user}{rest}", rest
+    s = sentence.replace("’", "'").rstrip("?!. ")
+    m = _SUGGEST_EN.match(s)
+    if not m:
+        return None
+    if m.group("modal"):
+        rest = third_person_en(s, "the assistant", user)
+        return f"The assistant suggested that {rest[:1].lower() + rest[1:]}", s[m.end():]
+    rest = third_person_en(s[m.end():], "the assistant", user)
+    if m.group("rec"):
+        return f"The assistant recommended {rest}", rest
+    how = m.group("how").lower()
+    if how in ("try", "maybe try", "you might want to try"):
+        return f"The assistant suggested that {user} try {rest}", rest
+    if how == "consider":
+        return f"The assistant suggested that {user} consider {rest}", rest
+    return f"The assistant suggested {rest}", rest
+
+
+# ------------------------------------------------------------------------------------- planner
+
+
+class _Planner:
+    """Turns statements into operations, in statement order, honouring the allowed actions."""
+
+    def __init__(self, allowed: dict[str, str], state: OwnerMemories) -> None:
+        self.allowed = allowed
+        self.state = state
+        self._index: dict[str, Memory] | None = None
+        self._live: list[tuple[Memory, str, str]] | None = None
+        self.pending: list[_Pending] = []
+        self.by_key: dict[str, _Pending] = {}
+        self.by_text: dict[str, _Pending] = {}
+        self.updates: dict[str, _Pending] = {}
+        self.deletes: set[str] = set()
+
+    # The key index is built once per span, lazily, with ``OwnerMemories.by_key``'s tie rule
+    # (the newest by update or creation time; on a tie the later one in the state).
+    def _keys(self) -> dict[str, Memory]:
+        if self._index is None:
+            idx: dict[str, Memory] = {}
+            for m in self.state.live():
+                if m.key is None:
+                    continue
+                cur = idx.get(m.key)
+                if cur is None or _stamp(m)[0] >= _stamp(cur)[0]:
+                    idx[m.key] = m
+            self._index = idx
+        return self._index
+
+    def _subject_memories(self) -> list[tuple[Memory, str, str]]:
+        if self._live is None:
+            rows = []
+            for m in self.state.live():
+                if m.key and m.key.count("|") >= 2:
+                    subj, _, head = m.key.split("|", 2)
+                    rows.append((m, subj, head))
+            rows.sort(key=lambda r: (_stamp(r[0]), r[0].id), reverse=True)
+            self._live = rows
+        return self._live
+
+    def _fuzzy(self, subject: str, head: str) -> tuple[_Pending | None, Memory | None]:
+        """The pending insert, else the live memory, of ``subject`` whose head best overlaps."""
+        for p in reversed(self.pending):
+            if not p.dropped and p.op is Op.INSERT and p.subject == subject and p.key:
+                if head_overlap(head, p.key.split("|", 2)[2]):
+                    return p, None
+        best: tuple[int, Memory] | None = None
+        for m, subj, mhead in self._subject_memories():
+            if subj != subject or m.id in self.deletes or not head_overlap(head, mhead):
+                continue
+            score = len(set(head.split()) & set(mhead.split())) or 1
+            if best is None or score > best[0]:
+                best = (score, m)
+        return None, (best[1] if best else None)
+
+    def _existing(self, key: str | None) -> tuple[_Pending | None, Memory | None]:
+        if key is None:
+            return None, None
+        p = self.by_key.get(key)
+        if p is not None and not p.dropped:
+            return p, None
+        m = self._keys().get(key)
+        if m is not None and m.id not in self.deletes:
+            return None, m
+        return None, None
+
+    def add(self, st: _Statement) -> None:
+        cls = st.cls
+        key = make_key(st.subject, cls.kind, cls.head)
+        if cls.negated:
+            self._negation(st, key)
+            return
+        pend, mem = self._existing(key)
+        if pend is not None:
+            if cls.strong or cls.correction or normalise(pend.text) == normalise(st.text):
+                pend.absorb(st, st.text)
+                self.by_text[normalise(st.text)] = pend
+            else:
+                self._insert(st, key)
+            return
+        if mem is not None:
+            if normalise(mem.text) == normalise(st.text):
+                if not self._insert(st, key):
+                    self._update(mem, st, st.text, "restated")
+            elif cls.strong or cls.correction:
+                if not self._update(mem, st, st.text, f"refines {mem.key}"):
+                    self._insert(st, key)
+            else:
+                self._insert(st, key)
+            return
+        if cls.correction and cls.head:
+            pend, mem = self._fuzzy(st.subject, cls.head)
+            if pend is not None:
+                pend.absorb(st, _merge(pend.text, st.text))
+                return
+            if mem is not None and self._update(mem, st, _merge(mem.text, st.text),
+                                                f"corrects {mem.key}", kind=mem.kind):
+                return
+        self._insert(st, key)
+
+    def _negation(self, st: _Statement, key: str | None) -> None:
+        cls = st.cls
+        target_p: _Pending | None = None
+        target_m: Memory | None = None
+        if cls.head:
+            for kind in dict.fromkeys((cls.kind, "plan", "fact", "preference", "event")):
+                target_p, target_m = self._existing(make_key(st.subject, kind, cls.head))
+                if target_p or target_m:
+                    break
+            if target_p is None and target_m is None:
+                target_p, target_m = self._fuzzy(st.subject, cls.head)
+        if target_p is not None:
+            target_p.dropped = True  # said and withdrawn within the span: never stored
+        elif target_m is not None and "DELETE" in self.allowed:
+            self.deletes.add(target_m.id)
+            self.pending.append(_Pending(
+                Op.DELETE, st.text, target_m.kind, target_m.key, st.subject, (), None,
+                st.source_ids, f"{st.name} cancelled or negated {target_m.key}",
+                target_id=target_m.id, name=_op_subject(st.name),
+            ))
+        self._insert(st, key)
+
+    def _insert(self, st: _Statement, key: str | None) -> bool:
+        if "INSERT" not in self.allowed:
+            return False
+        norm = normalise(st.text)
+        same = self.by_text.get(norm)
+        if same is not None and not same.dropped:
+            same.absorb(st)
+            return True
+        p = _Pending(Op.INSERT, st.text, st.cls.kind, key, st.subject, st.cls.tags, st.event_ts,
+                     st.source_ids, st.reason, name=_op_subject(st.name))
+        self.pending.append(p)
+        self.by_text[norm] = p
+        if key is not None:
+            self.by_key[key] = p
+        return True
+
+    def _update(
+        self, mem: Memory, st: _Statement, text: str, reason: str, kind: str | None = None
+    ) -> bool:
+        if "UPDATE" not in self.allowed:
+            return False
+        cur = self.updates.get(mem.id)
+        if cur is not None:
+            cur.absorb(st, text)
+            return True
+        p = _Pending(Op.UPDATE, text, kind or st.cls.kind, mem.key, st.subject, st.cls.tags,
+                     st.event_ts, st.source_ids, reason, target_id=mem.id, name=_op_subject(st.name))
+        self.pending.append(p)
+        self.updates[mem.id] = p
+        return True
+
+    def ops(self) -> list[MemoryOp]:
+        out = []
+        for p in self.pending:
+            if p.dropped:
+                continue
+            action = p.op.value
+            out.append(MemoryOp(
+                op=p.op,
+                text=p.text,
+                kind=p.kind,
+                key=p.key,
+                subject=p.name or p.subject,
+                tags=p.tags,
+                event_ts=p.event_ts,
+                target_id=p.target_id,
+                source_message_ids=p.source_ids,
+                reason=p.reason,
+                memory_skill=self.allowed.get(action),
+            ))
+        return out
+
+
+def _op_subject(name: str) -> str:
+    return name[4:] if name.startswith("the ") else name
+
+
+def _stamp(m: Memory) -> tuple[float, str]:
+    t = m.updated_at or m.created_at
+    return (t.timestamp() if t else 0.0, m.id)
+
+
+def _merge(old: str, new: str) -> str:
+    if normalise(new) in normalise(old):
+        return old
+    merged = f"{old.rstrip()} {new.strip()}"
+    return merged if len(merged) <= MAX_MERGED else new

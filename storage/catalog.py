@@ -1,0 +1,433 @@
+"""The DuckDB catalog: metadata, the lifecycle log, the span ledger, and SQL over both stores.
+
+Tables come from ``skillstream.schema.CATALOG_TABLES`` (DDL is generated, never written by hand),
+including tables that later components add with ``schema.register_table``: call
+:meth:`Catalog.ensure_tables` after registering, or let :meth:`Catalog.upsert` create a table on
+first write. A column added to a schema is added to an existing file with ``ALTER TABLE``.
+
+Data goes in as Arrow tables registered on the connection, never as SQL text; statements quote every
+identifier. Writes are idempotent: :meth:`Catalog.upsert` replaces rows by primary key and
+:meth:`Catalog.insert_ignore` keeps the first copy of a key (append-only logs).
+
+Concurrency (DuckDB's rules): one process may hold a read-write connection to a file, and while it
+does, no other process can open the file at all, not even read-only. Several read-only processes may
+share a file when no writer holds it. So a running flow owns its catalog; query it through that
+process, after it stops, or from a copy of the file. :class:`CatalogLockedError` says so.
+
+Views are TEMP views made on every connection from a small registry (:func:`register_view`), so
+later components can add their own. :meth:`Catalog.attach_lance` registers LanceDB tables
+(``lance_<name>``, pinned to the version current at the call) and the ``memories`` view that joins
+``memory_meta`` with the LanceDB vectors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import logging
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from skillstream import schema as sch
+from skillstream.errors import InputError, TransientError
+from skillstream.storage.filters import ident
+from skillstream.storage.rows import Rows, dedupe, to_table
+
+log = logging.getLogger(__name__)
+
+
+class CatalogLockedError(TransientError):
+    """The catalog file is held by another process's read-write connection."""
+
+
+# ---------------------------------------------------------------------- Arrow -> DuckDB DDL
+_SCALARS = {
+    pa.string(): "VARCHAR",
+    pa.large_string(): "VARCHAR",
+    pa.bool_(): "BOOLEAN",
+    pa.int8(): "TINYINT",
+    pa.int16(): "SMALLINT",
+    pa.int32(): "INTEGER",
+    pa.int64(): "BIGINT",
+    pa.uint8(): "UTINYINT",
+    pa.uint16(): "USMALLINT",
+    pa.uint32(): "UINTEGER",
+    pa.uint64(): "UBIGINT",
+    pa.float32(): "FLOAT",
+    pa.float64(): "DOUBLE",
+    pa.binary(): "BLOB",
+    pa.large_binary(): "BLOB",
+    pa.date32(): "DATE",
+}
+
+
+def duckdb_type(t: pa.DataType) -> str:
+    """The DuckDB column type for an Arrow type.
+
+    Raises:
+        ValueError: for Arrow types the catalog does not map.
+    """
+    if t in _SCALARS:
+        return _SCALARS[t]
+    if pa.types.is_timestamp(t):
+        return "TIMESTAMPTZ" if t.tz else "TIMESTAMP"
+    if pa.types.is_fixed_size_list(t):
+        return f"{duckdb_type(t.value_type)}[{t.list_size}]"
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return f"{duckdb_type(t.value_type)}[]"
+    raise ValueError(f"no DuckDB type for Arrow type {t}")
+
+
+def table_ddl(name: str, schema: pa.Schema) -> str:
+    """``CREATE TABLE IF NOT EXISTS`` for a schema, with its primary key."""
+    cols = [
+        f"{ident(f.name)} {duckdb_type(f.type)}{'' if f.nullable else ' NOT NULL'}" for f in schema
+    ]
+    key = sch.primary_key(schema)
+    if key:
+        cols.append(f"PRIMARY KEY ({ident(key)})")
+    return f"CREATE TABLE IF NOT EXISTS {ident(name)} (\n  " + ",\n  ".join(cols) + "\n)"
+
+
+# ---------------------------------------------------------------------- views
+@dataclass(frozen=True)
+class View:
+    """A TEMP view made on each catalog connection once every relation in ``needs`` exists."""
+
+    name: str
+    sql: str
+    needs: tuple[str, ...] = ()
+
+
+VIEWS: dict[str, View] = {}
+"""Registered views, created in registration order."""
+
+
+def register_view(name: str, sql: str, needs: Sequence[str] = ()) -> None:
+    """Add (or replace) a view in the registry.
+
+    Args:
+        name: View name.
+        sql: The ``SELECT`` statement.
+        needs: Tables or attached LanceDB relations (``lance_<table>``) the view reads; while one
+            is missing the view is left out instead of failing.
+    """
+    VIEWS[name] = View(name, sql, tuple(needs))
+
+
+register_view(
+    "memories",
+    "SELECT m.*, l.vector FROM memory_meta AS m JOIN lance_memories AS l ON l.id = m.id",
+    needs=("memory_meta", "lance_memories"),
+)
+register_view(
+    "active_memories",
+    "SELECT * FROM memory_meta WHERE status = 'activated'",
+    needs=("memory_meta",),
+)
+register_view(
+    "llm_usage",
+    """SELECT purpose, backend, model,
+              count(*) AS calls,
+              count(*) FILTER (WHERE cached) AS cached_calls,
+              count(*) FILTER (WHERE error IS NOT NULL) AS failed_calls,
+              sum(prompt_tokens) AS prompt_tokens,
+              sum(completion_tokens) AS completion_tokens,
+              avg(latency_ms) AS avg_latency_ms
+       FROM llm_calls GROUP BY ALL""",
+    needs=("llm_calls",),
+)
+
+
+# ---------------------------------------------------------------------- extensions
+def extension_path(name: str) -> Path | None:
+    """Path of a DuckDB extension shipped in the ``duckdb-extension-<name>`` wheel, if installed."""
+    spec = importlib.util.find_spec(f"duckdb_extension_{name}")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    root = Path(next(iter(spec.submodule_search_locations))) / "extensions"
+    exact = root / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
+    if exact.exists():
+        return exact
+    found = sorted(root.glob(f"*/{name}.duckdb_extension"))
+    return found[-1] if found else None
+
+
+# ---------------------------------------------------------------------- the catalog
+class Catalog:
+    """A DuckDB catalog file.
+
+    Args:
+        path: The database file (local; parent folders are created). ``":memory:"`` works too.
+        read_only: Open without write access (no tables are created).
+
+    Raises:
+        CatalogLockedError: when another process holds the file for writing.
+    """
+
+    def __init__(self, path: str, read_only: bool = False) -> None:
+        self.path = str(path)
+        self.read_only = read_only
+        if not read_only and self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        if read_only and self.path != ":memory:" and not Path(self.path).exists():
+            raise InputError(f"catalog file {self.path!r} does not exist; run the flow first")
+        try:
+            self.con = duckdb.connect(self.path, read_only=read_only)
+        except duckdb.IOException as e:
+            if "lock" in str(e).lower():
+                raise CatalogLockedError(
+                    f"catalog {self.path!r} is open for writing in another process, and DuckDB "
+                    "lets no other process open the file while it is (not even read-only). "
+                    "Query it after that process stops, through that process, or from a copy "
+                    f"of the file. DuckDB said: {e}"
+                ) from e
+            raise
+        self.con.execute("SET TimeZone = 'UTC'")
+        self.load_extension("fts")
+        self._lance: tuple[str, dict | None, tuple[str, ...]] | None = None
+        self._lance_db: Any = None
+        self._in_tx = False
+        self._ensured: dict[str, pa.Schema] = {}
+        if not read_only:
+            self.ensure_tables()
+        self.create_views()
+
+    @classmethod
+    def open_read_only(cls, path: str) -> Catalog:
+        """Open a catalog for queries only (see the module docstring on locking)."""
+        return cls(path, read_only=True)
+
+    def load_extension(self, name: str) -> bool:
+        """``LOAD`` an extension from its wheel (never ``INSTALL``); ``False`` if unavailable."""
+        path = extension_path(name)
+        if path is None:
+            return False
+        try:
+            self.con.execute(f"LOAD '{str(path).replace(chr(39), chr(39) * 2)}'")
+        except duckdb.Error as e:
+            log.debug("could not load DuckDB extension %s from %s: %s", name, path, e)
+            return False
+        return True
+
+    # ------------------------------------------------------------------ tables
+    def _relations(self) -> set[str]:
+        rows = self.con.execute("SELECT table_name FROM information_schema.tables").fetchall()
+        return {r[0] for r in rows}
+
+    def _columns(self, table: str) -> list[str]:
+        rows = self.con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+            "AND table_schema = 'main' ORDER BY ordinal_position",
+            [table],
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def ensure_table(self, name: str) -> None:
+        """Create a registered table if missing, or add columns its schema gained since."""
+        schema = self._schema(name)
+        if self.read_only or self._ensured.get(name) is schema:
+            return
+        have = self._columns(name)
+        if not have:
+            self.con.execute(table_ddl(name, schema))
+        for f in schema:
+            if have and f.name not in have:
+                self.con.execute(
+                    f"ALTER TABLE {ident(name)} ADD COLUMN {ident(f.name)} {duckdb_type(f.type)}"
+                )
+        self._ensured[name] = schema
+
+    def ensure_tables(self) -> None:
+        """Create every table in ``schema.CATALOG_TABLES`` (also ones registered after opening)."""
+        for name in list(sch.CATALOG_TABLES):
+            self.ensure_table(name)
+
+    @staticmethod
+    def _schema(name: str) -> pa.Schema:
+        try:
+            return sch.CATALOG_TABLES[name]
+        except KeyError:
+            raise InputError(
+                f"{name!r} is not a catalog table; known: {sorted(sch.CATALOG_TABLES)}. "
+                "Register it first with skillstream.schema.register_table"
+            ) from None
+
+    # ------------------------------------------------------------------ writing
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Catalog]:
+        """Run the block in one transaction (joins an open one); roll back on error."""
+        if self._in_tx:
+            yield self
+            return
+        self.con.execute("BEGIN TRANSACTION")
+        self._in_tx = True
+        try:
+            yield self
+        except BaseException:
+            self._in_tx = False
+            self._ensured.clear()  # DDL inside the block is rolled back too
+            self.con.execute("ROLLBACK")
+            raise
+        self._in_tx = False
+        self.con.execute("COMMIT")
+
+    def upsert(self, table: str, rows: Rows, *, version: str | None = None) -> int:
+        """Insert rows, replacing existing rows with the same primary key (last wins in a batch).
+
+        Args:
+            table: A table of ``schema.CATALOG_TABLES``.
+            rows: Dicts, dataclasses, records with ``row()``, or an Arrow table; extra fields
+                are ignored.
+            version: A version column: in a batch the highest version of a key wins, and a
+                stored row is only replaced by one of an equal or higher version.
+
+        Returns:
+            Rows offered after de-duplication.
+        """
+        return self._write(table, rows, replace=True, version=version)
+
+    def insert_ignore(self, table: str, rows: Rows) -> int:
+        """Insert rows whose primary key is new; existing keys are left as they are."""
+        return self._write(table, rows, replace=False)
+
+    def _write(self, table: str, rows: Rows, *, replace: bool, version: str | None = None) -> int:
+        schema = self._schema(table)
+        key = sch.primary_key(schema)
+        if not key:
+            raise InputError(f"catalog table {table!r} has no primary key; upserts need one")
+        data = to_table(rows, schema, table=table)
+        if data.num_rows == 0:
+            return 0
+        data = dedupe(data, key, version)
+        self.ensure_table(table)
+        cols = ", ".join(ident(c) for c in schema.names)
+        others = [c for c in schema.names if c != key]
+        if replace and others:
+            action = "DO UPDATE SET " + ", ".join(
+                f"{ident(c)} = excluded.{ident(c)}" for c in others
+            )
+            if version:
+                v, t = ident(version), ident(table)
+                action += f" WHERE {t}.{v} IS NULL OR excluded.{v} >= {t}.{v}"
+        else:
+            action = "DO NOTHING"
+        source = f"__skillstream_rows_{uuid.uuid4().hex}"
+        self.con.register(source, data)
+        try:
+            self.con.execute(
+                f"INSERT INTO {ident(table)} ({cols}) SELECT {cols} FROM {ident(source)} "
+                f"ON CONFLICT ({ident(key)}) {action}"
+            )
+        finally:
+            self.con.unregister(source)
+        return data.num_rows
+
+    # ------------------------------------------------------------------ reading
+    def sql(self, query: str, params: Sequence[Any] | dict[str, Any] | None = None) -> pa.Table:
+        """Run a query with bound parameters and return the result as Arrow."""
+        cur = self.con.execute(query, params) if params is not None else self.con.execute(query)
+        if cur.description is None:
+            return pa.table({})
+        return cur.to_arrow_table()
+
+    def count(self, table: str) -> int:
+        """Rows in a table or view."""
+        row = self.con.execute(f"SELECT count(*) FROM {ident(table)}").fetchone()
+        return int(row[0]) if row else 0
+
+    def processed_span_ids(self) -> set[str]:
+        """Ids of spans whose ledger row says ``done`` (they are not extracted again)."""
+        rows = self.con.execute("SELECT span_id FROM spans WHERE status = 'done'").fetchall()
+        return {r[0] for r in rows}
+
+    # ------------------------------------------------------------------ LanceDB and views
+    def attach_lance(
+        self,
+        uri: str,
+        storage_options: dict | None = None,
+        tables: Sequence[str] = ("memories",),
+        *,
+        db: Any = None,
+    ) -> list[str]:
+        """Expose LanceDB tables to SQL as ``lance_<table>`` and (re)create the views.
+
+        Each table is registered as its ``lance`` dataset, pinned to the version current now:
+        call again (or :meth:`refresh_lance`) to see later writes. Tables that do not exist yet
+        are skipped, and so are views that need them.
+
+        Args:
+            uri: LanceDB URI.
+            storage_options: Options for that URI.
+            tables: LanceDB table names.
+            db: An open LanceDB connection to reuse (else one is opened).
+
+        Returns:
+            The tables attached.
+        """
+        from skillstream.storage.lance import connect
+
+        db = db if db is not None else connect(uri, storage_options)
+        self._lance = (uri, storage_options, tuple(tables))
+        self._lance_db = db
+        attached = []
+        for name in tables:
+            alias = f"lance_{name}"
+            try:
+                dataset = db.open_table(name).to_lance()
+            except ValueError:
+                with contextlib.suppress(Exception):
+                    self.con.unregister(alias)
+                continue
+            self.con.register(alias, dataset)
+            attached.append(name)
+        self.create_views()
+        return attached
+
+    def refresh_lance(self) -> list[str]:
+        """Re-pin the attached LanceDB tables to their latest versions."""
+        if self._lance is None:
+            return []
+        uri, options, tables = self._lance
+        return self.attach_lance(uri, options, tables, db=self._lance_db)
+
+    def register_view(self, name: str, sql: str, needs: Sequence[str] = ()) -> bool:
+        """Register a view (see :func:`register_view`) and create it on this connection now."""
+        register_view(name, sql, needs)
+        return self._create_view(VIEWS[name], self._relations())
+
+    def create_views(self) -> list[str]:
+        """(Re)create every registered view whose inputs exist; returns the views made."""
+        made = []
+        for view in list(VIEWS.values()):
+            if self._create_view(view, self._relations()):
+                made.append(view.name)
+        return made
+
+    def _create_view(self, view: View, relations: set[str]) -> bool:
+        missing = [n for n in view.needs if n not in relations]
+        if missing:
+            with contextlib.suppress(duckdb.Error):
+                self.con.execute(f"DROP VIEW IF EXISTS temp.{ident(view.name)}")
+            log.debug("view %s left out: %s missing", view.name, missing)
+            return False
+        self.con.execute(f"CREATE OR REPLACE TEMP VIEW {ident(view.name)} AS {view.sql}")
+        return True
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        """Close the connection (a checkpoint writes the WAL into the file)."""
+        with contextlib.suppress(duckdb.Error):
+            self.con.close()
+
+    def __enter__(self) -> Catalog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

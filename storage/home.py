@@ -1,0 +1,75 @@
+"""Opening every store of a skillstream home at once.
+
+A home is the set of stores one :class:`~skillstream.config.Settings` points at: the LanceDB
+database (``settings.lancedb``), the DuckDB catalog file (``settings.catalog``) and the artifact
+store (``settings.artifacts``), all sharing ``settings.storage_options``.
+
+Example:
+    >>> with open_stores(Settings.load(home=str(tmp)), dim=384) as stores:  # doctest: +SKIP
+    ...     stores.catalog.sql("SELECT count(*) FROM memories")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from skillstream.config import Settings
+from skillstream.storage.artifacts import ArtifactStore
+from skillstream.storage.catalog import Catalog
+from skillstream.storage.lance import MemoryIndex
+
+
+@dataclass
+class Stores:
+    """The open stores of one home."""
+
+    settings: Settings
+    index: MemoryIndex
+    catalog: Catalog
+    artifacts: ArtifactStore
+
+    def refresh(self) -> None:
+        """Let SQL see the latest LanceDB versions (views are pinned to the version at attach)."""
+        self.catalog.refresh_lance()
+
+    def close(self) -> None:
+        """Close the catalog connection (LanceDB and fsspec hold nothing that needs closing)."""
+        self.catalog.close()
+
+    def __enter__(self) -> Stores:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def storage_options(settings: Settings) -> dict | None:
+    """The settings' storage options as a dict, or ``None`` when there are none."""
+    options = settings.storage_options
+    # A Settings default of the ``dict`` type itself (not an instance) counts as no options.
+    return dict(options) if isinstance(options, Mapping) and options else None
+
+
+def open_stores(settings: Settings, dim: int, read_only: bool = False) -> Stores:
+    """Open (and, unless read-only, create) the stores of a home.
+
+    Args:
+        settings: Where the stores are.
+        dim: Embedding width of the memories table.
+        read_only: Open the catalog read-only and create nothing; a missing LanceDB table
+            reads as empty. Fails with ``CatalogLockedError`` while a writer holds the catalog.
+
+    Returns:
+        The stores, with the LanceDB tables attached to the catalog's SQL views.
+    """
+    options = storage_options(settings)
+    index = MemoryIndex(settings.lancedb, dim, options, create=not read_only)
+    catalog = Catalog(settings.catalog, read_only=read_only)
+    try:
+        catalog.attach_lance(settings.lancedb, options, db=index.db)
+        artifacts = ArtifactStore(settings.artifacts, options)
+    except BaseException:
+        catalog.close()
+        raise
+    return Stores(settings, index, catalog, artifacts)

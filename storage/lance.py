@@ -1,0 +1,429 @@
+"""LanceDB tables: memories (and, with the same class, any other table with an id and a vector).
+
+:class:`LanceTable` is the generic part: one table described by an Arrow schema from
+``skillstream.schema``, a primary-key column, optional full-text columns, upsert by key,
+filtered vector / full-text / hybrid search. :class:`MemoryIndex` wraps it for
+:class:`~skillstream.model.Memory`.
+
+Writes are upserts (``merge_insert`` on the key), so replaying a batch changes nothing. Two
+processes upserting the same *new* key at the same moment can still write two rows (a LanceDB
+limitation); skillstream keeps one writer (the store sink's single partition) and also declares the
+key as LanceDB's unenforced primary key.
+
+Connections use ``read_consistency_interval=0``: every read sees the latest committed version,
+including versions written by other processes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from datetime import timedelta
+from typing import Any
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+
+from skillstream import schema as sch
+from skillstream.errors import InputError
+from skillstream.model import Memory
+from skillstream.storage import filters
+from skillstream.storage.options import lance_options
+from skillstream.storage.rows import Rows, dedupe, to_table
+
+log = logging.getLogger(__name__)
+
+_CREATE_ATTEMPTS = 5
+
+
+def connect(uri: str, storage_options: dict | None = None) -> Any:
+    """Open a LanceDB database at ``uri`` that always reads the latest version."""
+    return lancedb.connect(
+        uri,
+        storage_options=lance_options(uri, storage_options),
+        read_consistency_interval=timedelta(0),
+    )
+
+
+class LanceTable:
+    """One LanceDB table with a key column, created from an Arrow schema on first use.
+
+    Args:
+        db: A LanceDB connection (see :func:`connect`).
+        name: Table name.
+        schema: The table's Arrow schema.
+        key: Primary-key column; defaults to the schema's ``primary_key`` metadata.
+        fts_columns: String columns that get a native full-text index.
+        version_column: When set, versions decide which row wins: in a batch with a repeated
+            key the highest version (then the last row) is kept, and an upsert never replaces a
+            stored row with one of a lower version (equal versions do replace).
+        vector_column: Name of the fixed-size-list vector column, if any.
+        create: Create the table (and its indices) when missing. With ``False`` a missing table
+            reads as empty and writes raise.
+    """
+
+    def __init__(
+        self,
+        db: Any,
+        name: str,
+        schema: pa.Schema,
+        *,
+        key: str | None = None,
+        fts_columns: Sequence[str] = (),
+        version_column: str | None = None,
+        vector_column: str | None = "vector",
+        create: bool = True,
+    ) -> None:
+        self.db = db
+        self.name = name
+        self.schema = schema
+        key = key or sch.primary_key(schema)
+        if not key or key not in schema.names:
+            raise ValueError(f"LanceDB table {name!r}: the schema names no key column")
+        self.key: str = key
+        self.fts_columns = tuple(fts_columns)
+        self.version_column = version_column
+        self.vector_column = vector_column if vector_column in schema.names else None
+        self.create = create
+        self._tbl: Any = self._open() if create else None
+
+    # ------------------------------------------------------------------ opening
+    @property
+    def table(self) -> Any:
+        """The LanceDB table, or ``None`` when it does not exist and ``create`` is off."""
+        if self._tbl is None:
+            self._tbl = self._open()
+        return self._tbl
+
+    def _open(self) -> Any:
+        try:
+            tbl = self.db.open_table(self.name)
+        except ValueError:  # LanceDB's "Table ... was not found"
+            if not self.create:
+                return None
+            tbl = self._create()
+        if self.create:
+            self._ensure_fts(tbl)
+        return tbl
+
+    def _create(self) -> Any:
+        try:
+            tbl = self.db.create_table(self.name, schema=self.schema)
+        except Exception as e:  # noqa: BLE001 - another opener may have created it meanwhile
+            try:
+                return self.db.open_table(self.name)
+            except ValueError:
+                raise e from None
+        self._declare_key(tbl)
+        return tbl
+
+    def _declare_key(self, tbl: Any) -> None:
+        if self.schema.field(self.key).nullable:
+            return
+        for attempt in range(_CREATE_ATTEMPTS):
+            try:
+                tbl.set_unenforced_primary_key(self.key)
+                return
+            except Exception as e:  # noqa: BLE001 - an optional safeguard, not a requirement
+                log.debug("declaring %s.%s as primary key: %s", self.name, self.key, e)
+                time.sleep(0.05 * (attempt + 1))
+
+    @staticmethod
+    def _fts_indexed(tbl: Any) -> set[str]:
+        return {ix.columns[0] for ix in tbl.list_indices() if ix.index_type == "FTS"}
+
+    def _ensure_fts(self, tbl: Any) -> None:
+        """Create the missing full-text indices once, also when other openers race to do it."""
+        for col in self.fts_columns:
+            for attempt in range(_CREATE_ATTEMPTS):
+                if col in self._fts_indexed(tbl):
+                    break
+                try:
+                    tbl.create_index(col, config=lancedb.index.FTS(), replace=False)
+                    break
+                except RuntimeError as e:
+                    # another opener made it first ("already exists") or at the same moment
+                    # ("commit conflict ... preempted by concurrent transaction CreateIndex")
+                    if attempt == _CREATE_ATTEMPTS - 1:
+                        raise
+                    log.debug("creating the FTS index on %s.%s: %s", self.name, col, e)
+                    time.sleep(0.05 * (attempt + 1))
+
+    def _require(self) -> Any:
+        tbl = self.table
+        if tbl is None:
+            raise InputError(f"LanceDB table {self.name!r} does not exist (opened read-only)")
+        return tbl
+
+    @property
+    def exists(self) -> bool:
+        return self.table is not None
+
+    # ------------------------------------------------------------------ writing
+    def upsert(self, rows: Rows) -> int:
+        """Insert new keys and replace existing ones; returns the number of rows offered.
+
+        Rows with a repeated key in the batch collapse first, and stale versions are not
+        written (see ``version_column``).
+        """
+        data = to_table(rows, self.schema, table=self.name)
+        if data.num_rows == 0:
+            return 0
+        data = dedupe(data, self.key, self.version_column)
+        guard = None
+        if self.version_column:
+            v = filters.lance_column(self.version_column)
+            guard = f"target.{v} IS NULL OR source.{v} >= target.{v}"
+        (
+            self._require()
+            .merge_insert(self.key)
+            .when_matched_update_all(where=guard)
+            .when_not_matched_insert_all()
+            .execute(data)
+        )
+        return data.num_rows
+
+    def delete(self, where: str) -> None:
+        """Delete the rows matching a filter (build it with :mod:`skillstream.storage.filters`)."""
+        self._require().delete(where)
+
+    def optimize(self) -> None:
+        """Compact files and fold rows written since the last call into the indices."""
+        tbl = self.table
+        if tbl is not None:
+            tbl.optimize()
+
+    # ------------------------------------------------------------------ reading
+    def count(self, where: str | None = None) -> int:
+        """Rows matching ``where`` (a trusted filter string), or all rows."""
+        tbl = self.table
+        return 0 if tbl is None else tbl.count_rows(where)
+
+    def scan(self, where: str | None = None, columns: Sequence[str] | None = None) -> pa.Table:
+        """All rows matching ``where`` as an Arrow table (no limit)."""
+        tbl = self.table
+        if tbl is None:
+            empty = self.schema.empty_table()
+            return empty.select(list(columns)) if columns else empty
+        return tbl.to_lance().to_table(filter=where, columns=list(columns) if columns else None)
+
+    def to_arrow(self) -> pa.Table:
+        """Every row as an Arrow table (like LanceDB's ``Table.to_arrow``)."""
+        return self.scan()
+
+    def to_lance(self) -> Any:
+        """The table as a ``lance`` dataset pinned to the current version (``None`` if missing)."""
+        tbl = self.table
+        return None if tbl is None else tbl.to_lance()
+
+    def search(
+        self,
+        text: str | None = None,
+        vector: Any = None,
+        *,
+        where: str | None = None,
+        k: int = 10,
+        with_vector: bool = False,
+    ) -> pa.Table:
+        """Filtered search; hybrid when both ``text`` and ``vector`` are given.
+
+        * both: vector and full-text results fused with reciprocal-rank fusion (``RRFReranker``);
+          ``score`` is the fused relevance;
+        * ``vector`` only: nearest neighbours (L2); ``score = 1 / (1 + distance)``;
+        * ``text`` only: BM25 full-text search over ``fts_columns``; ``score`` is BM25.
+
+        Higher ``score`` is better in every mode. ``where`` is applied before ranking (prefilter),
+        so up to ``k`` matching rows come back.
+
+        Args:
+            text: Query text (not SQL: it is tokenized by the full-text index).
+            vector: Query vector of the table's width.
+            where: Trusted filter string (build it with :mod:`skillstream.storage.filters`).
+            k: Number of hits.
+            with_vector: Keep the vector column in the result.
+
+        Returns:
+            The hits as an Arrow table: the table's columns plus ``score``, best first.
+        """
+        text = text if text and text.strip() else None
+        tbl = self.table
+        if tbl is None or (text is None and vector is None):
+            return self._shape(self.schema.empty_table(), pa.array([], pa.float64()), with_vector)
+        if vector is not None:
+            vector = self._query_vector(vector)
+        fts = list(self.fts_columns) or None
+        if text is not None and vector is not None:
+            from lancedb.rerankers import RRFReranker
+
+            q = tbl.search(query_type="hybrid", fts_columns=fts).vector(vector).text(text)
+            q = q.rerank(RRFReranker())
+            score_col, to_score = "_relevance_score", None
+        elif vector is not None:
+            q = tbl.search(vector, query_type="vector", vector_column_name=self.vector_column)
+            score_col, to_score = "_distance", _distance_to_score
+        else:
+            if not self.fts_columns:
+                raise InputError(f"LanceDB table {self.name!r} has no full-text index")
+            q = tbl.search(text, query_type="fts", fts_columns=fts)
+            score_col, to_score = "_score", None
+        if where:
+            q = q.where(where, prefilter=True)
+        hits = q.limit(k).to_arrow()
+        raw = hits.column(score_col) if score_col in hits.column_names else pa.nulls(hits.num_rows)
+        score = raw.cast(pa.float64())
+        if to_score is not None:
+            score = to_score(score)
+        return self._shape(hits, score, with_vector)
+
+    def _query_vector(self, vector: Any) -> np.ndarray:
+        arr = np.asarray(vector, dtype=np.float32).reshape(-1)
+        want = self.schema.field(self.vector_column).type.list_size if self.vector_column else None
+        if want is not None and arr.shape[0] != want:
+            raise InputError(
+                f"query vector has {arr.shape[0]} dimensions; table {self.name!r} holds {want}"
+            )
+        return arr
+
+    def _shape(self, hits: pa.Table, score: Any, with_vector: bool) -> pa.Table:
+        keep = [n for n in self.schema.names if with_vector or n != self.vector_column]
+        out = hits.select([n for n in keep if n in hits.column_names])
+        return out.append_column("score", score)
+
+
+def _distance_to_score(distance: Any) -> pa.Array:
+    d = np.asarray(distance.to_numpy(zero_copy_only=False), dtype=np.float64)
+    return pa.array(1.0 / (1.0 + d), pa.float64())
+
+
+class MemoryIndex:
+    """The LanceDB ``memories`` table: what search needs, with the vector.
+
+    Args:
+        uri: LanceDB URI (local folder, ``s3://bucket/prefix``, ``memory://``).
+        dim: Width of the embedding vectors.
+        storage_options: One options dict (see :mod:`skillstream.storage.options`).
+        table: Table name.
+        create: Create the table and its full-text index on ``text`` when missing.
+
+    Example:
+        >>> index = MemoryIndex("./.skillstream/lancedb", dim=384)  # doctest: +SKIP
+        >>> index.search("hiking", query_vec, owner="u1", k=5)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        uri: str,
+        dim: int,
+        storage_options: dict | None = None,
+        table: str = "memories",
+        *,
+        create: bool = True,
+    ) -> None:
+        self.uri = uri
+        self.dim = dim
+        self.db = connect(uri, storage_options)
+        self.table = LanceTable(
+            self.db,
+            table,
+            sch.memories_lance(dim),
+            key="id",
+            fts_columns=("text",),
+            version_column="version",
+            create=create,
+        )
+
+    # ------------------------------------------------------------------ writing
+    def upsert(self, memories: Iterable[Memory]) -> int:
+        """Write memories by id; the highest ``version`` wins, in the batch and over stored rows.
+
+        Raises:
+            InputError: when a memory has no vector or one of the wrong width.
+        """
+        items = list(memories)
+        if not items:
+            return 0
+        return self.table.upsert(self._to_arrow(items))
+
+    def _to_arrow(self, items: list[Memory]) -> pa.Table:
+        schema = self.table.schema
+        rows = []
+        vectors = np.empty((len(items), self.dim), dtype=np.float32)
+        for i, m in enumerate(items):
+            if m.vector is None:
+                raise InputError(f"memory {m.id!r} has no vector; embed it before writing")
+            v = np.asarray(m.vector, dtype=np.float32).reshape(-1)
+            if v.shape[0] != self.dim:
+                raise InputError(
+                    f"memory {m.id!r} has a vector of {v.shape[0]} dimensions; expected {self.dim}"
+                )
+            vectors[i] = v
+            row = m.row()
+            row.pop("vector", None)
+            rows.append(row)
+        meta = pa.schema([f for f in schema if f.name != "vector"], metadata=schema.metadata)
+        base = to_table(rows, meta, table=self.table.name)
+        flat = pa.array(vectors.reshape(-1), pa.float32())
+        return base.append_column(
+            schema.field("vector"), pa.FixedSizeListArray.from_arrays(flat, self.dim)
+        )
+
+    def optimize(self) -> None:
+        """Fold recently written rows into the full-text index and compact files."""
+        self.table.optimize()
+
+    # ------------------------------------------------------------------ reading
+    def count(self, where: str | None = None) -> int:
+        """Number of memories matching a trusted filter string, or all."""
+        return self.table.count(where)
+
+    def owner_memories(self, owner_id: str, statuses: Iterable[str] | None = None) -> list[Memory]:
+        """Every memory of one owner (any status unless ``statuses`` is given), with vectors."""
+        where = filters.where_all(
+            filters.eq("owner_id", owner_id),
+            filters.is_in("status", statuses) if statuses is not None else None,
+        )
+        return [_memory(r) for r in self.table.scan(where).to_pylist()]
+
+    def search(
+        self,
+        text: str | None = None,
+        vector: np.ndarray | None = None,
+        *,
+        owner: str | None = None,
+        k: int = 10,
+        where: str | None = None,
+        statuses: Iterable[str] | None = ("activated",),
+    ) -> list[dict[str, Any]]:
+        """Find memories by text, vector or both (hybrid, RRF-fused).
+
+        Args:
+            text: Query text for full-text search.
+            vector: Query embedding.
+            owner: Only this owner's memories (quoted safely here).
+            k: Number of hits.
+            where: Extra trusted filter string (use :mod:`skillstream.storage.filters`).
+            statuses: Allowed ``status`` values; ``None`` for any.
+
+        Returns:
+            Hits best first: every memory column except ``vector``, plus ``score`` (higher is
+            better; see :meth:`LanceTable.search`).
+        """
+        clause = filters.where_all(
+            filters.eq("owner_id", owner) if owner is not None else None,
+            filters.is_in("status", statuses) if statuses is not None else None,
+            where,
+        )
+        return self.table.search(text, vector, where=clause, k=k).to_pylist()
+
+    def to_lance(self) -> Any:
+        """The memories as a pinned ``lance`` dataset (for DuckDB), or ``None`` if missing."""
+        return self.table.to_lance()
+
+
+def _memory(row: dict[str, Any]) -> Memory:
+    for name in ("tags", "source_message_ids"):
+        if row.get(name) is None:
+            row[name] = []
+    return Memory(**row)

@@ -1,0 +1,68 @@
+from datetime import datetime, timezone
+
+from skillstream.apply import ApplyOptions, apply_ops
+from skillstream.memories import OwnerMemories
+from skillstream.model import MemoryOp, Op
+from tests.conftest import make_span
+
+NOW = datetime(2030, 1, 1, tzinfo=timezone.utc)
+
+
+def test_insert_update_delete_order_and_provenance():
+    state = OwnerMemories("c1")
+    s1 = make_span([("user", "I like tea"), ("user", "I live in Oslo")])
+    a = apply_ops(state, s1, [
+        MemoryOp(Op.INSERT, "User likes tea", kind="preference", key="user|preference|tea",
+                 source_message_ids=("c1-m0",)),
+        MemoryOp(Op.INSERT, "User lives in Oslo", key="user|fact|home", source_message_ids=("c1-m1",)),
+    ], NOW)
+    assert len(a.changed) == 2 and a.needs_vector == set(a.changed)
+    tea = state.by_key("user|preference|tea")
+    oslo = state.by_key("user|fact|home")
+    assert tea.source_message_ids == ["c1-m0"] and tea.version == 1 and tea.confidence == 0.7
+    assert tea.created_at == s1.end_ts and tea.span_id == s1.span_id
+
+    s2 = make_span([("user", "I moved to Bergen and stopped drinking tea")], ts=datetime(2024, 6, 1, tzinfo=timezone.utc))
+    # an insert listed before the update must still be applied after it
+    b = apply_ops(state, s2, [
+        MemoryOp(Op.INSERT, "User moved to Bergen in June 2024", key="user|event|move"),
+        MemoryOp(Op.DELETE, target_id=tea.id, reason="stopped"),
+        MemoryOp(Op.UPDATE, "User lives in Bergen", target_id=oslo.id, source_message_ids=("c1-m0",)),
+    ], NOW)
+    assert [e.event for e in b.events] == ["updated", "deleted", "created"]
+    assert state.get(tea.id).status == "deleted" and state.get(tea.id).valid_to == s2.end_ts
+    assert state.get(oslo.id).text == "User lives in Bergen" and state.get(oslo.id).version == 2
+    assert state.get(oslo.id).source_message_ids == ["c1-m1", "c1-m0"]
+    assert b.needs_vector == {oslo.id, state.by_key("user|event|move").id}
+
+
+def test_restating_reinforces_instead_of_duplicating():
+    state = OwnerMemories("o")
+    s1 = make_span([("user", "I like tea")])
+    apply_ops(state, s1, [MemoryOp(Op.INSERT, "User likes tea")], NOW)
+    s2 = make_span([("user", "I really like tea")], conversation_id="c2")
+    r = apply_ops(state, s2, [MemoryOp(Op.INSERT, "user likes tea!", source_message_ids=("c2-m0",))], NOW)
+    assert len(state.items) == 1
+    (m,) = state.items.values()
+    assert (m.reinforcement, m.confidence, m.version) == (1, 0.75, 2)
+    assert m.source_message_ids == ["c1-m0", "c2-m0"]
+    assert [e.event for e in r.events] == ["reinforced"] and not r.needs_vector
+
+
+def test_confidence_capped():
+    state = OwnerMemories("o")
+    for i in range(10):
+        apply_ops(state, make_span([("user", f"tea {i}")]), [MemoryOp(Op.INSERT, "User likes tea")], NOW)
+    (m,) = state.items.values()
+    assert m.confidence == 0.95 and m.reinforcement == 9
+
+
+def test_invalid_targets_are_ignored_and_ids_deterministic():
+    s = make_span([("user", "x")])
+    st1, st2 = OwnerMemories("o"), OwnerMemories("o")
+    ops = [MemoryOp(Op.UPDATE, "t", target_id="missing"), MemoryOp(Op.DELETE, target_id="missing"),
+           MemoryOp(Op.INSERT, "  "), MemoryOp(Op.INSERT, "A fact")]
+    a = apply_ops(st1, s, ops, NOW, ApplyOptions(scope="fleet"))
+    b = apply_ops(st2, s, ops, NOW)
+    assert list(a.changed) == list(b.changed) and len(a.changed) == 1
+    assert next(iter(st1.items.values())).scope == "fleet"
