@@ -108,6 +108,33 @@ class Settings:
         "Bytewax epoch (snapshot) interval in seconds. SKILLSTREAM_EPOCH_INTERVAL_S.", 5.0
     )
 
+    # ------------------------------------------------------------------ memory skills (issue 3)
+    memory_skill_selection: str = _doc(
+        "How the controller picks memory skills per span: 'auto' (every skill for the rules "
+        "backend, 'top_k' for an LLM), 'all', 'top_k' (deterministic) or 'gumbel' (Gumbel-Top-K "
+        "sampling seeded by memory_skill_seed). SKILLSTREAM_MEMORY_SKILL_SELECTION.",
+        "auto",
+    )
+    memory_skill_k: int = _doc(
+        "Memory skills selected per span (K of Top-K). SKILLSTREAM_MEMORY_SKILL_K.", 3
+    )
+    memory_skill_fusion: str = _doc(
+        "How the retrieved memories' embeddings are fused into the controller state: 'mean' or "
+        "'weighted' (softmax of their similarity to the span). SKILLSTREAM_MEMORY_SKILL_FUSION.",
+        "mean",
+    )
+    memory_skill_scorer: str = _doc(
+        "Checkpoint of the trained torch scorer of the controller; empty scores by cosine "
+        "similarity of the state to the skill descriptions. SKILLSTREAM_MEMORY_SKILL_SCORER.",
+        "",
+    )
+    memory_skill_seed: int = _doc(
+        "Seed of Gumbel-Top-K exploration. SKILLSTREAM_MEMORY_SKILL_SEED.", 0
+    )
+    extract_max_tokens: int = _doc(
+        "Completion token limit of one extraction call. SKILLSTREAM_EXTRACT_MAX_TOKENS.", 1024
+    )
+
     # ------------------------------------------------------------------ derived locations
     @property
     def lancedb(self) -> str:

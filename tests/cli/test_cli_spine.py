@@ -1,0 +1,52 @@
+"""The CLI on the bundled sample: run, sql, search, stats, and a second run that adds nothing."""
+
+from __future__ import annotations
+
+import json
+
+import lancedb
+from click.testing import CliRunner
+
+from skillstream.cli import cli
+
+
+def invoke(home, *args):
+    res = CliRunner().invoke(cli, ["--home", str(home), *args], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+def test_run_sql_search_stats_on_the_sample(tmp_path):
+    home = tmp_path / "h"
+    out = invoke(home, "run", "--json")
+    summary = json.loads(out[out.index("{"):])
+    assert summary["messages"] == 34 and summary["dead_letters"] == 0 and summary["spans_processed"] > 0
+
+    n_lance = lancedb.connect(str(home / "lancedb")).open_table("memories").count_rows()
+    rows = json.loads(invoke(home, "sql", "select count(*) as n from memories", "--json"))
+    assert rows == [{"n": n_lance}] and n_lance > 10
+
+    hits = json.loads(invoke(home, "search", "Lisbon trip", "--owner", "maya", "--k", "3", "--json"))
+    assert 0 < len(hits) <= 3
+    for h in hits:
+        assert h["owner_id"] == "maya" and h["source_message_ids"]
+        assert all(m.startswith("trip-maya-") for m in h["source_message_ids"])
+        assert {"text", "score", "kind", "event_ts"} <= set(h)
+
+    stats = json.loads(invoke(home, "stats", "--json"))
+    assert stats["memories"] == n_lance
+
+    out = invoke(home, "run", "--json")
+    again = json.loads(out[out.index("{"):])
+    assert again["spans_processed"] == 0
+    assert again["spans_already_processed"] == summary["spans_processed"]
+    assert lancedb.connect(str(home / "lancedb")).open_table("memories").count_rows() == n_lance
+
+
+def test_sql_csv_and_errors(tmp_path):
+    home = tmp_path / "h"
+    res = CliRunner().invoke(cli, ["--home", str(home), "sql", "select 1"])
+    assert res.exit_code != 0 and "no catalog" in str(res.exception or res.output)
+    invoke(home, "run")
+    out = invoke(home, "sql", "select kind, count(*) as n from memories group by kind order by kind", "--csv")
+    assert out.splitlines()[0] == "kind,n"
