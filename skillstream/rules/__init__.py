@@ -1,4 +1,7 @@
-"""The offline ``rules`` backend: primitive memory skills done with text rules (see ``executor``)."""
+"""The offline ``rules`` backend: the primitive memory skills done with text rules.
+
+See ``skillstream.rules.executor`` for what it does and where it falls short of an LLM.
+"""
 
 from skillstream.rules.executor import RulesExecutor
 

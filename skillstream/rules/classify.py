@@ -51,10 +51,12 @@ class Classified:
 
 
 def subject_key(name: str) -> str:
-    """The key form of a speaker's name: ``"Caroline"`` -> ``"caroline"``, ``"the user"`` -> ``"user"``."""
+    """The key form of a speaker's name: ``"Caroline"`` -> ``"caroline"``, ``"the user"`` ->
+    ``"user"``."""
     s = name.strip().lower()
     if s.startswith("the "):
         s = s[4:]
+    s = {"用户": "user", "助手": "assistant"}.get(s, s)
     return re.sub(r"\s+", "_", s) or "user"
 
 
@@ -92,7 +94,8 @@ _ANCHOR = re.compile(r"\b(?:i|we|my|our)\b")
 _PROFESSIONS = (
     r"teacher|nurse|doctor|engineer|developer|programmer|designer|lawyer|accountant|chef|cook|"
     r"driver|writer|author|journalist|artist|musician|scientist|researcher|manager|consultant|"
-    r"counselor|counsellor|therapist|social worker|firefighter|police officer|officer|pilot|dentist|"
+    r"counselor|counsellor|therapist|social worker|firefighter|police officer|officer|pilot|"
+    r"dentist|"
     r"pharmacist|architect|photographer|salesperson|cashier|waiter|waitress|barista|mechanic|"
     r"electrician|plumber|farmer|veterinarian|vet|professor|lecturer|tutor|coach|student|"
     r"freelancer|entrepreneur"
@@ -105,14 +108,16 @@ _SLOT_BRANCHES = {
     ),
     "home": (
         rf"{_S}{_ADVS} (?:live|lived|moved|relocated)(?= (?:to|from|into|in|back|out|here|there|"
-        r"away|abroad|home|house|with|near|close|downtown|across)\b)|i(?:'m| am)(?: \w+ly)? (?:living|"
+        r"away|abroad|home|house|with|near|close|downtown|across)\b)|"
+        r"i(?:'m| am)(?: \w+ly)? (?:living|"
         r"moving|relocating)\b|my (?:home|house|apartment|flat|neighbou?rhood|address)(?: is|'s)\b|"
         r"i(?:'m| am) based in\b"
     ),
     "job": (
         rf"{_S}{_ADVS} (?:work|worked)(?= (?:as|at|for|in)\b)|i(?:'m| am)(?: \w+ly)? (?:working|"
         r"employed) (?:as|at|for)\b|my (?:job|career|profession|occupation|employer)(?: is|'s)\b|"
-        r"i(?:'ve| have)?(?: just| finally)? (?:got|landed|started|quit|lost|left|found|took|accepted) "
+        r"i(?:'ve| have)?(?: just| finally)? "
+        r"(?:got|landed|started|quit|lost|left|found|took|accepted) "
         r"(?:a |my |the |this |that |an )?(?:new |dream |first )?job\b|"
         r"i (?:got|was|just got) (?:hired|promoted|fired|laid off)\b|"
         rf"i(?:'m| am) (?:a|an) (?:\w+ )?(?:{_PROFESSIONS})\b"
@@ -123,7 +128,8 @@ _SLOT_BRANCHES = {
     ),
     "birthday": r"my (?:\d+(?:st|nd|rd|th) )?birthday(?: is|'s)\b",
     "diet": (
-        r"(?:i|we)(?:'m| am| are|'re| eat| went| became| turned| have been|'ve been)? ?(?:a |fully |"
+        r"(?:i|we)(?:'m| am| are|'re| eat| went| became| turned| have been|'ve been)? ?"
+        r"(?:a |fully |"
         r"strictly )?(?:vegetarian|vegan|pescatarian|keto|gluten[- ]free|lactose[- ]intolerant|"
         r"kosher|halal)\b"
     ),
@@ -144,7 +150,8 @@ _SLOT_EN = re.compile("|".join(f"(?P<{k}>{v})" for k, v in _SLOT_BRANCHES.items(
 _PREF = re.compile(
     rf"{_S}(?:'m| am|'re| are)?{_ADVS}\s+(?P<v>love|loves|like|enjoy|adore|prefer|hate|dislike|"
     r"detest|can't stand|cannot stand|don't (?:really )?(?:like|enjoy|love)|do not (?:like|enjoy|"
-    r"love)|into|a (?:big |huge )?fan of|passionate about|keen on|crazy about|obsessed with|fond of)"
+    r"love)|into|a (?:big |huge )?fan of|passionate about|keen on|crazy about|obsessed with|"
+    r"fond of)"
     r"\b(?! to (?:see|hear|know|say|help))"
     r"|my (?:absolute )?favou?rite (?P<fav>[a-z]+(?: [a-z]+)?) (?:is|are|was|would be)\b"
 )
@@ -153,12 +160,15 @@ _PREF_START = re.compile(r"(?P<v>love|like|enjoy|adore|hate)\b")
 _PLAN = re.compile(
     rf"{_S}(?:'m| am|'re| are){_ADVS}\s+(?P<v>going to|going(?= \w+ing\b)|planning(?: to| on)?|"
     r"thinking (?:of|about)|"
-    r"hoping to|about to|looking forward to|heading(?: to| out| off| back)?|off to|getting ready to|"
+    r"hoping to|about to|looking forward to|heading(?: to| out| off| back)?|off to|"
+    r"getting ready to|"
     r"considering|aiming to|preparing to|saving (?:up )?for|signing up for|due to)\b"
-    rf"|{_S}{_ADVS}\s+(?P<v3>plan to|plan on|intend to|hope to|want to|aim to|need to|would (?:love|"
+    rf"|{_S}{_ADVS}\s+(?P<v3>plan to|plan on|intend to|hope to|want to|aim to|need to|"
+    r"would (?:love|"
     r"like) to|will|shall|can't wait to|cannot wait to|look forward to)\b"
     r"|(?:i|we)(?P<v4>'ll|'d (?:love|like) to)\b"
-    rf"|{_S}(?:'m| am|'re| are){_ADVS}\s+(?P<v6>[a-z]+ing)\b(?=.*\b(?:tomorrow|tonight|next|soon|later|"
+    rf"|{_S}(?:'m| am|'re| are){_ADVS}\s+(?P<v6>[a-z]+ing)\b"
+    r"(?=.*\b(?:tomorrow|tonight|next|soon|later|"
     r"upcoming|coming|this (?:weekend|week|month|year|summer|evening|afternoon|morning))\b)"
 )
 _PLAN_START = re.compile(
@@ -185,7 +195,9 @@ _OPINION = re.compile(
 _OPINION_X = re.compile(r"\bin my (?:opinion|view)\b|\bimo\b|^personally\b|^to me\b")
 _MY_IS = re.compile(r"my (?P<np>(?:[a-z'-]+ ){0,2}?[a-z'-]+) (?:is|are|was|were|has|have|had)\b")
 _I_AM = re.compile(r"(?:i|we)(?:'m| am|'re| are| have|'ve got| have got| own)\s+")
-_TIME_PAST = re.compile(r"\b(?:yesterday|ago|last (?:night|week|weekend|month|year|\w+day)|earlier)\b")
+_TIME_PAST = re.compile(
+    r"\b(?:yesterday|ago|last (?:night|week|weekend|month|year|\w+day)|earlier)\b"
+)
 _CANCEL = re.compile(
     r"(?:i|we)(?:'ve| have)?(?: \w+ly| just)? (?P<v>cancell?ed|called off|scrapped|dropped|"
     r"gave up(?: on)?|quit|stopped|backed out of|pulled out of|decided against|broke off)\b"
@@ -196,17 +208,20 @@ _NEGATED = re.compile(
 )
 _CORRECTION = re.compile(
     r"^(?:actually|correction|sorry|oops|wait|scratch that)\b|\bi meant\b|\binstead\b|"
-    r"\bresched\w*\b|\b(?:changed|moved|pushed|postponed|brought forward) (?:it|the \w+|our \w+|my \w+)"
+    r"\bresched\w*\b|\b(?:changed|moved|pushed|postponed|brought forward) "
+    r"(?:it|the \w+|our \w+|my \w+)"
     r"(?: \w+)? to\b|\bturns out\b|\bnot \w+(?: \w+)? but\b"
 )
 
-_CORRECTION_HINTS = ("actually", "correction", "sorry", "oops", "wait", "scratch", "meant", "instead",
-                     "resched", "turns out", "changed", "moved", "pushed", "postponed", "forward",
-                     "not ")
-_NEGATION_HINTS = ("cancel", "called off", "scrapped", "dropped", "gave up", "quit", "stopped",
-                   "backed out", "pulled out", "decided against", "broke off", "no longer", "anymore",
-                   "any more", "any longer", "decided not", "after all", "changed my mind",
-                   "changed our mind")
+_CORRECTION_HINTS = (
+    "actually", "correction", "sorry", "oops", "wait", "scratch", "meant", "instead", "resched",
+    "turns out", "changed", "moved", "pushed", "postponed", "forward", "not ",
+)
+_NEGATION_HINTS = (
+    "cancel", "called off", "scrapped", "dropped", "gave up", "quit", "stopped", "backed out",
+    "pulled out", "decided against", "broke off", "no longer", "anymore", "any more", "any longer",
+    "decided not", "after all", "changed my mind", "changed our mind",
+)
 
 
 def _at(pat: re.Pattern[str], low: str, anchors: list[int]) -> re.Match[str] | None:
@@ -226,13 +241,15 @@ _STOP_NP = frozenset(
     """to in at for with about from on of by near during before after since until over into around
     and or but because so when while if that which who where than as like named called - & next
     last this tomorrow today yesterday tonight soon later ago now then again every each someday
-    sometime eventually together anyway too either""".split()
+    sometime eventually together anyway too either ago day days week weeks month months year years
+    hour hours minute minutes night nights morning evening afternoon""".split()
 )
 _SKIP_LEAD = frozenset(
     """a an the my our your his her their its this that these those some any more new own few
     go going goes visit visiting see seeing do doing have having take taking make making get getting
     try trying start starting continue continuing check out be keep spend spending really just also
-    very so too to much many lots lot of one two couple bit little actually""".split()
+    very so too to much many lots lot of one two three four five six seven eight nine ten couple
+    bit little actually it them him her us me you everything something anything""".split()
 )
 
 
@@ -273,7 +290,7 @@ def np_head(obj: str, n: int = 1, with_pp: bool = False) -> str:
         i += 1
     np = [singular(t) for t in np if t not in STOPWORDS and not t.isdigit()]
     head = np[-n:]
-    if with_pp and stop in ("to", "in", "at", "for") and i + 1 < len(toks):
+    if with_pp and stop in ("to", "in", "at", "for", "into") and i + 1 < len(toks):
         rest = [singular(t) for t in toks[i + 1:] if t not in _SKIP_LEAD and t not in STOPWORDS]
         rest = [t for t in rest if t not in _STOP_NP and t not in _MONTH_WORDS and not t.isdigit()
                 and t not in _PUNCT]
@@ -301,10 +318,12 @@ def _positive_en(low: str) -> tuple[str, str | None]:
 
 
 # What a cancelled/quit object means when it names a slot ("I quit my job").
-_SLOT_NOUNS = {"job": "job", "career": "job", "position": "job", "apartment": "home", "house": "home",
-               "flat": "home", "lease": "home", "engagement": "relationship",
-               "marriage": "relationship", "relationship": "relationship", "studies": "study",
-               "study": "study", "degree": "study", "major": "study", "diet": "diet"}
+_SLOT_NOUNS = {
+    "job": "job", "career": "job", "position": "job", "apartment": "home", "house": "home",
+    "flat": "home", "lease": "home", "engagement": "relationship", "marriage": "relationship",
+    "relationship": "relationship", "studies": "study", "study": "study", "degree": "study",
+    "major": "study", "diet": "diet",
+}
 _SLOT_ZH_NAMES = {"name": "名字", "origin": "籍贯", "home": "住址", "job": "工作", "age": "年龄",
                   "diet": "饮食", "allergy": "过敏", "relationship": "感情", "study": "学业"}
 

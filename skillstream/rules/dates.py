@@ -44,8 +44,10 @@ _NUM_WORDS = {
 _VAGUE = {"a few": 3, "few": 3, "several": 3, "a couple of": 2, "a couple": 2, "couple of": 2}
 FEW = 3
 
-_PREPS = {"since", "until", "till", "before", "after", "by", "from", "of", "on", "in", "around", "to",
-          "through", "during", "for", "about"}
+_PREPS = {
+    "since", "until", "till", "before", "after", "by", "from", "of", "on", "in", "around", "to",
+    "through", "during", "for", "about",
+}
 
 # A small past-tense detector, used only to pick the direction of a bare weekday.
 _PAST = re.compile(
@@ -103,8 +105,10 @@ def _is_vague(word: str) -> bool:
 
 # --------------------------------------------------------------------------------------- English
 
-_NUM = r"(?:\d{1,3}|a few|a couple of|a couple|couple of|few|several|an?|one|two|three|four|five|six|" \
-       r"seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty)"
+_NUM = (
+    r"(?:\d{1,3}|a few|a couple of|a couple|couple of|few|several|an?|one|two|three|four|five|"
+    r"six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty)"
+)
 _WD = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
 _PART = r"(?:morning|afternoon|evening|night)"
 
@@ -121,7 +125,8 @@ _EN_PATTERNS: list[tuple[str, str]] = [
     ("today", r"today(?!['’]s)"),
     ("otherday", r"the other day"),
     ("weekend", r"(?P<wkend>this past|this coming|past|last|next|this|coming) weekend"),
-    ("weekday", rf"(?:(?P<wdrel>this past|this coming|last|next|this|coming|on)\s+)?(?P<wd>{_WD})(?!s)"),
+    ("weekday",
+     rf"(?:(?P<wdrel>this past|this coming|last|next|this|coming|on)\s+)?(?P<wd>{_WD})(?!s)"),
     ("week", r"(?P<weekrel>this past|last|next|this|previous|coming) week(?!end)"),
     ("month", r"(?P<monthrel>last|next|this|previous|coming) month"),
     ("year", r"(?P<yearrel>last|next|this|previous|coming) year"),
@@ -171,7 +176,8 @@ def _en_resolve(m: re.Match[str], ref: date, text: str) -> Resolved | None:
         return f"a few days before {fmt_day(ref)}", "", ref - timedelta(days=FEW)
     if kind == "weekend":
         rel = g("wkend").lower()
-        sat = ref + timedelta(days=(5 - ref.weekday()) % 7)  # this (or the current) weekend's Saturday
+        # The Saturday of this (or the current) weekend.
+        sat = ref + timedelta(days=(5 - ref.weekday()) % 7)
         if ref.weekday() == 6:
             sat = ref - timedelta(days=1)
         if rel in ("last", "past", "this past"):
@@ -303,7 +309,9 @@ _WEEKWORD = r"(?:周|星期|礼拜)"
 _ZH_PATTERNS: list[tuple[str, str]] = [
     ("zday", r"(?P<zday>大前天|前天|昨天|昨日|今天|今日|明天|明日|大后天|后天)"),
     ("znight", r"(?P<znight>昨晚|今晚|明晚|今早|昨早)"),
-    ("zwd", rf"(?P<zwdrel>上上|上|下下|下|这|本)?个?{_WEEKWORD}(?P<zwd>[一二三四五六日天]|(?<=[上下这本个]周)末|(?<=[上下这本个]星期)末|(?<=[上下这本个]礼拜)末)"),
+    # 周末 only with 上/下/这/本 in front: a bare 周末 is usually a habit ("我周末喜欢爬山").
+    ("zwd", rf"(?P<zwdrel>上上|上|下下|下|这|本)?个?{_WEEKWORD}(?P<zwd>[一二三四五六日天]|"
+            r"(?<=[上下这本个]周)末|(?<=[上下这本个]星期)末|(?<=[上下这本个]礼拜)末)"),
     ("zweek", rf"(?P<zweekrel>上上|上|下下|下|这|本)个?{_WEEKWORD}"),
     ("zmonth", r"(?P<zmonthrel>上上|上|下下|下|这|本)个?月"),
     ("zyear", r"(?P<zyear>前年|去年|今年|明年|后年)"),
@@ -320,7 +328,8 @@ def _zh_count(s: str) -> int:
         return FEW
     if "十" in s:
         tens, _, ones = s.partition("十")
-        return (_ZH_DIGITS.get(tens, 1) if tens else 1) * 10 + (_ZH_DIGITS.get(ones, 0) if ones else 0)
+        high = _ZH_DIGITS.get(tens, 1) if tens else 1
+        return high * 10 + (_ZH_DIGITS.get(ones, 0) if ones else 0)
     return _ZH_DIGITS.get(s, 1)
 
 

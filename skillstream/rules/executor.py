@@ -1,10 +1,14 @@
 """The offline ``rules`` executor: the four primitive memory skills done with text rules.
 
-It is the embedded default: no network, no key, deterministic, and fast enough to run on every span
-of a backfill (pure Python regexes, a fraction of a millisecond per turn). It is honestly weaker than
-an LLM executor: it understands only the surface patterns in ``classify``, ``person`` and ``dates``,
-misses paraphrase, irony, coreference across sentences and most implicit facts, and its third-person
-rewriting is grammatical "enough" rather than fluent. What it does do, for every message of a span:
+It is the embedded default: no network, no key, deterministic, and fast enough to run on every
+span of a backfill (pure Python regexes, a fraction of a millisecond per turn).
+
+It is honestly weaker than an LLM executor. It understands only the surface patterns in
+``classify``, ``person`` and ``dates``; it misses paraphrase, irony, hypotheticals, coreference
+across sentences ("she", "it" are left as they are) and most implicit facts; its keys find an
+earlier memory only when the same words come back; and its third-person rewriting is grammatical
+"enough" rather than fluent ("Caroline went there and Caroline loved it"). What it does do, for
+every message of a span:
 
 1. split the message into statements and drop questions and small talk (``statements``);
 2. attribute each statement to its speaker in the third person with the speaker's name, and
@@ -12,19 +16,12 @@ rewriting is grammatical "enough" rather than fluent. What it does do, for every
 3. rewrite relative dates against the message time and set the event time (``dates``);
 4. classify it (fact, event, preference, plan, opinion) and key it ``subject|kind|head``
    (``classify``);
-5. decide the operation, within the memory skills the controller selected:
-
-   * INSERT a new statement (skill ``insert``);
-   * UPDATE the live memory with the same *strong* key (a slot such as job or home, a preference or a
-     plan) when the new text differs, or the best-overlapping memory of the same speaker when the
-     statement carries a correction cue ("actually", "I meant", 其实) (skill ``update``);
-   * DELETE the memory an explicit cancellation or negation refers to ("I cancelled my trip to
-     Paris", "I'm not vegetarian anymore", 取消了, 不再) (skill ``delete``), and INSERT the
-     statement itself as the new state of affairs;
-   * nothing for small talk (skill ``skip``).
-
-   Only operations whose action belongs to a selected skill are produced; when UPDATE is not selected
-   a correction is inserted as a new memory instead. An empty selection means all four primitives.
+5. decide the operation within the memory skills the controller selected (``planner``): INSERT a
+   new statement (skill ``insert``); UPDATE the live memory with the same strong key, or the one a
+   correction ("actually", "I meant", 其实) points at (``update``); DELETE what an explicit
+   cancellation or negation refers to ("I cancelled my trip to Paris", "I'm not vegetarian
+   anymore", 取消了, 不再) (``delete``); nothing for small talk (``skip``). Only actions of selected
+   skills are produced; an empty selection means all four primitives.
 
 Short answers ("Yes, last week", "Yep, it was amazing") to a question in the previous turn fold the
 question into the memory and cite both messages. Image captions in a message's metadata become
@@ -37,27 +34,17 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Sequence
 
-from skillstream.apply import normalise
 from skillstream.extract import Extraction, ExtractionInput, MemorySkill
 from skillstream.lang import detect_language
 from skillstream.memories import OwnerMemories
 from skillstream.memskill.seeds import PRIMITIVES
-from skillstream.model import Memory, MemoryOp, Message, Op
-from skillstream.rules.classify import (
-    Classified,
-    classify,
-    head_overlap,
-    make_key,
-    np_head,
-    strip_cue,
-    subject_key,
-)
+from skillstream.model import Message
+from skillstream.rules.classify import Classified, classify, np_head, strip_cue, subject_key
 from skillstream.rules.dates import resolve_dates
 from skillstream.rules.person import add_subject, said, third_person_en, third_person_zh
+from skillstream.rules.planner import Planner, Statement
 from skillstream.rules.statements import (
     content_words,
     is_question,
@@ -69,51 +56,16 @@ from skillstream.rules.statements import (
 )
 
 _GENERIC_SPEAKERS = frozenset({"", "user", "human", "me", "customer", "client", "用户"})
-_ANAPHORA = re.compile(r"^(?:it|that|this|which|they|those|these|she|he)(?:'s|’s|\b)", re.IGNORECASE)
-_CAPTION_LEAD = re.compile(r"^(?:a |an )?(?:photo|picture|image|pic|photograph|screenshot) of\s+", re.I)
-MAX_MERGED = 400
-"""A correction merged into an older memory's text is cut back to the new statement past this."""
-
-
-@dataclass
-class _Statement:
-    """One statement ready for the op decision."""
-
-    text: str
-    cls: Classified
-    subject: str
-    name: str
-    source_ids: tuple[str, ...]
-    event_ts: datetime | None
-    reason: str
-
-
-@dataclass
-class _Pending:
-    """An operation being built for this span (inserts and updates absorb later statements)."""
-
-    op: Op
-    text: str
-    kind: str
-    key: str | None
-    subject: str
-    tags: tuple[str, ...]
-    event_ts: datetime | None
-    source_ids: tuple[str, ...]
-    reason: str
-    target_id: str | None = None
-    dropped: bool = False
-    name: str = ""
-    """The subject as written on the operation: the speaker's name, "user" or "assistant"."""
-
-    def absorb(self, st: _Statement, text: str | None = None) -> None:
-        if text is not None:
-            self.text = text
-            self.event_ts = st.event_ts or self.event_ts
-        self.source_ids = tuple(dict.fromkeys(self.source_ids + st.source_ids))
-        self.tags = tuple(dict.fromkeys(self.tags + st.cls.tags))[:8]
-
-
+_ANAPHORA = re.compile(
+    r"^(?:it|that|this|which|they|those|these|she|he)(?:'s|’s|\b)", re.IGNORECASE
+)
+_QUESTION_LEAD = re.compile(
+    r"^(?:did|do|does|are|is|was|were|have|has|will|would|can|could|should)\s+you\s+",
+    re.IGNORECASE,
+)
+_CAPTION_LEAD = re.compile(
+    r"^(?:a |an )?(?:photo|picture|image|pic|photograph|screenshot) of\s+", re.IGNORECASE
+)
 def _speaker_name(m: Message, lang: str) -> str:
     if m.role == "assistant":
         return "助手" if lang == "zh" else "the assistant"
@@ -189,7 +141,7 @@ class RulesExecutor:
     def execute(self, inp: ExtractionInput) -> Extraction:
         allowed = _allowed(inp.memory_skills)
         names = [s.name for s in inp.memory_skills] or [s.name for s in PRIMITIVES]
-        planner = _Planner(allowed, inp.state)
+        planner = Planner(allowed, inp.state)
         msgs = inp.span.messages
         speakers = {m.speaker for m in msgs if m.role in ("user", "assistant")}
         # Names from earlier spans matter only when this span does not show both sides.
@@ -204,7 +156,7 @@ class RulesExecutor:
 
     def _statements(
         self, msgs: Sequence[Message], j: int, vocatives: tuple[str, ...], known: dict[str, str]
-    ) -> list[_Statement]:
+    ) -> list[Statement]:
         m = msgs[j]
         if m.role not in ("user", "assistant"):
             return []
@@ -217,8 +169,8 @@ class RulesExecutor:
         if addressee is None:
             others = [n for k, n in known.items() if k != name.lower()]
             addressee = others[0] if len(others) == 1 else None
-        out: list[_Statement] = []
-        kept: list[list[str]] = []  # [clean text, answer word or "", question or ""]
+        out: list[Statement] = []
+        kept: list[list[str]] = []  # [clean text, "yes"/"no"/"", "q" when it answers a question]
         question = _previous_question(msgs, j)
         for i, sentence in enumerate(split_sentences(m.text)):
             if is_question(sentence):
@@ -231,6 +183,9 @@ class RulesExecutor:
             if is_small_talk(sentence, vocatives, clean):
                 if short and answer is not None:
                     kept.append([clean, answer, "q"])
+                continue
+            if kept and kept[-1][2] and not kept[-1][0]:
+                kept[-1][0] = clean  # "Yes! I went last week.": the answer is the next sentence
                 continue
             if kept and _ANAPHORA.match(clean) and _n_words(clean, lang) <= 8:
                 kept[-1][0] = f"{kept[-1][0].rstrip()} {clean}"
@@ -259,7 +214,7 @@ class RulesExecutor:
     def _plain(
         self, m: Message, clean: str, name: str, subject: str, addressee: str | None, lang: str,
         vocatives: tuple[str, ...],
-    ) -> _Statement | None:
+    ) -> Statement | None:
         if not clean:
             return None
         cls = classify(clean, lang, exclude=vocatives)
@@ -267,7 +222,7 @@ class RulesExecutor:
         text = self._attribute(resolved, name, addressee, lang)
         if not _mentions(text, name):
             text = said(text, name, lang, vocatives)
-        return _Statement(
+        return Statement(
             _finish(text, lang), cls, subject, name, (m.message_id,), ts,
             f"{cls.kind} stated by {name}",
         )
@@ -275,7 +230,7 @@ class RulesExecutor:
     def _answer(
         self, m: Message, prev: Message, question: str, clean: str, answer: str, name: str,
         subject: str, lang: str, vocatives: tuple[str, ...],
-    ) -> _Statement:
+    ) -> Statement:
         asker = _speaker_name(prev, lang)
         q_clean = strip_fillers(question, vocatives)
         q_resolved, q_ts = resolve_dates(q_clean, prev.ts, lang)
@@ -286,25 +241,28 @@ class RulesExecutor:
             answer, ""
         )
         cls = classify(clean, lang, exclude=vocatives) if clean else Classified("fact", "")
-        if not cls.head:
-            q_cls = classify(q_clean, lang, exclude=vocatives)
+        q_cls = classify(_QUESTION_LEAD.sub("", q_clean), lang, exclude=vocatives)
+        if not cls.strong and q_cls.head:
+            # The question names what the answer is about ("Did you finish the book?" "Yes!").
             cls = Classified(cls.kind, q_cls.head, False, cls.negated, cls.correction,
-                             tuple(dict.fromkeys(cls.tags + q_cls.tags)))
+                             tuple(dict.fromkeys(cls.tags + q_cls.tags))[:8])
         if lang == "zh":
             reply = "，".join(x for x in (word, a_text.rstrip("。")) if x)
             text = f"{asker}问：“{q_text}”{name}回答：{reply}"
         else:
-            a_core = a_text[:1].lower() + a_text[1:] if a_text and not a_text.startswith(name) else a_text
+            a_core = a_text
+            if a_text and not a_text.startswith(name):
+                a_core = a_text[:1].lower() + a_text[1:]
             reply = ", ".join(x for x in (word, a_core) if x)
             text = f'{_cap(asker)} asked "{q_text}" and {name} answered: {reply}'
-        return _Statement(
+        return Statement(
             _finish(text, lang), cls, subject, name, (prev.message_id, m.message_id), ts or q_ts,
             f"answer by {name} to a question by {asker}",
         )
 
     def _photo(
         self, m: Message, caption: str, name: str, subject: str, vocatives: tuple[str, ...]
-    ) -> _Statement:
+    ) -> Statement:
         core = _CAPTION_LEAD.sub("", caption.strip()).rstrip(".")
         lang = _lang(core)
         if lang == "zh":
@@ -314,10 +272,10 @@ class RulesExecutor:
         head = np_head(core, n=2) if lang == "en" else core[:4]
         cls = classify(core, lang, exclude=vocatives)
         cls = Classified("event", f"photo {head}".strip(), False, False, False, cls.tags)
-        return _Statement(_finish(text, lang), cls, subject, name, (m.message_id,), m.ts,
+        return Statement(_finish(text, lang), cls, subject, name, (m.message_id,), m.ts,
                           f"photo shared by {name}")
 
-    def _assistant(self, msgs: Sequence[Message], j: int, lang: str) -> list[_Statement]:
+    def _assistant(self, msgs: Sequence[Message], j: int, lang: str) -> list[Statement]:
         m = msgs[j]
         user = _addressee(msgs, j, lang) or ("用户" if lang == "zh" else "the user")
         out = []
@@ -330,7 +288,7 @@ class RulesExecutor:
             head = np_head(rest, with_pp=True) if lang == "en" else classify(rest, "zh").head
             tags = tuple(content_words(rest)[:6]) if lang == "en" else (head,) if head else ()
             cls = Classified("fact", head, False, False, False, tags)
-            out.append(_Statement(_finish(resolved, lang), cls, "assistant",
+            out.append(Statement(_finish(resolved, lang), cls, "assistant",
                                   "助手" if lang == "zh" else "the assistant", (m.message_id,), ts,
                                   "suggestion by the assistant (not the user's preference)"))
         return out
@@ -400,10 +358,14 @@ def _caption(m: Message) -> str | None:
 
 _SUGGEST_EN = re.compile(
     r"^(?P<modal>(?:maybe |perhaps )?you (?:should|could|might|may|can|ought to)\b)"
-    r"|^(?P<rec>i(?: would|'d)? (?:recommend|suggest|advise)(?: that)?|my (?:recommendation|suggestion)"
+    r"|^(?P<rec>i(?: would|'d)? (?:recommend|suggest|advise)(?: that)?|"
+    r"my (?:recommendation|suggestion)"
     r" (?:is|would be)(?: to| that)?)\s+"
     r"|^(?P<how>how about|what about|why not|maybe try|you might want to try|consider|try)\s+",
     re.IGNORECASE,
+)
+_SUGGEST_LEAD = re.compile(
+    r"^(?:then|so|also|alternatively|otherwise|in that case|instead),?\s+", re.IGNORECASE
 )
 _SUGGEST_ZH = re.compile(r"^(?:我)?(?:建议|推荐)(?:你|您)?|(?:你|您)(?:可以|应该|不妨|最好)")
 
@@ -416,7 +378,7 @@ def _suggestion(sentence: str, user: str, lang: str) -> tuple[str, str] | None:
             return None
         rest = sentence[m.end():].strip("，,。！!？? ")
         return f"助手建议{user}{rest}", rest
-    s = sentence.replace("’", "'").rstrip("?!. ")
+    s = _SUGGEST_LEAD.sub("", sentence.replace("’", "'").rstrip("?!. "))
     m = _SUGGEST_EN.match(s)
     if not m:
         return None
@@ -432,196 +394,3 @@ def _suggestion(sentence: str, user: str, lang: str) -> tuple[str, str] | None:
     if how == "consider":
         return f"The assistant suggested that {user} consider {rest}", rest
     return f"The assistant suggested {rest}", rest
-
-
-# ------------------------------------------------------------------------------------- planner
-
-
-class _Planner:
-    """Turns statements into operations, in statement order, honouring the allowed actions."""
-
-    def __init__(self, allowed: dict[str, str], state: OwnerMemories) -> None:
-        self.allowed = allowed
-        self.state = state
-        self._index: dict[str, Memory] | None = None
-        self._live: list[tuple[Memory, str, str]] | None = None
-        self.pending: list[_Pending] = []
-        self.by_key: dict[str, _Pending] = {}
-        self.by_text: dict[str, _Pending] = {}
-        self.updates: dict[str, _Pending] = {}
-        self.deletes: set[str] = set()
-
-    # The key index is built once per span, lazily, with ``OwnerMemories.by_key``'s tie rule
-    # (the newest by update or creation time; on a tie the later one in the state).
-    def _keys(self) -> dict[str, Memory]:
-        if self._index is None:
-            idx: dict[str, Memory] = {}
-            for m in self.state.live():
-                if m.key is None:
-                    continue
-                cur = idx.get(m.key)
-                if cur is None or _stamp(m)[0] >= _stamp(cur)[0]:
-                    idx[m.key] = m
-            self._index = idx
-        return self._index
-
-    def _subject_memories(self) -> list[tuple[Memory, str, str]]:
-        if self._live is None:
-            rows = []
-            for m in self.state.live():
-                if m.key and m.key.count("|") >= 2:
-                    subj, _, head = m.key.split("|", 2)
-                    rows.append((m, subj, head))
-            rows.sort(key=lambda r: (_stamp(r[0]), r[0].id), reverse=True)
-            self._live = rows
-        return self._live
-
-    def _fuzzy(self, subject: str, head: str) -> tuple[_Pending | None, Memory | None]:
-        """The pending insert, else the live memory, of ``subject`` whose head best overlaps."""
-        for p in reversed(self.pending):
-            if not p.dropped and p.op is Op.INSERT and p.subject == subject and p.key:
-                if head_overlap(head, p.key.split("|", 2)[2]):
-                    return p, None
-        best: tuple[int, Memory] | None = None
-        for m, subj, mhead in self._subject_memories():
-            if subj != subject or m.id in self.deletes or not head_overlap(head, mhead):
-                continue
-            score = len(set(head.split()) & set(mhead.split())) or 1
-            if best is None or score > best[0]:
-                best = (score, m)
-        return None, (best[1] if best else None)
-
-    def _existing(self, key: str | None) -> tuple[_Pending | None, Memory | None]:
-        if key is None:
-            return None, None
-        p = self.by_key.get(key)
-        if p is not None and not p.dropped:
-            return p, None
-        m = self._keys().get(key)
-        if m is not None and m.id not in self.deletes:
-            return None, m
-        return None, None
-
-    def add(self, st: _Statement) -> None:
-        cls = st.cls
-        key = make_key(st.subject, cls.kind, cls.head)
-        if cls.negated:
-            self._negation(st, key)
-            return
-        pend, mem = self._existing(key)
-        if pend is not None:
-            if cls.strong or cls.correction or normalise(pend.text) == normalise(st.text):
-                pend.absorb(st, st.text)
-                self.by_text[normalise(st.text)] = pend
-            else:
-                self._insert(st, key)
-            return
-        if mem is not None:
-            if normalise(mem.text) == normalise(st.text):
-                if not self._insert(st, key):
-                    self._update(mem, st, st.text, "restated")
-            elif cls.strong or cls.correction:
-                if not self._update(mem, st, st.text, f"refines {mem.key}"):
-                    self._insert(st, key)
-            else:
-                self._insert(st, key)
-            return
-        if cls.correction and cls.head:
-            pend, mem = self._fuzzy(st.subject, cls.head)
-            if pend is not None:
-                pend.absorb(st, _merge(pend.text, st.text))
-                return
-            if mem is not None and self._update(mem, st, _merge(mem.text, st.text),
-                                                f"corrects {mem.key}", kind=mem.kind):
-                return
-        self._insert(st, key)
-
-    def _negation(self, st: _Statement, key: str | None) -> None:
-        cls = st.cls
-        target_p: _Pending | None = None
-        target_m: Memory | None = None
-        if cls.head:
-            for kind in dict.fromkeys((cls.kind, "plan", "fact", "preference", "event")):
-                target_p, target_m = self._existing(make_key(st.subject, kind, cls.head))
-                if target_p or target_m:
-                    break
-            if target_p is None and target_m is None:
-                target_p, target_m = self._fuzzy(st.subject, cls.head)
-        if target_p is not None:
-            target_p.dropped = True  # said and withdrawn within the span: never stored
-        elif target_m is not None and "DELETE" in self.allowed:
-            self.deletes.add(target_m.id)
-            self.pending.append(_Pending(
-                Op.DELETE, st.text, target_m.kind, target_m.key, st.subject, (), None,
-                st.source_ids, f"{st.name} cancelled or negated {target_m.key}",
-                target_id=target_m.id, name=_op_subject(st.name),
-            ))
-        self._insert(st, key)
-
-    def _insert(self, st: _Statement, key: str | None) -> bool:
-        if "INSERT" not in self.allowed:
-            return False
-        norm = normalise(st.text)
-        same = self.by_text.get(norm)
-        if same is not None and not same.dropped:
-            same.absorb(st)
-            return True
-        p = _Pending(Op.INSERT, st.text, st.cls.kind, key, st.subject, st.cls.tags, st.event_ts,
-                     st.source_ids, st.reason, name=_op_subject(st.name))
-        self.pending.append(p)
-        self.by_text[norm] = p
-        if key is not None:
-            self.by_key[key] = p
-        return True
-
-    def _update(
-        self, mem: Memory, st: _Statement, text: str, reason: str, kind: str | None = None
-    ) -> bool:
-        if "UPDATE" not in self.allowed:
-            return False
-        cur = self.updates.get(mem.id)
-        if cur is not None:
-            cur.absorb(st, text)
-            return True
-        p = _Pending(Op.UPDATE, text, kind or st.cls.kind, mem.key, st.subject, st.cls.tags,
-                     st.event_ts, st.source_ids, reason, target_id=mem.id, name=_op_subject(st.name))
-        self.pending.append(p)
-        self.updates[mem.id] = p
-        return True
-
-    def ops(self) -> list[MemoryOp]:
-        out = []
-        for p in self.pending:
-            if p.dropped:
-                continue
-            action = p.op.value
-            out.append(MemoryOp(
-                op=p.op,
-                text=p.text,
-                kind=p.kind,
-                key=p.key,
-                subject=p.name or p.subject,
-                tags=p.tags,
-                event_ts=p.event_ts,
-                target_id=p.target_id,
-                source_message_ids=p.source_ids,
-                reason=p.reason,
-                memory_skill=self.allowed.get(action),
-            ))
-        return out
-
-
-def _op_subject(name: str) -> str:
-    return name[4:] if name.startswith("the ") else name
-
-
-def _stamp(m: Memory) -> tuple[float, str]:
-    t = m.updated_at or m.created_at
-    return (t.timestamp() if t else 0.0, m.id)
-
-
-def _merge(old: str, new: str) -> str:
-    if normalise(new) in normalise(old):
-        return old
-    merged = f"{old.rstrip()} {new.strip()}"
-    return merged if len(merged) <= MAX_MERGED else new

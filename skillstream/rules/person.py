@@ -3,8 +3,8 @@
 ``third_person("I love hiking with my sister", "Caroline")`` gives
 ``"Caroline loves hiking with Caroline's sister"``: the name replaces every ``I``/``me``/``my``
 (repetitive, but every memory then says whom it is about, which is what retrieval needs), and the
-verb after ``I`` is put in the third person singular. ``you`` becomes the addressee's name when one is
-known. ``we`` becomes ``Caroline and family`` when the message mentions family, else
+verb after ``I`` is put in the third person singular. ``you`` becomes the addressee's name when one
+is known. ``we`` becomes ``Caroline and family`` when the message mentions family, else
 ``Caroline and others``. A statement that names nobody is reported as something the speaker said.
 
 The verb agreement is a rule of thumb (``-s``/``-es``/``-ies`` and a few irregular verbs), and
@@ -29,7 +29,8 @@ _PAST_IRREGULAR = frozenset(
     """went was were did had got made took saw came met found gave told felt bought left ran spent
     sent brought thought wrote ate drank won lost began kept heard held paid sat slept spoke flew
     drove rode swam sang threw wore became broke chose knew forgot grew taught caught built stood
-    understood said fell fought led lent meant sold shot shook stole stuck struck swore swept swung tore
+    understood said fell fought led lent meant sold shot shook stole stuck struck swore swept swung
+    tore
     woke wound became bent bit blew bred dealt dug drew fed fled froze hid hung laid lay lit mistook
     overcame rang rose sank shone shrank sought spun sprang stank strove stung sunk thrust trod
     withdrew wrung dove snuck""".split()
@@ -77,11 +78,13 @@ _PRONOUNS = r"(?:i|me|my|mine|myself|we|us|our|ours|ourselves|you|your|yours|you
 _EN = re.compile(
     rf"""
     (?=[imwuoyIMWUOY])  # cheap first-character test before the alternatives
-    (?:\b(?P<i>I)(?P<ic>'m|'ve|'d|'ll)?\b(?!\.\w)(?P<adv>(?:\s+(?:{_ADVERBS})\b)*)(?:\s+(?!{_PRONOUNS})(?P<verb>[A-Za-z']+))?
+    (?:\b(?P<i>I)(?P<ic>'m|'ve|'d|'ll)?\b(?!\.\w)(?P<adv>(?:\s+(?:{_ADVERBS})\b)*)
+       (?:\s+(?!{_PRONOUNS})(?P<verb>[A-Za-z']+))?
     | \b(?P<me>me|myself|mine|my)\b
     | \b(?P<we>we)(?P<wc>'re|'ve|'d|'ll)?\b
     | \b(?P<us>us|ourselves|ours|our)\b
-    | \b(?P<you>you)(?P<yc>'re|'ve|'d|'ll)?\b(?P<yadv>(?:\s+(?:{_ADVERBS})\b)*)(?:\s+(?!{_PRONOUNS})(?P<yverb>[A-Za-z']+))?
+    | \b(?P<you>you)(?P<yc>'re|'ve|'d|'ll)?\b(?P<yadv>(?:\s+(?:{_ADVERBS})\b)*)
+       (?:\s+(?!{_PRONOUNS})(?P<yverb>[A-Za-z']+))?
     | \b(?P<your>yourself|yours|your)\b)
     """,
     re.VERBOSE | re.IGNORECASE,
@@ -95,6 +98,7 @@ _SUBJECT_BEFORE = re.compile(
     r"believe|glad|proud|happy|wish|bet|seems|hear|heard))\s*$",
     re.IGNORECASE,
 )
+_WE_AUX = {"'re": " are", "'ve": " have", "'d": " would", "'ll": " will", "": ""}
 _HAD_NEXT = frozenset("been had gone done seen got forgotten heard made never already".split())
 _NOT_VERB = frozenset(
     "a an the to and or but so if in on at for of with my your his her their our its this that "
@@ -124,7 +128,9 @@ def third_person_en(text: str, speaker: str, addressee: str | None = None) -> st
     text = text.replace("’", "'").replace("‘", "'")
     low = text.lower()
     if "nna" in low:
-        text = _GONNA.sub(lambda m: "going to" if m.group(0).lower() == "gonna" else "want to", text)
+        text = _GONNA.sub(
+            lambda m: "going to" if m.group(0).lower() == "gonna" else "want to", text
+        )
     if "know" in low or "mean" in low or "see" in low:
         text = _YOU_KNOW_END.sub(",", _YOU_KNOW.sub("", text))
     p = Person(speaker, addressee, family=bool(_FAMILY.search(text)))
@@ -140,7 +146,7 @@ def third_person_en(text: str, speaker: str, addressee: str | None = None) -> st
             return "themself" if w == "myself" else p.name
         if m.group("we"):
             c = (m.group("wc") or "").lower()
-            return p.group + {"'re": " are", "'ve": " have", "'d": " would", "'ll": " will", "": ""}[c]
+            return p.group + _WE_AUX[c]
         if m.group("us"):
             w = m.group("us").lower()
             if w == "our" or w == "ours":
@@ -252,12 +258,15 @@ _SUBJECTLESS = re.compile(
     r"looking forward to|heading to|heading out|off to|working on|getting ready|feeling|about to)\b"
     r"|^(?P<perf>been)\b"
     r"|^(?P<can>can't wait|cannot wait|wish|hope|need to|want to|have to|got to)\b"
-    r"|^(?P<just>just|finally|recently)\s+(?P<jv>[a-z]+ed|went|got|had|made|took|saw|came|met|found|"
+    r"|^(?P<just>just|finally|recently)\s+"
+    r"(?P<jv>[a-z]+ed|went|got|had|made|took|saw|came|met|found|"
     r"bought|finished|started|ran|won|did)\b"
     r"|^(?P<pastv>went|got|had|made|took|saw|came|met|found|bought|finished|started|ran|won|did|"
     r"visited|tried|joined|signed|attended|painted|watched|learned|adopted|volunteered)\b"
-    r"|^(?P<likev>love|loved|like|liked|enjoy|enjoyed|hate|hated|adore|adored)\b(?!\s+(?:it|that|this)\W*$)"
-    r"|^(?P<adj>excited|happy|glad|thrilled|proud|grateful|thankful|stoked|nervous|scared|sad|tired|"
+    r"|^(?P<likev>love|loved|like|liked|enjoy|enjoyed|hate|hated|adore|adored)\b"
+    r"(?!\s+(?:it|that|this)\W*$)"
+    r"|^(?P<adj>excited|happy|glad|thrilled|proud|grateful|thankful|stoked|nervous|scared|sad|"
+    r"tired|"
     r"busy|ready|eager|lucky|blessed|pumped|worried|stressed|sorry)\b",
     re.IGNORECASE,
 )

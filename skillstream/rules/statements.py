@@ -12,8 +12,9 @@ from functools import lru_cache
 # ------------------------------------------------------------------------------------ splitting
 
 _ABBREV = frozenset(
-    "mr mrs ms dr prof st jr sr vs etc eg ie e.g i.e a.m p.m am pm u.s u.k no fig approx inc ltd co "
-    "mt ave apt dept est min max sgt capt col gen gov sen rep rev hon lt cf al jan feb mar apr jun "
+    "mr mrs ms dr prof st jr sr vs etc eg ie e.g i.e a.m p.m am pm u.s u.k no fig approx inc "
+    "ltd co mt ave apt dept est min max sgt capt col gen gov sen rep rev hon lt cf al jan feb mar "
+    "apr jun "
     "jul aug sep sept oct nov dec".split()
 )
 # A sentence ends at ., ! or ? (and their runs, with closing quotes/brackets) followed by space,
@@ -119,12 +120,14 @@ _TIGHT = (
     r"wonderful|fantastic|lovely|sweet|perfect|congrats|congratulations|hi|hello|haha|sounds good"
 )
 _EXCLAIM = (
-    r"(?:so |how |that's (?:so )?|it's (?:so )?)?(?:cool|nice|great|awesome|amazing|wonderful|sweet|"
+    r"(?:so |how |that's (?:so )?|it's (?:so )?)?"
+    r"(?:cool|nice|great|awesome|amazing|wonderful|sweet|"
     r"lovely|fantastic|impressive|exciting|glad|good)(?: that| to hear(?: that)?)?"
     r"(?=\s+(?:you|your|u|she|he|they|we|i|it)\b)"
 )
 _LEAD = re.compile(
-    rf"^(?:(?:(?:{_LOOSE})(?:[\s,!.…~-]+|$))|(?:(?:{_TIGHT})(?:\s*[,!.…~-]+\s*|$))|(?:{_EXCLAIM}\s+))+",
+    rf"^(?:(?:(?:{_LOOSE})(?:[\s,!.…~-]+|$))|(?:(?:{_TIGHT})(?:\s*[,!.…~-]+\s*|$))"
+    rf"|(?:{_EXCLAIM}\s+))+",
     re.IGNORECASE,
 )
 _TRAIL = re.compile(r"(?:[\s,]+(?:haha\w*|lol|lmao|hehe\w*|xd))+(?=[\s.!?]*$)", re.IGNORECASE)
@@ -218,7 +221,8 @@ _SMALL_TALK = re.compile(
     r"take care|have a (?:good|great|nice) (?:one|day|night|time|weekend)|sounds good|sounds great|"
     r"got it|will do|no worries|me too|same here|you too|you got this|keep it up|well done|"
     r"good job|good luck|i agree|totally agree|i see|i know right|fair enough|bless you|"
-    r"(?:take|have) a look(?: at (?:this|that|it|these))?|check (?:this|it|that) out|look at (?:this|that)|"
+    r"(?:take|have) a look(?: at (?:this|that|it|these))?|check (?:this|it|that) out|"
+    r"look at (?:this|that)|"
     r"long time no (?:see|talk|chat)|no doubts?|(?:i )?(?:100%|completely|fully) agree|"
     r"that's (?:so |really |very |pretty |super )*(?:\w+)|what an? (?:\w+ ){0,2}\w+)[\s.!?…~]*$",
     re.IGNORECASE,

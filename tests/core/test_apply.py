@@ -27,11 +27,13 @@ def test_insert_update_delete_order_and_provenance():
     b = apply_ops(state, s2, [
         MemoryOp(Op.INSERT, "User moved to Bergen in June 2024", key="user|event|move"),
         MemoryOp(Op.DELETE, target_id=tea.id, reason="stopped"),
-        MemoryOp(Op.UPDATE, "User lives in Bergen", target_id=oslo.id, source_message_ids=("c1-m0",)),
+        MemoryOp(Op.UPDATE, "User lives in Oslo near the harbour", target_id=oslo.id,
+                 source_message_ids=("c1-m0",)),
     ], NOW)
     assert [e.event for e in b.events] == ["updated", "deleted", "created"]
     assert state.get(tea.id).status == "deleted" and state.get(tea.id).valid_to == s2.end_ts
-    assert state.get(oslo.id).text == "User lives in Bergen" and state.get(oslo.id).version == 2
+    # a refinement (the old words are all still there) updates in place
+    assert state.get(oslo.id).text == "User lives in Oslo near the harbour" and state.get(oslo.id).version == 2
     assert state.get(oslo.id).source_message_ids == ["c1-m1", "c1-m0"]
     assert b.needs_vector == {oslo.id, state.by_key("user|event|move").id}
 
@@ -66,3 +68,22 @@ def test_invalid_targets_are_ignored_and_ids_deterministic():
     b = apply_ops(st2, s, ops, NOW)
     assert list(a.changed) == list(b.changed) and len(a.changed) == 1
     assert next(iter(st1.items.values())).scope == "fleet"
+
+
+def test_update_that_changes_a_slot_value_supersedes_instead_of_overwriting():
+    # lifecycle (issue 5): the old value keeps its validity period; a contradiction row is written
+    state = OwnerMemories("c1")
+    s1 = make_span([("user", "I live in Oslo")])
+    apply_ops(state, s1, [MemoryOp(Op.INSERT, "User lives in Oslo", key="user|fact|home")], NOW)
+    oslo = state.by_key("user|fact|home")
+    s2 = make_span([("user", "I live in Bergen now")], ts=datetime(2024, 6, 1, tzinfo=timezone.utc))
+    b = apply_ops(state, s2, [MemoryOp(Op.UPDATE, "User lives in Bergen", target_id=oslo.id)], NOW)
+    assert [(e.event, e.new_status) for e in b.events] == [("created", "activated"), ("invalidated", "archived")]
+    bergen = state.by_key("user|fact|home")
+    assert bergen.text == "User lives in Bergen" and bergen.valid_from == s2.end_ts
+    assert (oslo.status, oslo.valid_to, oslo.version, oslo.text) == ("archived", s2.end_ts, 2, "User lives in Oslo")
+    (row,) = b.extras["contradictions"]
+    assert (row["memory_a"], row["memory_b"], row["resolution"], row["rule"], row["winner_id"]) == (
+        oslo.id, bergen.id, "keep-b", "newer", bergen.id)
+    assert row["description"] == "home changed: oslo -> bergen"
+    assert b.needs_vector == {bergen.id}

@@ -35,7 +35,8 @@ from skillstream.rules.person import (
         ("We're meeting friends", None, "Caroline and others are meeting friends"),
         ("Our dog is cute", None, "Caroline's dog is cute"),
         ("You'd be a great counselor!", "Melanie", "Melanie would be a great counselor!"),
-        ("If you like painting, join us", "Melanie", "If Melanie likes painting, join Caroline and others"),
+        ("If you like painting, join us", "Melanie",
+         "If Melanie likes painting, join Caroline and others"),
         ("I'll send you your photos", "Melanie", "Caroline will send Melanie Melanie's photos"),
         ("You know, I gonna be fine", None, "Caroline going to be fine"),
         ("Thank you", None, "Thank you"),
@@ -82,8 +83,12 @@ def test_add_subject(text: str, expected: str | None) -> None:
 
 
 def test_said() -> None:
-    assert said("The stories were inspiring.", "Mel", "en") == "Mel said the stories were inspiring."
-    assert said("Painting's a fun way to relax", "Mel", "en") == "Mel said painting's a fun way to relax"
+    assert said("The stories were inspiring.", "Mel", "en") == (
+        "Mel said the stories were inspiring."
+    )
+    assert said("Painting's a fun way to relax", "Mel", "en") == (
+        "Mel said painting's a fun way to relax"
+    )
     assert said("Caroline found a great group", "Mel", "en", ("caroline",)) == (
         "Mel said Caroline found a great group"
     )
