@@ -1,0 +1,168 @@
+"""Throughput of the memory flow with an LLM that takes 200 ms per call: concurrency limit 8 vs 1.
+
+    python benchmarks/llm_concurrency.py --json benchmarks/results/llm_concurrency.json
+
+8 owners, each with ``--spans`` sessions of 4 turns (one span per session), interleaved in time in
+one JSONL file. The whole flow runs (Bytewax ``run_main``, one worker, ``settings.shards = 0``: one
+extraction shard, whose batches are split by owner onto the extraction thread pool), with the
+MemSkill executor on the real ``openai`` client against the recording OpenAI-protocol stub, which
+adds ``--latency`` seconds to every call and runs in a child process (a real server does not share
+the flow's CPU). The limit is set on both levels that bound in-flight
+calls: ``concurrency`` (owners processed at once) and ``llm_concurrency`` (requests in flight).
+Spans of one owner are always applied in order, so with 8 owners at most 8 calls can overlap.
+
+Reported per limit: wall time of the flow run (the embedding model is loaded before), spans per
+second, LLM calls, the most requests the stub saw in flight at once, and the time spent embedding
+(spans and new memories; the embedder runs one call at a time, so this part does not overlap and
+bounds the speedup: with ``e`` seconds of embedding per span, limit 8 cannot beat
+``(latency + e) / max(latency / 8, e)``). The aim: limit 8 gives at
+least 5x the throughput of limit 1. Results go to ``--json`` and a markdown table next to it.
+Task-skill distillation is off (``distill=False``): it makes LLM calls of its own, and this
+measures memory extraction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from llm_stub import StubProcess, write_results  # noqa: E402
+
+T0 = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)
+TURNS = [
+    "I went hiking near the lake on day {d}.",
+    "Sounds lovely, how long was the walk?",
+    "About {k} kilometres, and I saw a heron.",
+    "Herons are beautiful birds.",
+]
+
+
+def conversation_file(path: Path, owners: int, spans: int) -> Path:
+    rows = []
+    for s in range(spans):
+        for o in range(owners):
+            for j, text in enumerate(TURNS):
+                rows.append({
+                    "conversation_id": f"o{o}", "user_id": f"owner-{o}", "session_id": f"o{o}-s{s}",
+                    "message_id": f"o{o}-s{s}-{j}", "role": "user" if j % 2 == 0 else "assistant",
+                    "name": f"Person{o}" if j % 2 == 0 else "Assistant",
+                    "content": text.format(d=s, k=o + s + 3),
+                    "timestamp": (T0 + timedelta(days=s, minutes=j, seconds=o)).isoformat(),
+                })
+    rows.sort(key=lambda r: r["timestamp"])
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def run_once(src: Path, limit: int, latency: float) -> dict:
+    from bytewax.testing import run_main
+
+    from skillstream.config import Settings
+    from skillstream.connectors.files import FileSource
+    from skillstream.embed import get_embedder
+    from skillstream.flows import progress
+    from skillstream.flows.memory import build_flow
+
+    with StubProcess(latency) as stub, tempfile.TemporaryDirectory(prefix="ss-conc-") as home:
+        settings = Settings.load(
+            home=home, llm="openai", llm_base_url=stub.url, llm_model="stub-model",
+            llm_response_format="json_schema", llm_cache=False, llm_timeout_s=30.0,
+            concurrency=limit, llm_concurrency=limit, shards=0, epoch_interval_s=60.0, distill=False,
+        )
+        # Time spent in the model itself (inside the embedder's lock, so it never overlaps).
+        model = get_embedder(settings.embed_model, settings.embed_batch)._model
+        encode, spent = model.encode, [0.0]
+
+        def timed_encode(*a, **kw):
+            t = time.perf_counter()
+            try:
+                return encode(*a, **kw)
+            finally:
+                spent[0] += time.perf_counter() - t
+
+        model.encode = timed_encode
+        try:
+            parts = build_flow(settings, FileSource(str(src)))
+            progress.reset()
+            t0 = time.perf_counter()
+            run_main(parts.flow)
+            seconds = time.perf_counter() - t0
+        finally:
+            del model.encode  # back to the class's method
+        counts = progress.snapshot()
+    calls, in_flight = stub.count, stub.max_in_flight
+    spans = counts.get("spans_done", 0)
+    return {
+        "limit": limit, "seconds": round(seconds, 3), "spans": spans,
+        "failed_spans": counts.get("spans_failed", 0), "llm_calls": calls,
+        "spans_per_s": round(spans / seconds, 3), "max_in_flight": in_flight,
+        "embedding_seconds": round(spent[0], 3),
+    }
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--json", dest="out", default="benchmarks/results/llm_concurrency.json")
+    p.add_argument("--owners", type=int, default=8)
+    p.add_argument("--spans", type=int, default=10, help="Spans (sessions) per owner.")
+    p.add_argument("--latency", type=float, default=0.2, help="Seconds the stub adds per call.")
+    p.add_argument("--repeat", type=int, default=2, help="Runs per limit; the fastest counts.")
+    args = p.parse_args(argv)
+
+    from skillstream.embed import get_embedder
+
+    get_embedder("minilm").encode(["warm up"])
+    with tempfile.TemporaryDirectory(prefix="ss-conc-src-") as d:
+        src = conversation_file(Path(d) / "conv.jsonl", args.owners, args.spans)
+        run_once(src, 8, 0.0)  # warm-up: imports, Bytewax, LanceDB, DuckDB
+        runs = {limit: [run_once(src, limit, args.latency) for _ in range(args.repeat)]
+                for limit in (1, 8)}
+    best = {limit: min(rs, key=lambda r: r["seconds"]) for limit, rs in runs.items()}
+    speedup = best[8]["spans_per_s"] / best[1]["spans_per_s"]
+    result = {
+        "benchmark": "llm_concurrency",
+        "owners": args.owners, "spans_per_owner": args.spans, "latency_s": args.latency,
+        "runs": {str(k): v for k, v in runs.items()},
+        "best": {str(k): v for k, v in best.items()},
+        "speedup": round(speedup, 2),
+        "aim": "limit 8 >= 5x the throughput of limit 1",
+        "aim_met": speedup >= 5.0,
+        "ideal_seconds_limit_1": round(args.owners * args.spans * args.latency, 2),
+        "ideal_seconds_limit_8": round(args.spans * args.latency, 2),
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
+                    "load_avg_1m": round(os.getloadavg()[0], 2)},
+        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    table = [
+        f"# LLM concurrency: {args.owners} owners x {args.spans} spans, stub latency "
+        f"{int(args.latency * 1000)} ms per call",
+        "",
+        "| limit | seconds | spans | spans/s | LLM calls | max in flight | embedding seconds |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for limit in (1, 8):
+        b = best[limit]
+        table.append(f"| {limit} | {b['seconds']:.2f} | {b['spans']} | {b['spans_per_s']:.2f} | "
+                     f"{b['llm_calls']} | {b['max_in_flight']} | {b['embedding_seconds']:.2f} |")
+    table += ["", f"Speedup {speedup:.2f}x (aim >= 5x: {'met' if speedup >= 5 else 'NOT met'}); "
+              f"fastest of {args.repeat} runs per limit, whole flow through Bytewax, "
+              f"load average {result['machine']['load_avg_1m']} on {os.cpu_count()} CPUs."]
+    json_path, md_path = write_results(args.out, result, table)
+    print("\n".join(table))
+    print(f"wrote {json_path} and {md_path}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
