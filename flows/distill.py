@@ -1,0 +1,171 @@
+"""Task-skill distillation in the memory dataflow (thin Bytewax wiring of ``skillstream.distill``).
+
+    messages -> key by conversation -> blocks (stateful)   a block closes on an idle gap in event
+                                                            time, a session change, or end of input
+             -> key by owner shard  -> distill (stateful batch; owners of a shard run concurrently,
+                                       each owner's blocks strictly in order)
+             -> ("store", TaskSkillResult) into the store sink (LanceDB task_skills + catalog rows
+                in the sink's one transaction; packages are published by the distill step)
+
+``attach_distill`` returns that last stream; ``flows.memory.build_flow`` merges it into the store
+sink's input when ``settings.distill`` is on.
+
+Event time only, as for spans: a backfill closes exactly the blocks a live run would. With a Kafka
+source that never ends, a conversation's last block closes when its next message arrives after the
+idle gap (or when the flow stops with end of input).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import bytewax.operators as op
+from bytewax.dataflow import Stream
+from bytewax.operators import StatefulBatchLogic, StatefulLogic
+
+from skillstream.config import Settings
+from skillstream.distill.distiller import OwnerTaskSkills, TaskSkillDistiller
+from skillstream.distill.record import ConversationBlock, TaskSkill, TaskSkillResult
+from skillstream.flows import progress
+from skillstream.flows.operators import shard_of
+from skillstream.model import Message
+
+log = logging.getLogger(__name__)
+
+MAX_BLOCK_MESSAGES = 400
+"""A block this long closes even without a gap, to bound the state and the prompt."""
+
+
+@dataclass
+class BlockState:
+    """Open block of one conversation (small and picklable for snapshots)."""
+
+    messages: list[Message] = field(default_factory=list)
+
+    def copy(self) -> BlockState:
+        return BlockState(list(self.messages))
+
+
+class BlockLogic(StatefulLogic[Message, ConversationBlock, BlockState]):
+    """Collects a conversation's messages until its session or task segment closes."""
+
+    def __init__(self, settings: Settings, resume: BlockState | None) -> None:
+        self.gap = settings.idle_gap
+        self.state = resume.copy() if resume is not None else BlockState()
+
+    def on_item(self, value: Message) -> tuple[Iterable[ConversationBlock], bool]:
+        out = []
+        if self.state.messages:
+            last = self.state.messages[-1]
+            if (value.session_id != last.session_id or value.ts - last.ts > self.gap
+                    or len(self.state.messages) >= MAX_BLOCK_MESSAGES):
+                out.append(ConversationBlock.of(self.state.messages))
+                self.state.messages = []
+        self.state.messages.append(value)
+        return out, StatefulLogic.RETAIN
+
+    def on_eof(self) -> tuple[Iterable[ConversationBlock], bool]:
+        out = [ConversationBlock.of(self.state.messages)] if self.state.messages else []
+        self.state.messages = []
+        return out, StatefulLogic.DISCARD
+
+    def snapshot(self) -> BlockState:
+        return self.state.copy()
+
+
+class DistillLogic(StatefulBatchLogic[ConversationBlock, TaskSkillResult, dict]):
+    """Distillation for one shard of owners; the state is each owner's ``OwnerTaskSkills``."""
+
+    def __init__(self, core: TaskSkillDistiller, pool: ThreadPoolExecutor, resume: dict | None) -> None:
+        self.core = core
+        self.pool = pool
+        self.owners: dict[str, OwnerTaskSkills] = dict(resume) if resume else {}
+
+    def on_batch(self, values: list[ConversationBlock]) -> tuple[Iterable[TaskSkillResult], bool]:
+        groups: dict[str, list[ConversationBlock]] = {}
+        for block in values:
+            groups.setdefault(block.owner_id, []).append(block)
+
+        def run(owner: str, blocks: list[ConversationBlock]) -> tuple[OwnerTaskSkills, list[TaskSkillResult]]:
+            state = self.owners.get(owner)
+            if state is None:
+                state = self.core.new_state(owner)
+            out: list[TaskSkillResult] = []
+            for block in blocks:
+                out.extend(self.core.distill_block(state, block))
+            return state, out
+
+        futures = {owner: self.pool.submit(run, owner, blocks) for owner, blocks in groups.items()}
+        results: list[TaskSkillResult] = []
+        for owner in groups:
+            state, out = futures[owner].result()
+            self.owners[owner] = state
+            results.extend(out)
+        return results, StatefulBatchLogic.RETAIN
+
+    def snapshot(self) -> dict[str, Any]:
+        return {owner: st.copy() for owner, st in self.owners.items()}
+
+
+def make_core(settings: Settings, embedder: Any) -> TaskSkillDistiller:
+    """The distillation step for a flow: hydrates owners from LanceDB ``task_skills``."""
+    from skillstream.distill.factory import make_task_skill_distiller
+    from skillstream.distill.store import TaskSkillIndex
+    from skillstream.storage.home import storage_options
+
+    cache: dict[str, TaskSkillIndex] = {}
+
+    def hydrate(owner_id: str) -> list[TaskSkill]:
+        index = cache.get("index")
+        if index is None or not index.table.exists:
+            index = cache["index"] = TaskSkillIndex.open(
+                settings.lancedb, storage_options(settings), None, create=False
+            )
+        return index.list(owner_id, statuses=None) if index.table.exists else []
+
+    return make_task_skill_distiller(settings, embedder.encode, hydrate=hydrate,
+                                     run_id=uuid.uuid4().hex)
+
+
+def attach_distill(
+    settings: Settings,
+    messages: Stream[Message],
+    embedder: Any,
+    *,
+    workers: int = 1,
+    core: TaskSkillDistiller | None = None,
+) -> Stream[tuple[str, TaskSkillResult]]:
+    """Wire distillation onto a stream of validated messages.
+
+    Args:
+        settings: ``idle_gap_s``, ``shards``, ``concurrency`` and the ``distill_*`` settings.
+        messages: The flow's valid messages.
+        embedder: The flow's embedder.
+        workers: Bytewax workers (for the default number of shards).
+        core: A ready distillation step (tests); else built from the settings.
+
+    Returns:
+        ``("store", result)`` pairs for the store sink: every changed task skill, and failures
+        (their LLM calls are accounted).
+    """
+    core = core or make_core(settings, embedder)
+    shards = settings.shards or max(1, workers)
+    pool = ThreadPoolExecutor(max_workers=max(1, settings.concurrency), thread_name_prefix="distill")
+    by_conv = op.key_on("distill-by-conversation", messages, lambda m: m.conversation_id)
+    blocks = op.stateful("distill-blocks", by_conv, lambda resume: BlockLogic(settings, resume))
+    blocks = op.key_rm("distill-blocks-unkeyed", blocks)
+    by_shard = op.key_on("distill-by-owner-shard", blocks, lambda b: shard_of(b.owner_id, shards))
+    results = op.stateful_batch("distill", by_shard, lambda resume: DistillLogic(core, pool, resume))
+    results = op.key_rm("distill-unkeyed", results)
+    op.inspect("count-task-skills", results, _count)
+    keep = op.filter("distill-written", results, lambda r: r.changed or bool(r.llm_calls) or r.action == "failed")
+    return op.map("distill-to-store", keep, lambda r: ("store", r))
+
+
+def _count(step_id: str, r: TaskSkillResult) -> None:
+    progress.bump(f"task_skills_{r.action}")

@@ -1,0 +1,169 @@
+"""``skillstream skills ...``, ``skillstream mcp`` and ``skillstream eval skills`` (task skills).
+
+``--owner`` (env ``SKILLSTREAM_OWNER``) scopes a command to one owner. Without it, reads look at
+every owner (a name that exists for several owners then needs ``--owner``) and writes go to the
+owner ``default``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from skillstream.cli.common import dumps, format_text, settings_from
+
+OWNER_HELP = "Owner (user id) of the task skills; env SKILLSTREAM_OWNER."
+
+
+def _api(ctx: click.Context, owner: str | None):
+    from skillstream.distill.api import TaskSkillAPI
+
+    return TaskSkillAPI(settings_from(ctx), owner=owner)
+
+
+def _owner_option(f):
+    return click.option("--owner", envvar="SKILLSTREAM_OWNER", default=None, help=OWNER_HELP)(f)
+
+
+@click.group("skills")
+def skills() -> None:
+    """Task skills: reusable procedures distilled from conversations."""
+
+
+@skills.command("list")
+@_owner_option
+@click.option("--all", "include_archived", is_flag=True, help="Include archived task skills.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def list_cmd(ctx, owner, include_archived, as_json):
+    """Names and descriptions of the task skills (the progressive-disclosure index)."""
+    rows = _api(ctx, owner).list(include_archived=include_archived)
+    if as_json:
+        click.echo(dumps([{"owner_id": r["owner_id"], "name": r["name"], "description": r["description"]}
+                          for r in rows]))
+    else:
+        click.echo(format_text(["owner_id", "name", "description"], rows, width=80))
+
+
+@skills.command("show")
+@click.argument("name")
+@_owner_option
+@click.option("--json", "as_json", is_flag=True, help="Print the record as JSON instead of SKILL.md.")
+@click.pass_context
+def show(ctx, name, owner, as_json):
+    """Print a task skill's SKILL.md (counts as a use)."""
+    from skillstream.distill.package import render_skill_md
+
+    skill = _api(ctx, owner).show(name)
+    if as_json:
+        click.echo(dumps(skill.document()))
+    else:
+        click.echo(render_skill_md(skill), nl=False)
+
+
+@skills.command("save")
+@click.argument("path", type=click.Path(exists=True))
+@_owner_option
+@click.pass_context
+def save(ctx, path, owner):
+    """Save a task-skill folder (or its SKILL.md) as the next version."""
+    skill = _api(ctx, owner).save_path(path)
+    click.echo(f"saved {skill.owner_id}/{skill.name} version {skill.version}: {skill.package_url}")
+
+
+@skills.command("patch")
+@click.argument("name")
+@click.option("--section", "-s", required=True,
+              help="description, triggers, procedure, pitfalls, preferences, examples, tools, "
+                   "verification, or scripts/<file> / references/<file>.")
+@click.option("--text", "-t", required=True, help="New content ('-' reads standard input).")
+@click.option("--append", is_flag=True, help="Add to the section instead of replacing it.")
+@_owner_option
+@click.pass_context
+def patch(ctx, name, section, text, append, owner):
+    """Replace (or append to) one section of a task skill: a new version."""
+    if text == "-":
+        text = click.get_text_stream("stdin").read()
+    skill = _api(ctx, owner).patch(name, section, text, append=append)
+    click.echo(f"patched {skill.owner_id}/{skill.name} to version {skill.version}: {skill.package_url}")
+
+
+@skills.command("delete")
+@click.argument("name")
+@_owner_option
+@click.pass_context
+def delete(ctx, name, owner):
+    """Delete a task skill (soft: history and packages are kept)."""
+    skill = _api(ctx, owner).delete(name)
+    click.echo(f"deleted {skill.owner_id}/{skill.name} (version {skill.version})")
+
+
+@skills.command("export")
+@click.argument("folder", type=click.Path(file_okay=False))
+@_owner_option
+@click.pass_context
+def export(ctx, folder, owner):
+    """Write every active task skill as an Agent Skills folder under FOLDER."""
+    paths = _api(ctx, owner).export(folder)
+    for p in paths:
+        click.echo(str(p))
+    click.echo(f"exported {len(paths)} task skill(s) to {folder}", err=True)
+
+
+@skills.command("import")
+@click.argument("zip_path", metavar="ZIP", type=click.Path(exists=True, dir_okay=False))
+@_owner_option
+@click.pass_context
+def import_cmd(ctx, zip_path, owner):
+    """Import a task-skill package <name>.zip (checked before anything is written)."""
+    skill = _api(ctx, owner).import_zip(zip_path)
+    click.echo(f"imported {skill.owner_id}/{skill.name} version {skill.version}: {skill.package_url}")
+
+
+@click.command("mcp")
+@click.option("--owner", envvar="SKILLSTREAM_OWNER", required=True, help=OWNER_HELP)
+@click.pass_context
+def mcp_cmd(ctx, owner):
+    """Serve the task-skill tools (and memory_search) over MCP on stdio, for one owner."""
+    from skillstream.distill.mcp_server import build_server
+
+    build_server(settings_from(ctx), owner).run("stdio")
+
+
+@click.command("skills")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None,
+              help="Also write the result as JSON to this file.")
+@click.option("--llm", type=click.Choice(["rules", "openai"]), default=None, help="Distiller backend.")
+@click.option("--per-task", type=int, default=None, help="Use only the first N dialogues of each task.")
+@click.option("--embed-threads", type=int, default=None,
+              help="Torch threads for embedding (1 avoids oversubscription on busy machines).")
+@click.option("--write", is_flag=True, help="Store the distilled task skills in the home and publish them.")
+@click.pass_context
+def eval_skills(ctx, path, json_out, llm, per_task, embed_threads, write):
+    """Task-skill evaluation on STAR dialogues: skills, tasks, purity, recall@1, llm_calls."""
+    from skillstream.distill.evaluate import evaluate_star
+
+    if embed_threads:
+        import torch
+
+        torch.set_num_threads(embed_threads)
+    home = ctx.obj.get("home") if ctx.obj else None
+    settings = settings_from(ctx, llm=llm) if home else _settings(llm)
+
+    def progress(done: int, total: int) -> None:
+        if done % 500 == 0 or done == total:
+            click.echo(f"distilled {done}/{total} dialogues", err=True)
+
+    result = evaluate_star(path, settings, per_task=per_task, write=write, progress=progress)
+    text = dumps(result)
+    if json_out:
+        Path(json_out).write_text(text + "\n", encoding="utf-8")
+    click.echo(text)
+
+
+def _settings(llm):
+    from skillstream.config import Settings
+
+    return Settings.load(llm=llm)

@@ -1,0 +1,100 @@
+"""Fixtures of the task-skill tests: sample conversations, a moto S3 server, settings in tmp_path."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import urllib.request
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from skillstream.config import Settings
+from skillstream.distill.record import ConversationBlock
+from skillstream.model import Message
+
+SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
+T0 = datetime(2025, 5, 6, 14, 0, tzinfo=UTC)
+BUCKET = "task-skills-test"
+
+
+def block(turns: list[tuple[str, str]], *, conversation_id: str = "c1", owner_id: str = "u1",
+          start: datetime = T0, session_id: str = "s1") -> ConversationBlock:
+    """A conversation block from (role, text) pairs, one minute apart."""
+    msgs = [
+        Message(f"{conversation_id}-{session_id}-{i}", conversation_id, owner_id, session_id, role,
+                "User" if role == "user" else "Assistant", text, start + timedelta(minutes=i))
+        for i, (role, text) in enumerate(turns)
+    ]
+    return ConversationBlock.of(msgs)
+
+
+DEPLOY_1 = [
+    ("user", "Can you walk me through deploying our Flask app to the staging server?"),
+    ("assistant", "Sure. First, run the test suite with pytest and make sure it passes."),
+    ("assistant", "Then build the Docker image with docker build -t app:staging ."),
+    ("assistant", "Next, push the image to the registry with docker push registry.local/app:staging."),
+    ("assistant", "Finally, restart the service on staging with systemctl restart app and check the health endpoint."),
+    ("user", "It failed at the push step with an authentication error."),
+    ("assistant", "Log in to the registry first with docker login registry.local, then push again."),
+    ("user", "That worked. I always want the health check to run before we announce a deploy."),
+]
+DEPLOY_2 = [
+    ("user", "We need to deploy the Flask app to staging again today."),
+    ("assistant", "Run pytest first, then build the image with docker build -t app:staging ."),
+    ("assistant", "Log in with docker login registry.local and push with docker push registry.local/app:staging."),
+    ("assistant", "Restart the service with systemctl restart app and verify the health endpoint returns 200."),
+    ("user", "Great, I prefer that we post the result in the #deploys channel afterwards."),
+]
+SMALL_TALK = [
+    ("user", "Hi! Hope you're doing well."),
+    ("assistant", "Hello, how can I help today?"),
+    ("user", "I think Lisbon is the most beautiful city in Europe."),
+    ("assistant", "Noted! Anything else?"),
+    ("user", "Thanks, that's all for now."),
+]
+
+
+@pytest.fixture
+def settings(tmp_path) -> Settings:
+    """Settings whose stores all live under tmp_path; no config file or environment is read."""
+    return Settings(home=str(tmp_path / "home"), epoch_interval_s=0.0)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    """A moto S3 server on a free loopback port for the session."""
+    from moto.server import ThreadedMotoServer
+
+    for name in ("werkzeug", "moto"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def s3(s3_endpoint):
+    """An empty moto with one bucket; returns (endpoint, LanceDB-style storage options)."""
+    req = urllib.request.Request(f"{s3_endpoint}/moto-api/reset", method="POST")
+    urllib.request.urlopen(req, timeout=10).read()
+    import s3fs
+
+    fs = s3fs.S3FileSystem(key="testing", secret="testing", endpoint_url=s3_endpoint, skip_instance_cache=True)
+    fs.mkdir(BUCKET)
+    return s3_endpoint, {
+        "aws_access_key_id": "testing",
+        "aws_secret_access_key": "testing",
+        "region": "us-east-1",
+        "endpoint": s3_endpoint,
+        "allow_http": "true",
+    }
