@@ -1,0 +1,68 @@
+"""Search ranking: relevance combined with confidence, recency and reinforcement.
+
+For each candidate hit::
+
+    score = w_relevance     * relevance / best relevance among the candidates
+          + w_confidence    * confidence
+          + w_recency       * 0.5 ** (age / recency_half_life)
+          + w_reinforcement * min(1, log(1 + reinforcement) / log(11))
+
+``age`` is the event time of the search (``--now``, default the store's latest event time) minus
+the memory's last confirmation (valid from, created, updated or reinforced, whichever is latest).
+Weights default to 0.6 / 0.2 / 0.1 / 0.1 and are set with ``rank_weights``. Access does not count
+toward recency, so searching does not change later rankings; it only keeps memories from decaying.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Any
+
+from skillstream.lifecycle.clock import latest
+from skillstream.lifecycle.rules import LifecycleRules
+
+_LOG11 = math.log(11.0)
+
+
+def recency(hit: dict[str, Any], now: datetime | None, rules: LifecycleRules) -> float:
+    """``0.5 ** (age / half-life)``; 1 for a memory confirmed at or after ``now``."""
+    t = latest(*(hit.get(c) for c in ("valid_from", "created_at", "updated_at", "last_reinforced_at")))
+    if t is None or now is None:
+        return 0.0
+    age = (now - t).total_seconds()
+    if age <= 0:
+        return 1.0
+    return 0.5 ** (age / rules.recency_half_life.total_seconds())
+
+
+def reinforcement_score(count: int | None) -> float:
+    return min(1.0, math.log1p(max(0, count or 0)) / _LOG11)
+
+
+def rank(
+    hits: list[dict[str, Any]], now: datetime | None, rules: LifecycleRules, k: int
+) -> list[dict[str, Any]]:
+    """Score ``hits`` (each with the store's ``score`` as relevance) and return the best ``k``.
+
+    Each returned hit keeps its relevance as ``relevance``, gets its combined ``score`` and the
+    ``recency`` used; ties are broken by id.
+    """
+    w = rules.weights
+    best = max((float(h.get("score") or 0.0) for h in hits), default=0.0)
+    out = []
+    for h in hits:
+        rel = float(h.get("score") or 0.0)
+        r = dict(h)
+        r["relevance"] = rel
+        r["recency"] = round(recency(h, now, rules), 6)
+        r["score"] = round(
+            w["relevance"] * (rel / best if best > 0 else 0.0)
+            + w["confidence"] * float(h.get("confidence") or 0.0)
+            + w["recency"] * r["recency"]
+            + w["reinforcement"] * reinforcement_score(h.get("reinforcement")),
+            6,
+        )
+        out.append(r)
+    out.sort(key=lambda r: (-r["score"], r["id"]))
+    return out[:k]

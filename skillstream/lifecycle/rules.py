@@ -1,0 +1,101 @@
+"""The lifecycle's knobs in one frozen object, read from ``Settings`` once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from skillstream.errors import ConfigError
+from skillstream.lifecycle.policy import PolicySet
+from skillstream.lifecycle.types import capacities
+
+CONFIDENCE_CAP = 0.95
+"""No memory is ever more confident than this: leave room for doubt."""
+REINFORCE_STEP = 0.05
+"""Confidence gained each time a memory is restated or confirmed."""
+DEFAULT_WEIGHTS = {"relevance": 0.6, "confidence": 0.2, "recency": 0.1, "reinforcement": 0.1}
+
+
+@dataclass(frozen=True)
+class LifecycleRules:
+    """Every rule of the lifecycle (see ``Settings`` for the meaning and the defaults)."""
+
+    capacities: tuple[tuple[str, int], ...] = field(default_factory=capacities)
+    merge_threshold: float = 0.92
+    reinforce_step: float = REINFORCE_STEP
+    confidence_cap: float = CONFIDENCE_CAP
+    contradiction_gap: float = 0.3
+    escalate_after: timedelta = timedelta(days=7)
+    decay_after: timedelta = timedelta(days=90)
+    decay_period: timedelta = timedelta(days=30)
+    decay_step: float = 0.1
+    maintenance_interval: timedelta | None = timedelta(days=1)
+    lesson_confidence: float = 0.6
+    summaries: bool = True
+    idle_gap: timedelta = timedelta(minutes=30)
+    policies: PolicySet = field(default_factory=PolicySet)
+    default_scope: str = "private"
+    default_confidence: float = 0.7
+    rank_weights: tuple[tuple[str, float], ...] = tuple(DEFAULT_WEIGHTS.items())
+    recency_half_life: timedelta = timedelta(days=30)
+
+    def capacity(self, memory_type: str) -> int | None:
+        """Most live memories of one owner of this type (``None``: no limit)."""
+        for name, cap in self.capacities:
+            if name == memory_type:
+                return cap or None
+        return None
+
+    @property
+    def weights(self) -> dict[str, float]:
+        return dict(self.rank_weights)
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> LifecycleRules:
+        """Read the lifecycle settings (see the ``lifecycle`` block of ``Settings``).
+
+        Raises:
+            ConfigError: for a bad capacity, policy, weight or duration.
+        """
+        for name in ("decay_period_s", "recency_half_life_s"):
+            if getattr(settings, name) <= 0:
+                raise ConfigError(f"{name} must be > 0, got {getattr(settings, name)!r}")
+        for name in ("decay_after_s", "contradiction_escalate_after_s", "maintenance_interval_s"):
+            if getattr(settings, name) < 0:
+                raise ConfigError(f"{name} must be >= 0, got {getattr(settings, name)!r}")
+        interval = settings.maintenance_interval_s
+        return cls(
+            capacities=capacities(settings.memory_capacities),
+            merge_threshold=float(settings.merge_threshold),
+            contradiction_gap=float(settings.contradiction_confidence_gap),
+            escalate_after=timedelta(seconds=settings.contradiction_escalate_after_s),
+            decay_after=timedelta(seconds=settings.decay_after_s),
+            decay_period=timedelta(seconds=settings.decay_period_s),
+            decay_step=float(settings.decay_step),
+            maintenance_interval=timedelta(seconds=interval) if interval > 0 else None,
+            lesson_confidence=float(settings.lesson_confidence),
+            summaries=bool(settings.session_summaries),
+            idle_gap=timedelta(seconds=settings.idle_gap_s),
+            policies=PolicySet.from_config(settings.policies),
+            default_scope=settings.default_scope,
+            default_confidence=float(settings.default_confidence),
+            rank_weights=rank_weights(settings.rank_weights),
+            recency_half_life=timedelta(seconds=settings.recency_half_life_s),
+        )
+
+
+def rank_weights(overrides: dict[str, float] | None) -> tuple[tuple[str, float], ...]:
+    """The ranking weights: defaults with ``overrides``; unknown names or negatives raise."""
+    weights = dict(DEFAULT_WEIGHTS)
+    for name, value in (overrides or {}).items():
+        if name not in DEFAULT_WEIGHTS:
+            raise ConfigError(f"rank_weights: unknown weight {name!r}; known: {sorted(DEFAULT_WEIGHTS)}")
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"rank_weights.{name}: expected a number, got {value!r}") from None
+        if v < 0:
+            raise ConfigError(f"rank_weights.{name}: must be >= 0, got {v}")
+        weights[name] = v
+    return tuple(weights.items())

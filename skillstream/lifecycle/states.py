@@ -1,0 +1,183 @@
+"""Memory states, the transitions between them, and the lifecycle events every change writes.
+
+States:
+
+==========  ================================================================================
+activated   live: extractors see it, search finds it
+archived    out of the way but kept: over capacity, or the loser of a contradiction (then its
+            ``valid_to`` says until when it was believed); restating it can reactivate it
+merged      a near-duplicate folded into another memory (``merged_into`` names it)
+expired     past its expiry (policy TTL) or decayed to zero confidence; ``valid_to`` is set
+deleted     soft-deleted (an explicit cancellation, or ``maintain --forget``); ``valid_to`` is set
+frozen      locked: updates, deletes and reinforcements are refused and logged (``refused``)
+==========  ================================================================================
+
+Event names (the ``event`` column of ``memory_events``; stable, Kafka consumers read them):
+``created``, ``updated``, ``reinforced``, ``merged``, ``archived``, ``invalidated`` (lost a
+contradiction: archived with ``valid_to``), ``reactivated``, ``decayed``, ``expired``, ``deleted``,
+``frozen``, ``unfrozen``, ``refused``. Each row holds the reason, old and new values (JSON), old and
+new status, the span id (none for maintenance), the actor, the event time and the memory's version
+after the change, so the latest event of a memory always names its current status.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from skillstream.errors import InputError
+from skillstream.ids import prefixed_id
+from skillstream.model import Memory, MemoryEvent
+
+ACTIVATED = "activated"
+ARCHIVED = "archived"
+MERGED = "merged"
+EXPIRED = "expired"
+DELETED = "deleted"
+FROZEN = "frozen"
+STATUSES = (ACTIVATED, ARCHIVED, MERGED, EXPIRED, DELETED, FROZEN)
+SEARCHABLE = (ACTIVATED, FROZEN)
+"""Statuses search returns by default (frozen memories are locked, not hidden)."""
+
+CREATED = "created"
+UPDATED = "updated"
+REINFORCED = "reinforced"
+INVALIDATED = "invalidated"
+REACTIVATED = "reactivated"
+DECAYED = "decayed"
+UNFROZEN = "unfrozen"
+REFUSED = "refused"
+EVENTS = (
+    CREATED, UPDATED, REINFORCED, MERGED, ARCHIVED, INVALIDATED, REACTIVATED, DECAYED, EXPIRED,
+    DELETED, FROZEN, UNFROZEN, REFUSED,
+)
+
+TRANSITIONS: dict[str, frozenset[str]] = {
+    ACTIVATED: frozenset({ARCHIVED, MERGED, EXPIRED, DELETED, FROZEN}),
+    ARCHIVED: frozenset({ACTIVATED, EXPIRED, DELETED, FROZEN}),
+    FROZEN: frozenset({ACTIVATED}),
+    EXPIRED: frozenset({DELETED}),
+    MERGED: frozenset(),
+    DELETED: frozenset(),
+}
+"""Allowed status changes; anything else raises ``TransitionError``."""
+
+
+class TransitionError(InputError):
+    """A status change the lifecycle does not allow."""
+
+
+def check_transition(current: str, to: str) -> None:
+    """Raise ``TransitionError`` unless ``current -> to`` is allowed."""
+    allowed = TRANSITIONS.get(current)
+    if allowed is None:
+        raise TransitionError(f"unknown memory status {current!r}; known: {', '.join(STATUSES)}")
+    if to not in allowed:
+        can = ", ".join(sorted(allowed)) or "nothing (final state)"
+        raise TransitionError(f"a memory in status {current!r} cannot become {to!r}; it can become: {can}")
+
+
+def snapshot(m: Memory) -> str:
+    """The values an event records for a memory, as JSON text."""
+    return json.dumps(
+        {
+            "text": m.text,
+            "confidence": m.confidence,
+            "reinforcement": m.reinforcement,
+            "scope": m.scope,
+            "memory_type": m.memory_type,
+            "valid_from": _iso(m.valid_from),
+            "valid_to": _iso(m.valid_to),
+            "expires_at": _iso(m.expires_at),
+            "merged_into": m.merged_into,
+        },
+        ensure_ascii=False,
+    )
+
+
+def _iso(t: datetime | None) -> str | None:
+    return t.isoformat() if t is not None else None
+
+
+@dataclass
+class ChangeLog:
+    """Collects the memories changed and the events written by one span or maintenance pass.
+
+    Args:
+        owner_id: The owner whose memories change.
+        origin: The span id, or ``maintenance``; part of the event ids.
+        span_id: The span behind the changes (``None`` for maintenance).
+        actor: Who changes things (``extractor``, ``maintenance``, ``cli``).
+        recorded_at: Processing time written to ``recorded_at`` (never used for decisions).
+    """
+
+    owner_id: str
+    origin: str
+    span_id: str | None
+    actor: str
+    recorded_at: datetime
+    changed: dict[str, Memory] = field(default_factory=dict)
+    events: list[MemoryEvent] = field(default_factory=list)
+    extras: dict[str, list[Any]] = field(default_factory=dict)
+    seq: int = 0
+
+    def log(
+        self, m: Memory, event: str, reason: str, at: datetime | None, old: Memory | None = None,
+        actor: str | None = None, *, changed: bool = True,
+    ) -> MemoryEvent:
+        """Append one event for ``m`` (already changed) and, unless told not to, mark it changed."""
+        self.seq += 1
+        if self.span_id is not None:
+            event_id = prefixed_id("evt", m.id, self.span_id, event, self.seq)
+        else:
+            event_id = prefixed_id("evt", m.id, self.origin, event, m.version, self.seq)
+        ev = MemoryEvent(
+            event_id=event_id,
+            memory_id=m.id,
+            owner_id=m.owner_id,
+            event=event,
+            reason=reason,
+            old_value=snapshot(old) if old is not None else None,
+            new_value=snapshot(m),
+            old_status=old.status if old is not None else None,
+            new_status=m.status,
+            span_id=self.span_id,
+            actor=actor or self.actor,
+            event_ts=at,
+            recorded_at=self.recorded_at,
+            version=m.version,
+        )
+        self.events.append(ev)
+        if changed:
+            self.changed[m.id] = m
+        return ev
+
+    def add_rows(self, table: str, rows: list[dict[str, Any]]) -> None:
+        """Queue rows for a catalog table written with the changes (``extras``)."""
+        if rows:
+            self.extras.setdefault(table, []).extend(rows)
+
+    def transition(
+        self, m: Memory, to: str, event: str, reason: str, at: datetime, *, actor: str | None = None,
+        **fields: Any,
+    ) -> Memory:
+        """Move ``m`` to status ``to`` (checked), set ``fields``, bump the version, log ``event``.
+
+        Returns:
+            The memory as it was before the change.
+        """
+        check_transition(m.status, to)
+        old = m.copy()
+        m.status = to
+        for name, value in fields.items():
+            setattr(m, name, value)
+        m.updated_at = max(at, m.updated_at) if m.updated_at is not None else at
+        m.version += 1
+        self.log(m, event, reason, at, old, actor)
+        return old
+
+    def refuse(self, m: Memory, reason: str, at: datetime) -> None:
+        """Log a refused change of a frozen memory (the memory itself is not changed)."""
+        self.log(m, REFUSED, reason, at, m.copy(), changed=False)

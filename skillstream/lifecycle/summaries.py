@@ -1,0 +1,201 @@
+"""Session summaries: one per session, stored as a searchable memory and as a table row.
+
+A session is closed once its last memory is older than the idle gap at the maintenance time (or
+when maintenance is told to close every session, ``maintain --close-sessions``). Its summary is a
+memory of kind ``summary`` (key ``summary|<session_id>``, type ``LongTermMemory``) whose text is a
+narrative line (date, who spoke, topics) and the key facts, so ordinary search finds it, plus a row
+in ``session_summaries``.
+
+The summary is built from the session's memories only (text rules, no LLM): key facts are up to
+eight of them spread evenly over the session in time order, topics the most frequent tags. Its
+times come from the session itself (first and last memory), never from when maintenance ran, so
+every path to the same memories gives the same summary. A summary is rebuilt when a memory of its
+session was created after the summary's time (a late span); its ``created_at`` is the time of the
+session's last memory. The scope is the most restrictive scope of
+the session's memories (session, then private, then fleet), so a summary never shows a fact to
+someone who could not read the fact itself.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from skillstream.ids import prefixed_id
+from skillstream.lifecycle.rules import LifecycleRules
+from skillstream.lifecycle.states import ACTIVATED, CREATED, MERGED, UPDATED, ChangeLog
+from skillstream.lifecycle.types import LONG_TERM
+from skillstream.memories import OwnerMemories
+from skillstream.model import Memory
+from skillstream.prompts import render
+from skillstream.schema import STR_LIST, TS, _schema, register_table
+
+TABLE = "session_summaries"
+SESSION_SUMMARIES = _schema(
+    [
+        pa.field("summary_id", pa.string(), nullable=False),
+        pa.field("owner_id", pa.string(), nullable=False),
+        pa.field("conversation_id", pa.string()),
+        pa.field("session_id", pa.string(), nullable=False),
+        pa.field("narrative", pa.string()),
+        pa.field("key_facts", STR_LIST),
+        pa.field("topics", STR_LIST),
+        pa.field("n_memories", pa.int32()),
+        pa.field("token_count", pa.int32()),
+        pa.field("start_ts", TS),
+        pa.field("end_ts", TS),
+        pa.field("version", pa.int32()),
+        pa.field("recorded_at", TS),
+    ],
+    "summary_id",
+    "One summary per session (narrative and key facts); summary_id is the id of the summary memory.",
+)
+register_table(TABLE, SESSION_SUMMARIES)
+
+SUMMARY_KIND = "summary"
+MAX_FACTS = 8
+MAX_TOPICS = 5
+_SCOPE_ORDER = {"session": 0, "private": 1, "fleet": 2}
+
+Embed = Callable[[Sequence[str]], np.ndarray]
+
+
+def summary_id(owner_id: str, session_id: str) -> str:
+    return prefixed_id("mem", owner_id, "summary", session_id)
+
+
+def sessions(state: OwnerMemories) -> dict[str, list[Memory]]:
+    """The owner's memories by the session that created them (summaries and merged ones left out)."""
+    out: dict[str, list[Memory]] = {}
+    for m in state.items.values():
+        if m.session_id and m.kind != SUMMARY_KIND and m.status != MERGED and m.created_at:
+            out.setdefault(m.session_id, []).append(m)
+    for items in out.values():
+        items.sort(key=lambda m: (m.created_at, m.id))
+    return out
+
+
+def _spread(items: list[Memory], n: int) -> list[Memory]:
+    if len(items) <= n:
+        return items
+    return [items[(i * len(items)) // n] for i in range(n)]
+
+
+def _join(names: list[str], lang: str) -> str:
+    if lang == "zh":
+        return "、".join(names)
+    if len(names) <= 1:
+        return "".join(names)
+    return ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def build(owner_id: str, session_id: str, items: list[Memory]) -> tuple[Memory, dict[str, Any]]:
+    """The summary memory (without vector) and its table row for one session's memories."""
+    langs = Counter(m.lang for m in items)
+    lang = "zh" if langs.get("zh", 0) > len(items) / 2 else "en"
+    speakers = list(dict.fromkeys(m.subject for m in items if m.subject))[:4]
+    tags = Counter(t for m in items for t in m.tags)
+    topics = [t for t, _ in sorted(tags.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_TOPICS]]
+    facts = [m.text for m in _spread(items, MAX_FACTS)]
+    start, end = items[0].created_at, items[-1].created_at
+    assert start is not None and end is not None
+    none = "无" if lang == "zh" else "various things"
+    narrative_facts = "\n".join(f"- {f}" for f in facts)
+    text = render(
+        "lifecycle_summary", lang,
+        date=start.strftime("%Y-%m-%d"),
+        speakers=_join(speakers, lang) or ("参与者" if lang == "zh" else "the participants"),
+        topics=_join(topics, lang) or none,
+        facts=narrative_facts,
+    ).strip()
+    narrative = text.split("\n", 1)[0]
+    sources = list(dict.fromkeys(s for m in items for s in m.source_message_ids))
+    scope = min((m.scope for m in items), key=lambda s: _SCOPE_ORDER.get(s, -1))
+    sid = summary_id(owner_id, session_id)
+    memory = Memory(
+        id=sid,
+        owner_id=owner_id,
+        text=text,
+        kind=SUMMARY_KIND,
+        scope=scope,
+        memory_type=LONG_TERM,
+        agent_id=items[-1].agent_id,
+        conversation_id=items[-1].conversation_id,
+        key=f"summary|{session_id}",
+        subject=items[-1].conversation_id,
+        tags=topics,
+        valid_from=start,
+        event_ts=end,
+        created_at=end,
+        updated_at=end,
+        source_message_ids=sources,
+        span_id=items[-1].span_id,
+        lang=lang,
+        session_id=session_id,
+    )
+    table_row = {
+        "summary_id": sid,
+        "owner_id": owner_id,
+        "conversation_id": items[-1].conversation_id,
+        "session_id": session_id,
+        "narrative": narrative,
+        "key_facts": facts,
+        "topics": topics,
+        "n_memories": len(items),
+        "start_ts": start,
+        "end_ts": end,
+    }
+    return memory, table_row
+
+
+def summarize(
+    log: ChangeLog, state: OwnerMemories, at: datetime, rules: LifecycleRules,
+    embed: Embed | None, *, close_all: bool = False, token_count: Callable[[str], int] | None = None,
+) -> int:
+    """Write or refresh the summaries of the owner's closed sessions; returns how many changed."""
+    todo: list[tuple[Memory, dict[str, Any], Memory | None]] = []
+    for session_id, items in sorted(sessions(state).items()):
+        if not close_all and items[-1].created_at + rules.idle_gap > at:  # type: ignore[operator]
+            continue
+        current = state.get(summary_id(state.owner_id, session_id))
+        last = items[-1].created_at
+        assert last is not None  # sessions() keeps only memories with a creation time
+        if current is not None and (
+            current.status != ACTIVATED or (current.created_at is not None and last <= current.created_at)
+        ):
+            continue  # up to date: no memory of the session is newer than the summary
+        memory, table_row = build(state.owner_id, session_id, items)
+        todo.append((memory, table_row, current))
+    if not todo:
+        return 0
+    vectors = embed([m.text for m, _, _ in todo]) if embed is not None else None
+    rows = []
+    for i, (memory, table_row, current) in enumerate(todo):
+        if vectors is not None:
+            memory.vector = vectors[i]  # type: ignore[assignment]
+        if current is None:
+            memory.confidence = rules.default_confidence
+            state.put(memory)
+            log.log(memory, CREATED, f"session {table_row['session_id']} closed", memory.created_at)
+            target = memory
+        else:
+            old = current.copy()
+            for name in ("text", "tags", "source_message_ids", "span_id", "event_ts", "scope", "lang",
+                         "created_at"):
+                setattr(current, name, getattr(memory, name))
+            current.updated_at = memory.updated_at
+            if vectors is not None:
+                current.vector = memory.vector
+            current.version += 1
+            log.log(current, UPDATED, "session summary refreshed with later memories", memory.updated_at, old)
+            target = current
+        table_row["version"] = target.version
+        table_row["token_count"] = token_count(target.text) if token_count else len(target.text.split())
+        table_row["recorded_at"] = log.recorded_at
+        rows.append(table_row)
+    log.add_rows(TABLE, rows)
+    return len(todo)
