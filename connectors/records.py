@@ -232,6 +232,8 @@ def dead_letter(
     if payload is not None:
         redacted, hits = redactor.apply(payload)
         shown = None if redactor.rejects(hits) else redacted[:PAYLOAD_CHARS]
+    # a reason may quote the bad value ("timestamp '...' is not ISO 8601"): redact it too
+    reason = redactor.apply(reason)[0]
     return DeadLetter(
         id=prefixed_id("dl", source, str(position)),
         source=source,
@@ -415,7 +417,7 @@ def _redact_json(value: Any, redactor: Redactor, hits: list[str]) -> Any:
         hits.extend(found)
         return text
     if isinstance(value, Mapping):
-        return {str(k): _redact_json(v, redactor, hits) for k, v in value.items()}
+        return {_redact_json(str(k), redactor, hits): _redact_json(v, redactor, hits) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_redact_json(v, redactor, hits) for v in value]
     return value

@@ -34,6 +34,7 @@ from skillstream.pipeline import MemoryPipeline
 from skillstream.spans import SpanBuilder
 from skillstream.tokens import get_counter
 from skillstream.flows import progress
+from skillstream.flows.maintenance import maintenance_clock, make_maintenance
 from skillstream.flows.operators import ExtractLogic, SpanLogic, shard_of
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,8 @@ def build_flow(
         controller=_controller(settings, embedder),
         done_spans=done,
         retrieve_k=settings.retrieve_k,
-        options=_apply_options(settings),
+        options=_apply_options(settings, embedder),
+        maintenance=make_maintenance(settings, embedder),
     )
     builder = SpanBuilder(counter.count, settings.span_tokens, settings.idle_gap)
     shards = settings.shards or max(1, workers)
@@ -126,6 +128,7 @@ def build_flow(
     spans = op.stateful("spans", by_conv, lambda resume: SpanLogic(builder, resume))
     spans = op.key_rm("spans-unkeyed", spans)
     by_shard = op.key_on("by-owner-shard", spans, lambda s: shard_of(s.owner_id, shards))
+    by_shard = maintenance_clock("maintenance-clock", by_shard, pipeline.options.rules.maintenance_interval)
     results = op.stateful_batch(
         "extract", by_shard, lambda resume: ExtractLogic(pipeline, pool, resume)
     )
@@ -135,6 +138,7 @@ def build_flow(
         "to-store",
         op.map("results-to-store", results, lambda r: ("store", r)),
         op.map("dead-to-store", dead, lambda d: ("store", d)),
+        *_task_skills(settings, messages, embedder, workers),
     )
     op.output("store", to_store, StoreSink(settings, embedder.dim))
     if events_to:
@@ -142,6 +146,15 @@ def build_flow(
 
         op.output("events", results, memory_events_sink(events_to, settings))
     return FlowParts(flow, done, embedder.dim)
+
+
+def _task_skills(settings: Settings, messages, embedder, workers: int) -> list:
+    """Task-skill distillation (issue 4) as a stream for the store sink, when ``settings.distill``."""
+    if not settings.distill:
+        return []
+    from skillstream.flows.distill import attach_distill
+
+    return [attach_distill(settings, messages, embedder, workers=workers)]
 
 
 def _count_result(step_id: str, r: SpanResult) -> None:
@@ -168,10 +181,11 @@ def _controller(settings: Settings, embedder):
     return make_controller(settings, embedder)
 
 
-def _apply_options(settings: Settings):
+def _apply_options(settings: Settings, embedder=None):
     from skillstream.apply import ApplyOptions
 
-    return ApplyOptions(scope=settings.default_scope, confidence=settings.default_confidence)
+    # lifecycle rules (issue 5); the embedder lets near-duplicates merge as they arrive
+    return ApplyOptions.from_settings(settings, embed=embedder.encode if embedder else None)
 
 
 def get_flow(source: str | None = None, format: str = "auto", **overrides: Any) -> Dataflow:
@@ -180,7 +194,9 @@ def get_flow(source: str | None = None, format: str = "auto", **overrides: Any) 
 
     settings = Settings.load(**overrides)
     src = source or os.environ.get("SKILLSTREAM_SOURCE") or str(default_sample())
-    return build_flow(settings, FileSource(src, format=format)).flow
+    from skillstream.redact import redactor_for
+
+    return build_flow(settings, FileSource(src, format=format, redactor=redactor_for(settings))).flow
 
 
 def default_sample() -> Path:

@@ -1,26 +1,56 @@
-"""Applying memory operations to an owner's memories (pure).
+"""Applying memory operations to an owner's memories, under the lifecycle rules (pure).
 
-Order, as in MemSkill: updates, then deletes, then inserts. Each change keeps provenance (span id
-and source message ids) and appends a lifecycle event. An INSERT that restates a live memory
-(same normalised text or same key and text) reinforces it instead of creating a duplicate.
-Deletes are soft: the memory's status becomes ``deleted`` and its validity ends at the span's time.
+Order, as in MemSkill: updates, then deletes, then inserts; lessons from outcome records in the
+span (``skillstream.lifecycle.lessons``) come last as inserts. Every change keeps provenance (span id
+and source message ids) and appends a lifecycle event (``skillstream.lifecycle.states``). Event
+time is the span's end time: nothing here reads a clock.
+
+* **INSERT** of a text that restates a live memory (same normalised text) reinforces it; restating
+  an archived memory reactivates it; restating a frozen one is refused and logged. A lesson with
+  the key of a live lesson confirms (reinforces) it. Otherwise a new memory is created with the
+  type its kind and scope call for, the scope the agent's policy allows, and the policy's expiry.
+  With an embedder (``ApplyOptions.embed``) a near-duplicate of a live memory is stored as
+  ``merged`` into it, and a new memory that contradicts a live one with the same key opens a
+  contradiction that is settled by the rules of ``skillstream.lifecycle.contradictions``.
+* **UPDATE** restating its target reinforces it; one that contradicts it (a slot's value changes,
+  or the statement turns into its opposite) creates a new memory and settles the contradiction, so
+  the old value keeps its validity period; any other update refines the text in place.
+* **DELETE** is soft: status ``deleted``, validity ends at the span's time.
+* Frozen memories refuse updates and deletes (``refused`` events); writes outside the scopes the
+  agent's policy allows, and texts matching a ``reject`` pattern of its policy, are refused.
+* After the operations, what exceeds a type's capacity or a scope's maximum is archived.
 """
 
 from __future__ import annotations
 
-import json
+import logging
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any, Callable, Sequence
+
+import numpy as np
 
 from skillstream.ids import prefixed_id
-from skillstream.memories import OwnerMemories
-from skillstream.model import Memory, MemoryEvent, MemoryOp, Op, Span
+from skillstream.lifecycle import contradictions as ctr
+from skillstream.lifecycle.lessons import LESSON_KIND, lesson_ops
+from skillstream.lifecycle.maintenance import enforce_capacity
+from skillstream.lifecycle.reinforce import NearDuplicates, clamp_confidence, merge_into, reinforce
+from skillstream.lifecycle.rules import CONFIDENCE_CAP, REINFORCE_STEP, LifecycleRules
+from skillstream.lifecycle.states import (
+    ACTIVATED, ARCHIVED, CREATED, DELETED, FROZEN, REACTIVATED, UPDATED, ChangeLog,
+)
+from skillstream.lifecycle.types import memory_type_for
+from skillstream.memories import OwnerMemories, age_key
+from skillstream.model import Memory, MemoryOp, Op, Span
 
-CONFIDENCE_CAP = 0.95
-REINFORCE_STEP = 0.05
+__all__ = ["CONFIDENCE_CAP", "REINFORCE_STEP", "Applied", "ApplyOptions", "apply_ops", "normalise"]
+
+log = logging.getLogger(__name__)
 
 _NORM = re.compile(r"[^\w]+", re.UNICODE)
+
+Embed = Callable[[Sequence[str]], np.ndarray]
 
 
 def normalise(text: str) -> str:
@@ -28,42 +58,45 @@ def normalise(text: str) -> str:
 
 
 @dataclass
-class Applied:
-    """The result of applying one span's operations."""
+class Applied(ChangeLog):
+    """The result of applying one span's operations (memories changed, events, extra rows)."""
 
-    changed: dict[str, Memory] = field(default_factory=dict)
-    events: list[MemoryEvent] = field(default_factory=list)
     needs_vector: set[str] = field(default_factory=set)
-    """Ids whose text changed (new or updated): the caller embeds them."""
+    """Ids whose text changed (new or updated) and that have no vector yet: the caller embeds them."""
+    refused: list[tuple[str, str]] = field(default_factory=list)
+    """(operation, reason) for operations the policy refused or outcome records that were malformed."""
 
 
 @dataclass(frozen=True)
 class ApplyOptions:
+    """How operations are applied.
+
+    Args:
+        scope: Scope of new memories when neither the operation nor the agent's policy names one.
+        memory_type: Force this type on every new memory (``None``: by kind and scope).
+        confidence: Confidence of a new memory when the operation gives none.
+        actor: Written to the lifecycle events.
+        rules: The lifecycle rules (capacities, policies, thresholds).
+        embed: Text embedder; with it, new and updated memories get their vectors here and
+            near-duplicates merge.
+        lessons: Turn outcome records of the span into lessons.
+    """
+
     scope: str = "private"
-    memory_type: str = "LongTermMemory"
+    memory_type: str | None = None
     confidence: float = 0.7
     actor: str = "extractor"
+    rules: LifecycleRules = field(default_factory=LifecycleRules)
+    embed: Embed | None = None
+    lessons: bool = True
 
-
-def _event(
-    m: Memory, span: Span, event: str, reason: str, seq: int, now: datetime,
-    actor: str, old: Memory | None = None,
-) -> MemoryEvent:
-    return MemoryEvent(
-        event_id=prefixed_id("evt", m.id, span.span_id, event, seq),
-        memory_id=m.id,
-        owner_id=m.owner_id,
-        event=event,
-        reason=reason,
-        old_value=json.dumps({"text": old.text, "confidence": old.confidence}) if old else None,
-        new_value=json.dumps({"text": m.text, "confidence": m.confidence}),
-        old_status=old.status if old else None,
-        new_status=m.status,
-        span_id=span.span_id,
-        actor=actor,
-        event_ts=span.end_ts,
-        recorded_at=now,
-    )
+    @classmethod
+    def from_settings(cls, settings: Any, embed: Embed | None = None) -> ApplyOptions:
+        rules = LifecycleRules.from_settings(settings)
+        return cls(
+            scope=settings.default_scope, confidence=settings.default_confidence, rules=rules,
+            embed=embed,
+        )
 
 
 def apply_ops(
@@ -73,103 +106,256 @@ def apply_ops(
     now: datetime,
     options: ApplyOptions = ApplyOptions(),
 ) -> Applied:
-    """Apply ``ops`` for ``span`` to ``state`` in place and return what changed."""
-    out = Applied()
-    t = span.end_ts
-    seq = 0
-    ordered = (
-        [o for o in ops if o.op is Op.UPDATE]
-        + [o for o in ops if o.op is Op.DELETE]
-        + [o for o in ops if o.op is Op.INSERT]
-    )
-    live_text = {normalise(m.text): m.id for m in state.live()}
-    for i, op in enumerate(ordered):
-        seq += 1
-        if op.op is Op.UPDATE:
-            cur = state.get(op.target_id or "")
-            if cur is None or cur.status != "activated" or not op.text.strip():
-                continue
-            if normalise(op.text) == normalise(cur.text):
-                _reinforce(state, cur, span, op, t, now, seq, options, out)
-                continue
-            old = cur.copy()
-            cur.text = op.text.strip()
-            cur.kind = op.kind or cur.kind
-            cur.tags = sorted(set(cur.tags) | set(op.tags))
-            cur.event_ts = op.event_ts or cur.event_ts
-            cur.updated_at = t
-            cur.version += 1
-            cur.span_id = span.span_id
-            cur.source_message_ids = _merge_ids(cur.source_message_ids, op.source_message_ids)
-            out.changed[cur.id] = cur
-            out.needs_vector.add(cur.id)
-            out.events.append(_event(cur, span, "updated", op.reason or "refined", seq, now, options.actor, old))
-            live_text[normalise(cur.text)] = cur.id
-        elif op.op is Op.DELETE:
-            cur = state.get(op.target_id or "")
-            if cur is None or cur.status != "activated":
-                continue
-            old = cur.copy()
-            cur.status = "deleted"
-            cur.valid_to = t
-            cur.updated_at = t
-            cur.version += 1
-            out.changed[cur.id] = cur
-            out.events.append(_event(cur, span, "deleted", op.reason or "cancelled", seq, now, options.actor, old))
-            live_text.pop(normalise(cur.text), None)
-        elif op.op is Op.INSERT:
-            text = op.text.strip()
-            if not text:
-                continue
-            dup_id = live_text.get(normalise(text))
-            if dup_id is not None:
-                _reinforce(state, state.items[dup_id], span, op, t, now, seq, options, out)
-                continue
-            m = Memory(
-                id=prefixed_id("mem", state.owner_id, span.span_id, i, text),
-                owner_id=state.owner_id,
-                agent_id=span.messages[0].agent_id,
-                conversation_id=span.conversation_id,
-                text=text,
-                kind=op.kind,
-                key=op.key,
-                subject=op.subject,
-                tags=sorted(set(op.tags)),
-                scope=options.scope,
-                memory_type=options.memory_type,
-                confidence=op.confidence if op.confidence is not None else options.confidence,
-                event_ts=op.event_ts or t,
-                valid_from=op.event_ts or t,
-                created_at=t,
-                updated_at=t,
-                source_message_ids=list(op.source_message_ids) or span.message_ids,
-                span_id=span.span_id,
-                lang=span.lang,
+    """Apply ``ops`` for ``span`` to ``state`` in place and return what changed.
+
+    ``now`` is only written to ``recorded_at``; every decision uses the span's end time.
+    """
+    return _Apply(state, span, now, options).run(ops)
+
+
+def _describe(op: MemoryOp) -> str:
+    target = f" {op.target_id}" if op.target_id else ""
+    return f"{op.op.value}{target}: {op.text[:120]!r}"
+
+
+class _Apply:
+    def __init__(self, state: OwnerMemories, span: Span, now: datetime, options: ApplyOptions) -> None:
+        self.state = state
+        self.span = span
+        self.t = span.end_ts
+        self.o = options
+        self.rules = options.rules
+        self.agent = span.messages[0].agent_id if span.messages else None
+        self.policy = self.rules.policies.for_agent(self.agent)
+        self.out = Applied(state.owner_id, span.span_id, span.span_id, options.actor, now)
+        self.vectors: dict[str, np.ndarray] = {}
+        self.by_text: dict[str, list[Memory]] = {}
+        self.by_key: dict[str, list[Memory]] = {}
+        for m in sorted(state.items.values(), key=age_key):
+            self._index(m)
+        self._near: NearDuplicates | None = None
+
+    # ------------------------------------------------------------------ bookkeeping
+    def _index(self, m: Memory) -> None:
+        if m.status in (ACTIVATED, FROZEN, ARCHIVED):
+            self.by_text.setdefault(normalise(m.text), []).append(m)
+        if m.key and m.status == ACTIVATED:
+            self.by_key.setdefault(m.key, []).append(m)
+
+    def _restated(self, text: str) -> Memory | None:
+        """The memory a text restates: live first, then frozen, then archived (not invalidated)."""
+        found = [m for m in self.by_text.get(normalise(text), ()) if normalise(m.text) == normalise(text)]
+        for status in (ACTIVATED, FROZEN, ARCHIVED):
+            for m in found:
+                if m.status == status and (status != ARCHIVED or m.valid_to is None):
+                    return m
+        return None
+
+    def _refuse_op(self, op: MemoryOp, reason: str) -> None:
+        self.out.refused.append((_describe(op), reason))
+        log.info("span %s: refused %s: %s", self.span.span_id, _describe(op), reason)
+
+    def _clean(self, op: MemoryOp) -> str | None:
+        text = op.text.strip()
+        redactor = self.policy.redactor
+        if redactor is None or not text:
+            return text
+        text, hits, rejected = redactor.check(text)
+        if rejected:
+            names = ", ".join(sorted(set(rejected)))
+            self._refuse_op(op, f"matches sensitive pattern(s) {names} of policy {self.policy.agent!r}")
+            return None
+        return text
+
+    def _vector(self, text: str) -> np.ndarray | None:
+        return self.vectors.get(text)
+
+    def _similarity(self, m: Memory, text: str) -> float | None:
+        v = self._vector(text)
+        if v is None or m.vector is None:
+            return None
+        return round(float(np.dot(np.asarray(m.vector, dtype=np.float32), v)), 6)
+
+    # ------------------------------------------------------------------ the run
+    def run(self, ops: list[MemoryOp]) -> Applied:
+        ops = list(ops)
+        if self.o.lessons:
+            extra, problems = lesson_ops(self.span, self.rules.lesson_confidence)
+            ops.extend(extra)
+            for what, why in problems:
+                self.out.refused.append((what, why))
+                log.warning("span %s: %s skipped: %s", self.span.span_id, what, why)
+        ordered = (
+            [o for o in ops if o.op is Op.UPDATE]
+            + [o for o in ops if o.op is Op.DELETE]
+            + [o for o in ops if o.op is Op.INSERT]
+        )
+        texts = [self._clean(o) if o.op in (Op.INSERT, Op.UPDATE) else None for o in ordered]
+        if self.o.embed is not None:
+            todo = list(dict.fromkeys(t for t in texts if t))
+            if todo:
+                for text, vec in zip(todo, self.o.embed(todo)):
+                    self.vectors[text] = np.asarray(vec, dtype=np.float32)
+        for i, (op, cleaned) in enumerate(zip(ordered, texts)):
+            if op.op is Op.UPDATE and cleaned:
+                self._update(i, op, cleaned)
+            elif op.op is Op.DELETE:
+                self._delete(op)
+            elif op.op is Op.INSERT and cleaned:
+                self._insert(i, op, cleaned)
+        enforce_capacity(self.out, self.state, self.t, self.rules)
+        self._finish_vectors()
+        return self.out
+
+    def _finish_vectors(self) -> None:
+        if self.o.embed is None:
+            return
+        missing = [i for i in sorted(self.out.needs_vector) if self._vector(self.out.changed[i].text) is None]
+        if missing:
+            for i, vec in zip(missing, self.o.embed([self.out.changed[i].text for i in missing])):
+                self.vectors[self.out.changed[i].text] = np.asarray(vec, dtype=np.float32)
+        for i in sorted(self.out.needs_vector):
+            self.out.changed[i].vector = self.vectors[self.out.changed[i].text]  # type: ignore[assignment]
+        self.out.needs_vector.clear()
+
+    # ------------------------------------------------------------------ operations
+    def _new(
+        self, i: int, op: MemoryOp, text: str, *, kind: str, key: str | None, scope: str,
+        memory_type: str | None, subject: str | None, tags: Sequence[str], reason: str,
+    ) -> Memory:
+        ts = op.event_ts or self.t
+        expiry = self.policy.default_expiry
+        confidence = op.confidence if op.confidence is not None else self.o.confidence
+        m = Memory(
+            id=prefixed_id("mem", self.state.owner_id, self.span.span_id, i, text),
+            owner_id=self.state.owner_id,
+            agent_id=self.agent,
+            conversation_id=self.span.conversation_id,
+            text=text,
+            kind=kind,
+            key=key,
+            subject=subject,
+            tags=sorted(set(tags)),
+            scope=scope,
+            memory_type=memory_type or memory_type_for(kind, scope, op.memory_type or self.o.memory_type),
+            confidence=clamp_confidence(confidence, self.rules),
+            event_ts=ts,
+            valid_from=ts,
+            created_at=self.t,
+            updated_at=self.t,
+            expires_at=self.t + expiry if expiry is not None else None,
+            source_message_ids=list(op.source_message_ids) or self.span.message_ids,
+            span_id=self.span.span_id,
+            lang=self.span.lang,
+            session_id=self.span.session_id,
+        )
+        vec = self._vector(text)
+        if vec is not None:
+            m.vector = vec  # type: ignore[assignment]
+        self.state.put(m)
+        self._index(m)
+        self.out.log(m, CREATED, reason, self.t)
+        if m.vector is None:
+            self.out.needs_vector.add(m.id)
+        return m
+
+    def _reinforce(self, m: Memory, op: MemoryOp, reason: str) -> None:
+        reinforce(
+            self.out, m, self.t, self.rules, reason, expiry=self.policy.default_expiry,
+            source_ids=op.source_message_ids,
+        )
+
+    def _update(self, i: int, op: MemoryOp, text: str) -> None:
+        cur = self.state.get(op.target_id or "")
+        if cur is None or cur.status not in (ACTIVATED, FROZEN):
+            return
+        if cur.status == FROZEN:
+            self.out.refuse(cur, "update refused: the memory is frozen", self.t)
+            return
+        if not self.policy.can_write(cur.scope):
+            self._refuse_op(op, f"policy {self.policy.agent!r} may not write scope {cur.scope!r}")
+            return
+        if normalise(text) == normalise(cur.text):
+            self._reinforce(cur, op, "restated")
+            return
+        key = cur.key or op.key
+        kind = op.kind or cur.kind
+        described = ctr.conflict(cur, text, kind, key, self._similarity(cur, text))
+        if described:
+            new = self._new(
+                i, op, text, kind=kind, key=key, scope=cur.scope, memory_type=cur.memory_type,
+                subject=op.subject or cur.subject, tags=[*cur.tags, *op.tags],
+                reason=op.reason or f"supersedes {cur.id}",
             )
-            state.put(m)
-            live_text[normalise(text)] = m.id
-            out.changed[m.id] = m
-            out.needs_vector.add(m.id)
-            out.events.append(_event(m, span, "created", op.reason or "new information", seq, now, options.actor))
-    return out
+            ctr.settle(self.out, cur, new, described, self.t, self.rules)
+            return
+        old = cur.copy()
+        cur.text = text
+        cur.kind = kind
+        cur.tags = sorted(set(cur.tags) | set(op.tags))
+        cur.event_ts = op.event_ts or cur.event_ts
+        cur.updated_at = self.t
+        cur.version += 1
+        cur.span_id = self.span.span_id
+        cur.source_message_ids = list(dict.fromkeys([*cur.source_message_ids, *op.source_message_ids]))
+        self._index(cur)
+        self.out.log(cur, UPDATED, op.reason or "refined", self.t, old)
+        self.out.needs_vector.add(cur.id)
 
+    def _delete(self, op: MemoryOp) -> None:
+        cur = self.state.get(op.target_id or "")
+        if cur is None or cur.status not in (ACTIVATED, FROZEN):
+            return
+        if cur.status == FROZEN:
+            self.out.refuse(cur, "delete refused: the memory is frozen", self.t)
+            return
+        if not self.policy.can_write(cur.scope):
+            self._refuse_op(op, f"policy {self.policy.agent!r} may not write scope {cur.scope!r}")
+            return
+        self.out.transition(cur, DELETED, DELETED, op.reason or "cancelled", self.t, valid_to=self.t)
 
-def _merge_ids(a: list[str], b: tuple[str, ...]) -> list[str]:
-    seen = dict.fromkeys(a)
-    seen.update(dict.fromkeys(b))
-    return list(seen)
-
-
-def _reinforce(
-    state: OwnerMemories, cur: Memory, span: Span, op: MemoryOp, t: datetime, now: datetime,
-    seq: int, options: ApplyOptions, out: Applied,
-) -> None:
-    old = cur.copy()
-    cur.reinforcement += 1
-    cur.confidence = min(CONFIDENCE_CAP, round(cur.confidence + REINFORCE_STEP, 6))
-    cur.last_reinforced_at = t
-    cur.updated_at = t
-    cur.version += 1
-    cur.source_message_ids = _merge_ids(cur.source_message_ids, op.source_message_ids)
-    out.changed[cur.id] = cur
-    out.events.append(_event(cur, span, "reinforced", "restated", seq, now, options.actor, old))
+    def _insert(self, i: int, op: MemoryOp, text: str) -> None:
+        if op.kind == LESSON_KIND and op.key:
+            same = [m for m in self.by_key.get(op.key, ()) if m.status == ACTIVATED]
+            if same:
+                self._reinforce(same[0], op, "lesson confirmed by a new outcome")
+                return
+        hit = self._restated(text)
+        if hit is not None:
+            if hit.status == FROZEN:
+                self.out.refuse(hit, "restated, but the memory is frozen", self.t)
+            else:
+                if hit.status == ARCHIVED:
+                    self.out.transition(hit, ACTIVATED, REACTIVATED, "restated after being archived", self.t)
+                    self._index(hit)
+                self._reinforce(hit, op, "restated")
+            return
+        scope = self.policy.scope_for(op.scope, self.o.scope)
+        if not self.policy.can_write(scope):
+            self._refuse_op(op, f"policy {self.policy.agent!r} may not write scope {scope!r}")
+            return
+        m = self._new(
+            i, op, text, kind=op.kind, key=op.key, scope=scope, memory_type=None,
+            subject=op.subject, tags=op.tags, reason=op.reason or "new information",
+        )
+        if m.vector is not None:
+            if self._near is None:
+                self._near = NearDuplicates(
+                    [x for x in self.state.live() if x.id != m.id], self.rules.merge_threshold
+                )
+            found = self._near.nearest(m, m.vector)  # type: ignore[arg-type]
+            if found is not None:
+                merge_into(
+                    self.out, m, found[0], found[1], self.t, self.rules, expiry=self.policy.default_expiry
+                )
+                return
+            self._near.add(m)
+        if m.key:
+            for c in list(self.by_key.get(m.key, ())):
+                if c.id == m.id or c.status != ACTIVATED:
+                    continue
+                described = ctr.conflict(c, m.text, m.kind, m.key, self._similarity(c, m.text))
+                if described:
+                    ctr.settle(self.out, c, m, described, self.t, self.rules)
+                    if m.status != ACTIVATED:
+                        break

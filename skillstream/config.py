@@ -42,7 +42,8 @@ class Settings:
     home: str = _doc("Folder or URI holding the default stores. SKILLSTREAM_HOME.", DEFAULT_HOME)
     lancedb_uri: str = _doc("LanceDB URI. SKILLSTREAM_LANCEDB_URI; default <home>/lancedb.", "")
     catalog_path: str = _doc(
-        "DuckDB catalog file (always local). SKILLSTREAM_CATALOG_PATH; default <home>/catalog.duckdb.",
+        "DuckDB catalog file (always local). SKILLSTREAM_CATALOG_PATH; default <home>/catalog.duckdb, "
+        "for a remote home ./.skillstream/remote/<scheme>/<bucket>/<prefix>/catalog.duckdb.",
         "",
     )
     artifacts_uri: str = _doc(
@@ -135,6 +136,119 @@ class Settings:
         "Completion token limit of one extraction call. SKILLSTREAM_EXTRACT_MAX_TOKENS.", 1024
     )
 
+    # ------------------------------------------------------------------ lifecycle (issue 5)
+    memory_capacities: dict[str, int] = _doc(
+        "Live memories per owner and memory type, over the defaults WorkingMemory 20, "
+        "LongTermMemory 1500, UserMemory 480, SkillMemory 500 (0: no limit); over capacity the "
+        "oldest, least valuable are archived. JSON in SKILLSTREAM_MEMORY_CAPACITIES.",
+        dict,
+    )
+    merge_threshold: float = _doc(
+        "Cosine similarity at or above which a new memory merges into an existing one "
+        "(near-duplicate); above 1 turns merging off. SKILLSTREAM_MERGE_THRESHOLD.",
+        0.92,
+    )
+    contradiction_confidence_gap: float = _doc(
+        "Confidence gap that decides a contradiction when recency does not. "
+        "SKILLSTREAM_CONTRADICTION_CONFIDENCE_GAP.",
+        0.3,
+    )
+    contradiction_escalate_after_s: float = _doc(
+        "Age (event time, seconds) after which `skillstream contradictions` lists an unresolved "
+        "contradiction. SKILLSTREAM_CONTRADICTION_ESCALATE_AFTER_S.",
+        7 * 86400.0,
+    )
+    decay_after_s: float = _doc(
+        "A memory not created, reinforced or accessed for this long (event time, seconds) starts "
+        "to lose confidence. SKILLSTREAM_DECAY_AFTER_S.",
+        90 * 86400.0,
+    )
+    decay_period_s: float = _doc(
+        "One decay step per period after decay_after_s. SKILLSTREAM_DECAY_PERIOD_S.", 30 * 86400.0
+    )
+    decay_step: float = _doc(
+        "Confidence lost per decay step; at 0 the memory expires. SKILLSTREAM_DECAY_STEP.", 0.1
+    )
+    maintenance_interval_s: float = _doc(
+        "Event-time interval of the flow's maintenance ticks per owner (decay, expiry, capacity, "
+        "session summaries); 0 turns in-flow maintenance off. SKILLSTREAM_MAINTENANCE_INTERVAL_S.",
+        86400.0,
+    )
+    policies: dict[str, Any] = _doc(
+        "Memory policies by agent id ('*' is the default): readable_scopes, writable_scopes, "
+        "default_scope, max_items_per_scope, default_expiry, sensitive_patterns. JSON in "
+        "SKILLSTREAM_POLICIES, or [policies.<agent>] tables in skillstream.toml.",
+        dict,
+    )
+    rank_weights: dict[str, float] = _doc(
+        "Search ranking weights over the defaults relevance 0.6, confidence 0.2, recency 0.1, "
+        "reinforcement 0.1. JSON in SKILLSTREAM_RANK_WEIGHTS.",
+        dict,
+    )
+    recency_half_life_s: float = _doc(
+        "Age (event time, seconds) at which a memory's recency score halves. "
+        "SKILLSTREAM_RECENCY_HALF_LIFE_S.",
+        30 * 86400.0,
+    )
+    lesson_confidence: float = _doc(
+        "Confidence of a lesson learned from an outcome record. SKILLSTREAM_LESSON_CONFIDENCE.", 0.6
+    )
+    session_summaries: bool = _doc(
+        "Write one summary memory per closed session. SKILLSTREAM_SESSION_SUMMARIES.", True
+    )
+
+    # ------------------------------------------------------------------ Kafka (issue 6)
+    kafka_config: dict[str, str] = _doc(
+        "librdkafka properties for the Kafka source, the event sink and `produce` (security, "
+        "SASL, fetch tuning); JSON in SKILLSTREAM_KAFKA_CONFIG, `--kafka-config KEY=VALUE` adds.",
+        dict,
+        repr=False,
+    )
+    kafka_events_partitions: int = _doc(
+        "Partitions of a memory-event topic that `--events-to` creates. "
+        "SKILLSTREAM_KAFKA_EVENTS_PARTITIONS.",
+        3,
+    )
+
+    # ------------------------------------------------------------------ task skills (issue 4)
+    distill: bool = _doc(
+        "Distil task skills from closed sessions in `run`. SKILLSTREAM_DISTILL.", True
+    )
+    distill_full: bool = _doc(
+        "Full mode: also generate scripts, the tool list and reference documents (more LLM "
+        "calls). SKILLSTREAM_DISTILL_FULL.",
+        False,
+    )
+    distill_min_steps: int = _doc(
+        "Procedural sentences a task segment needs before anything is distilled from it (0: no "
+        "gate). SKILLSTREAM_DISTILL_MIN_STEPS.",
+        2,
+    )
+    distill_merge_threshold: float = _doc(
+        "Rules distiller: cosine similarity at which a segment updates a recalled task skill "
+        "instead of creating one. SKILLSTREAM_DISTILL_MERGE_THRESHOLD.",
+        0.6,
+    )
+    distill_shift_threshold: float = _doc(
+        "Rules distiller: a new request below this similarity to the current task opens a new "
+        "task segment. SKILLSTREAM_DISTILL_SHIFT_THRESHOLD.",
+        0.2,
+    )
+    distill_recall_k: int = _doc(
+        "Related task skills recalled per segment. SKILLSTREAM_DISTILL_RECALL_K.", 5
+    )
+    skills_uri: str = _doc(
+        "fsspec URI where task-skill zips are published (local folder, s3://, oss://). "
+        "SKILLSTREAM_SKILLS_URI; default <artifacts>/task-skills.",
+        "",
+    )
+    skills_storage_options: dict[str, str] = _doc(
+        "Storage options for skills_uri when they differ from storage_options (JSON in "
+        "SKILLSTREAM_SKILLS_STORAGE_OPTIONS).",
+        dict,
+        repr=False,
+    )
+
     # ------------------------------------------------------------------ derived locations
     @property
     def lancedb(self) -> str:
@@ -145,7 +259,7 @@ class Settings:
         if self.catalog_path:
             return self.catalog_path
         if _is_remote(self.home):
-            return str(Path(DEFAULT_HOME) / "catalog.duckdb")
+            return str(_local_mirror(self.home) / "catalog.duckdb")
         return str(Path(self.home) / "catalog.duckdb")
 
     @property
@@ -183,6 +297,17 @@ class Settings:
 
 def _is_remote(uri: str) -> bool:
     return "://" in uri and not uri.startswith("file://")
+
+
+def _local_mirror(uri: str) -> Path:
+    """The local folder of a remote home's local files (issue 6): one per home, so two homes on
+    S3 never share a catalog (and its span ledger).
+
+    ``s3://bucket/prefix`` -> ``./.skillstream/remote/s3/bucket/prefix``.
+    """
+    scheme, _, rest = uri.partition("://")
+    parts = [p for p in rest.split("/") if p not in ("", ".", "..")]
+    return Path(DEFAULT_HOME, "remote", scheme or "remote", *parts)
 
 
 def _join(base: str, name: str) -> str:

@@ -8,12 +8,25 @@ what earlier spans of that owner left, also after a crash and resume.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import numpy as np
 
 from skillstream.model import Memory
 
 LIVE = ("activated",)
+NOT_RETRIEVED = frozenset({"summary"})
+"""Kinds the extractor is not shown: session summaries restate other memories."""
+_NO_TIME = datetime.min.replace(tzinfo=UTC)
+
+
+def _changed(m: Memory) -> datetime:
+    return m.updated_at or m.created_at or _NO_TIME
+
+
+def age_key(m: Memory) -> tuple[datetime, str]:
+    """Oldest first, then by id: the one order every lifecycle rule iterates in."""
+    return (m.created_at or _NO_TIME, m.id)
 
 
 @dataclass
@@ -26,22 +39,31 @@ class OwnerMemories:
     """Per conversation, the seq of the last span applied (guards against re-applying a span)."""
 
     def put(self, memory: Memory) -> None:
+        if memory.vector is not None and not isinstance(memory.vector, np.ndarray):
+            memory.vector = np.asarray(memory.vector, dtype=np.float32)  # type: ignore[assignment]
         self.items[memory.id] = memory
 
     def get(self, memory_id: str) -> Memory | None:
         return self.items.get(memory_id)
 
     def live(self) -> list[Memory]:
-        """Memories that take part in extraction (status ``activated``), oldest first."""
-        return [m for m in self.items.values() if m.status in LIVE]
+        """Memories that take part in extraction (status ``activated``), oldest first.
+
+        The order (creation time, then id) does not depend on how the state was built (in one
+        run, or hydrated from the store), so rules that scan it decide the same either way.
+        """
+        return sorted((m for m in self.items.values() if m.status in LIVE), key=age_key)
+
+    def with_status(self, *statuses: str) -> list[Memory]:
+        """Memories in any of ``statuses``, oldest first."""
+        return sorted((m for m in self.items.values() if m.status in statuses), key=age_key)
 
     def by_key(self, key: str) -> Memory | None:
-        """The live memory with this key, if any (the newest when several)."""
+        """The live memory with this key, if any (the newest when several; ties: the larger id)."""
         best = None
-        for m in self.items.values():
-            if m.key == key and m.status in LIVE:
-                if best is None or (m.updated_at or m.created_at or 0) >= (best.updated_at or best.created_at or 0):  # type: ignore[operator]
-                    best = m
+        for m in self.live():
+            if m.key == key and (best is None or _changed(m) >= _changed(best)):
+                best = m
         return best
 
     def retrieve(self, query: np.ndarray | None, k: int) -> list[Memory]:
@@ -50,7 +72,7 @@ class OwnerMemories:
         Without a query vector the ``k`` most recently updated live memories are returned.
         Ties are broken by id so the order is deterministic.
         """
-        live = [m for m in self.live()]
+        live = [m for m in self.live() if m.kind not in NOT_RETRIEVED]
         if not live or k <= 0:
             return []
         with_vec = [m for m in live if m.vector is not None]

@@ -102,6 +102,10 @@ class MemoryOp:
     confidence: float | None = None
     reason: str = ""
     memory_skill: str | None = None
+    scope: str | None = None
+    """Scope asked for by the executor (``private``, ``fleet``, ``session``); default: the policy's."""
+    memory_type: str | None = None
+    """Memory type asked for by the executor (``LongTermMemory``, ``UserMemory``, ...); default: by kind."""
 
 
 @dataclass
@@ -135,6 +139,10 @@ class Memory:
     span_id: str | None = None
     lang: str = "en"
     version: int = 1
+    session_id: str | None = None
+    """The session whose span created the memory (session scope and session summaries use it)."""
+    decay_steps: int = 0
+    """Confidence decay steps applied since the memory was last created, reinforced or accessed."""
     vector: list[float] | None = None
 
     def row(self) -> dict[str, Any]:
@@ -165,6 +173,8 @@ class MemoryEvent:
     actor: str
     event_ts: datetime | None
     recorded_at: datetime
+    version: int | None = None
+    """The memory's version after the change (``refused`` events repeat the unchanged version)."""
 
 
 @dataclass(frozen=True)
@@ -208,3 +218,20 @@ class SpanResult:
     processed_at: datetime | None = None
     extras: dict[str, list[Any]] = field(default_factory=dict)
     """Rows for tables registered by later components, keyed by table name."""
+
+
+@dataclass
+class MaintenanceResult:
+    """What one maintenance pass changed for one owner (no span: nothing goes to the ledger).
+
+    Written by the store sink like a ``SpanResult`` (memories, lifecycle events, ``extras``).
+    ``status`` is always ``maintenance``; ``at`` is the event time the pass ran at.
+    """
+
+    owner_id: str
+    at: datetime
+    memories: list[Memory] = field(default_factory=list)
+    events: list[MemoryEvent] = field(default_factory=list)
+    extras: dict[str, list[Any]] = field(default_factory=dict)
+    status: str = "maintenance"
+    actor: str = "maintenance"

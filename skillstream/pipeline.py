@@ -20,13 +20,14 @@ import logging
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
 from skillstream.apply import ApplyOptions, apply_ops
 from skillstream.errors import SkillstreamError
 from skillstream.extract import AllSkills, Controller, Executor, ExtractionInput, MemorySkill
+from skillstream.failures import TABLE as FAILED_SPANS, failed_span_row
 from skillstream.memories import OwnerMemories
 from skillstream.model import Memory, Span, SpanResult
 from skillstream.spans import render_span
@@ -65,6 +66,8 @@ class MemoryPipeline:
     options: ApplyOptions = ApplyOptions()
     clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    maintenance: Callable[[OwnerMemories, Any], Any] | None = None
+    """Lifecycle maintenance for ``MaintenanceTick`` items in the span stream (issue 5)."""
 
     def new_state(self, owner_id: str) -> OwnerState:
         mem = OwnerMemories(owner_id)
@@ -79,6 +82,11 @@ class MemoryPipeline:
         pending: dict[str, Memory] = {}
         defer = not self.executor.needs_span_vector
         for span in spans:
+            if not isinstance(span, Span):  # a MaintenanceTick (skillstream.lifecycle)
+                done = self.maintenance(state.memories, span) if self.maintenance else None
+                if done is not None:
+                    results.append(done)
+                continue
             restored = state.run_id != self.run_id
             if not restored and span.span_id in self.done_spans:
                 results.append(SpanResult(span=span, status="skipped", extractor=self.executor.name))
@@ -110,10 +118,13 @@ class MemoryPipeline:
         except SkillstreamError as e:
             log.warning("span %s failed: %s", span.span_id, e)
             calls = list(getattr(e, "calls", []) or [])
+            attempts = getattr(e, "attempts", 1)
+            # The span's messages go to failed_spans so `skillstream retry-failed` can redo it.
+            payload = failed_span_row(span, self.executor.name, str(e), attempts, now)
             return SpanResult(
                 span=span, status="failed", extractor=self.executor.name, llm_calls=calls,
                 memory_skills=[s.name for s in skills], error=str(e)[:2000],
-                attempts=getattr(e, "attempts", 1), processed_at=now,
+                attempts=attempts, processed_at=now, extras={FAILED_SPANS: [payload]},
             )
         for op_text, reason in extraction.rejected:
             log.info("span %s: rejected operation %s: %s", span.span_id, op_text, reason)
@@ -135,6 +146,7 @@ class MemoryPipeline:
             memory_skills=extraction.memory_skills or [s.name for s in skills],
             n_ops=len(extraction.ops),
             processed_at=now,
+            extras=applied.extras,
         )
 
     def _embed_into(self, memories: list[Memory]) -> None:

@@ -9,8 +9,16 @@ keys; users add their own. A pattern's action is ``redact`` (replace the match w
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from skillstream.errors import ConfigError
+
+ACTIONS = ("redact", "reject")
 
 
 @dataclass(frozen=True)
@@ -96,5 +104,93 @@ class Redactor:
         actions = {p.name: p.action for p in self.patterns}
         return [h for h in hits if actions.get(h) == "reject"]
 
+    def check(self, text: str) -> tuple[str, list[str], list[str]]:
+        """Redact ``text``; return it with the names of the patterns that matched and rejected it."""
+        out, hits = self.apply(text)
+        return out, hits, self.rejects(hits)
+
+    def with_patterns(self, extra: Iterable[SensitivePattern]) -> Redactor:
+        """This redactor plus ``extra`` (same name: the later pattern replaces the earlier)."""
+        return Redactor(merge_patterns(self.patterns, tuple(extra)))
+
 
 DEFAULT_REDACTOR = Redactor()
+
+
+def merge_patterns(*groups: tuple[SensitivePattern, ...]) -> tuple[SensitivePattern, ...]:
+    """Patterns of every group, one per name; a later group replaces a name's regex, and when two
+    groups give a name different actions, ``reject`` wins (the stricter rule)."""
+    by_name: dict[str, SensitivePattern] = {}
+    for group in groups:
+        for p in group:
+            prev = by_name.get(p.name)
+            if prev is not None and "reject" in (prev.action, p.action) and p.action != "reject":
+                p = SensitivePattern(p.name, p.regex, "reject", p.group)
+            by_name[p.name] = p
+    return tuple(by_name.values())
+
+
+def patterns_from_config(items: Any, where: str = "sensitive_patterns") -> tuple[SensitivePattern, ...]:
+    """Read user patterns: a list of ``{"name", "regex", "action": "redact"|"reject", "group"}``.
+
+    Raises:
+        ConfigError: naming the entry and what was expected, for a bad entry or regex.
+    """
+    if items is None:
+        return ()
+    if isinstance(items, str):
+        try:
+            items = json.loads(items)
+        except ValueError:
+            raise ConfigError(f"{where}: expected a JSON list of patterns, got {items!r}") from None
+    if not isinstance(items, (list, tuple)):
+        raise ConfigError(f"{where}: expected a list of patterns, got {type(items).__name__}")
+    out = []
+    for i, item in enumerate(items):
+        here = f"{where}[{i}]"
+        if not isinstance(item, Mapping):
+            raise ConfigError(f"{here}: expected a table with name, regex and action, got {item!r}")
+        name, regex = item.get("name"), item.get("regex")
+        action = str(item.get("action", "redact")).lower()
+        group = item.get("group", 0)
+        if not isinstance(name, str) or not name or not isinstance(regex, str) or not regex:
+            raise ConfigError(f"{here}: 'name' and 'regex' must be non-empty text")
+        if action not in ACTIONS:
+            raise ConfigError(f"{here}: action {action!r} is not one of {', '.join(ACTIONS)}")
+        try:
+            compiled = re.compile(regex)
+        except re.error as e:
+            raise ConfigError(f"{here}: regex {regex!r} does not compile: {e}") from None
+        if not isinstance(group, int) or not 0 <= group <= compiled.groups:
+            raise ConfigError(f"{here}: group {group!r} is not a group of the regex")
+        out.append(SensitivePattern(name, regex, action, group))
+    return tuple(out)
+
+
+def redactor_for(settings: Any) -> Redactor:
+    """The redactor for incoming records: the defaults plus the patterns of every policy.
+
+    Patterns of all agents' policies are applied to every message at parse time (a connector does
+    not know every message's agent before parsing it); each agent's own patterns are applied again
+    to that agent's memories before they are stored (``skillstream.lifecycle.policy``).
+    """
+    policies = getattr(settings, "policies", None) or {}
+    return _redactor_for(json.dumps(policies, sort_keys=True, default=str))
+
+
+@lru_cache(maxsize=16)
+def _redactor_for(policies_json: str) -> Redactor:
+    policies = json.loads(policies_json)
+    if not isinstance(policies, Mapping):
+        raise ConfigError(f"policies: expected a table of agent policies, got {policies!r}")
+    groups = [DEFAULT_PATTERNS]
+    for agent, policy in sorted(policies.items()):
+        if isinstance(policy, Mapping):
+            groups.append(
+                patterns_from_config(
+                    policy.get("sensitive_patterns"), f"policies.{agent}.sensitive_patterns"
+                )
+            )
+    if len(groups) == 1:
+        return DEFAULT_REDACTOR
+    return Redactor(merge_patterns(*groups))

@@ -93,6 +93,9 @@ MEMORY_FIELDS = [
     pa.field("span_id", pa.string()),
     pa.field("lang", pa.string()),
     pa.field("version", pa.int32()),
+    # lifecycle (issue 5): the creating session (session scope, summaries) and decay bookkeeping
+    pa.field("session_id", pa.string()),
+    pa.field("decay_steps", pa.int32()),
 ]
 
 LANCE_MEMORY_COLUMNS = [f.name for f in MEMORY_FIELDS]
@@ -134,6 +137,7 @@ MEMORY_EVENTS = _schema(
         pa.field("actor", pa.string()),
         pa.field("event_ts", TS),
         pa.field("recorded_at", TS),
+        pa.field("version", pa.int32()),
     ],
     "event_id",
     "Append-only lifecycle log: one row per change of a memory.",
@@ -174,12 +178,62 @@ LLM_CALLS = _schema(
     "Every LLM request: purpose, tokens, latency, outcome.",
 )
 
+# ---------------------------------------------------------------- memory skills (MemSkill, issue 3)
+MEMORY_SKILLS = _schema(
+    [
+        pa.field("version_id", pa.string(), nullable=False),
+        pa.field("name", pa.string(), nullable=False),
+        pa.field("version", pa.int32(), nullable=False),
+        pa.field("description", pa.string(), nullable=False),
+        pa.field("purpose", pa.string()),
+        pa.field("when_to_use", pa.string()),
+        pa.field("how_to_apply", pa.string()),
+        pa.field("constraints", pa.string()),
+        pa.field("action", pa.string(), nullable=False),
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("source", pa.string()),
+        pa.field("content_hash", pa.string()),
+        pa.field("created_at", TS),
+        pa.field("usage_count", pa.int64()),
+        pa.field("reward_mean", pa.float64()),
+        pa.field("recent_rewards", pa.list_(pa.float64())),
+    ],
+    "version_id",
+    "The memory skill bank: one row per version of a memory skill (``name@version``); the highest "
+    "version of a name is its current state, and status 'retired' takes it out of selection.",
+)
+
+FAILED_SPANS = _schema(
+    [
+        pa.field("span_id", pa.string(), nullable=False),
+        pa.field("owner_id", pa.string(), nullable=False),
+        pa.field("conversation_id", pa.string(), nullable=False),
+        pa.field("session_id", pa.string()),
+        pa.field("seq", pa.int64()),
+        pa.field("lang", pa.string()),
+        pa.field("n_tokens", pa.int32()),
+        pa.field("messages", pa.string(), nullable=False),
+        pa.field("extractor", pa.string()),
+        pa.field("error", pa.string()),
+        pa.field("attempts", pa.int32()),
+        pa.field("retries", pa.int32()),
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("failed_at", TS),
+        pa.field("resolved_at", TS),
+    ],
+    "span_id",
+    "Spans whose extraction failed, with their (already redacted) messages as JSON, so "
+    "``skillstream retry-failed`` can process them later; status 'pending' or 'resolved'.",
+)
+
 CATALOG_TABLES: dict[str, pa.Schema] = {
     "memory_meta": MEMORY_META,
     "memory_events": MEMORY_EVENTS,
     "spans": SPANS,
     "dead_letters": DEAD_LETTERS,
     "llm_calls": LLM_CALLS,
+    "memory_skills": MEMORY_SKILLS,
+    "failed_spans": FAILED_SPANS,
 }
 """DuckDB tables of the catalog, by name. Later components register theirs with ``register_table``."""
 

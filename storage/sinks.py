@@ -27,7 +27,8 @@ from bytewax.outputs import FixedPartitionedSink, StatefulSinkPartition
 
 from skillstream.config import Settings
 from skillstream.errors import InputError
-from skillstream.model import DeadLetter, Memory, SpanResult
+from skillstream.model import DeadLetter, MaintenanceResult, Memory, SpanResult
+from skillstream.storage import task_skill_sink
 from skillstream.storage.home import Stores, open_stores
 from skillstream.storage.rows import as_dict, latest_indices
 
@@ -98,7 +99,9 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
         InputError: for an item of another type, or an ``extras`` table that is not registered.
     """
     results: list[SpanResult] = []
+    maintained: list[MaintenanceResult] = []
     dead: list[DeadLetter] = []
+    task_skills: list[Any] = []  # TaskSkillResult (task skills, issue 4)
     for item in items:
         if isinstance(item, tuple) and len(item) == 2:
             item = item[1]
@@ -107,23 +110,33 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
                 results.append(item)
         elif isinstance(item, DeadLetter):
             dead.append(item)
+        elif isinstance(item, MaintenanceResult):  # lifecycle maintenance: no ledger row
+            maintained.append(item)
+        elif task_skill_sink.is_result(item):
+            task_skills.append(item)
         else:
             raise InputError(
-                f"the store sink writes SpanResult and DeadLetter values, not {type(item).__name__}"
+                "the store sink writes SpanResult and DeadLetter values (and MaintenanceResult "
+                f"from lifecycle maintenance), not {type(item).__name__}"
             )
     summary = WriteSummary()
-    if not results and not dead:
+    if not results and not dead and not maintained and not task_skills:
         return summary
 
-    memories = latest_memories(m for r in results for m in r.memories)
+    changes: list[SpanResult | MaintenanceResult] = [*results, *maintained]
+    memories = latest_memories(m for r in changes for m in r.memories)
     summary.memories = stores.index.upsert(memories)
+    stored_skills = task_skill_sink.write_lance(stores, task_skills)
 
-    events = [e for r in results for e in r.events]
+    events = [e for r in changes for e in r.events]
     calls = [c for r in results for c in r.llm_calls]
     extras: dict[str, list[Any]] = {}
-    for r in results:
+    for r in changes:
         for table, rows in r.extras.items():
             extras.setdefault(table, []).extend(rows)
+    calls += [c for r in task_skills for c in r.llm_calls]
+    for table, rows in task_skill_sink.catalog_rows(task_skills, stored_skills).items():
+        extras.setdefault(table, []).extend(rows)
 
     cat = stores.catalog
     with cat.transaction():

@@ -25,17 +25,31 @@ def open_catalog(settings, dim: int | None = None):
 
 @click.command()
 @click.argument("query")
-@click.option("--owner", default=None, help="Only this owner's memories.")
+@click.option("--owner", default=None, help="Search as this owner (its private memories, and fleet ones).")
+@click.option("--agent", default=None, help="Search through this agent's policy (readable scopes).")
+@click.option("--session", default=None, help="The reader's session (adds its session-scoped memories).")
 @click.option("--k", "k", type=int, default=10, show_default=True)
+@click.option("--strategy", type=click.Choice(["hybrid", "semantic", "keyword"]), default="hybrid",
+              show_default=True)
+@click.option("--now", default=None, help="Event time for recency (ISO 8601); default: the store's latest.")
+@click.option("--no-record", is_flag=True, help="Do not log the query or update access times.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def search(ctx, query, owner, k, as_json):
-    """Hybrid (vector + full-text) search over memories."""
+def search(ctx, query, owner, agent, session, k, strategy, now, no_record, as_json):
+    """Search memories (hybrid by default), ranked by relevance, confidence, recency, reinforcement.
+
+    Without --owner and --agent the search is the operator's and sees every memory.
+    """
+    from skillstream.lifecycle.clock import parse_time
     from skillstream.search import search_memories
 
     settings = settings_from(ctx)
-    hits = search_memories(settings, query, owner=owner, k=k)
-    keep = ["text", "score", "owner_id", "kind", "event_ts", "source_message_ids", "id", "status"]
+    hits = search_memories(
+        settings, query, owner=owner, agent=agent, session=session, k=k, strategy=strategy,
+        now=parse_time(now), record=not no_record,
+    )
+    keep = ["text", "score", "owner_id", "kind", "event_ts", "source_message_ids", "id", "status",
+            "scope", "confidence", "reinforcement", "relevance"]
     rows = [{c: h.get(c) for c in keep} for h in hits]
     if as_json:
         click.echo(dumps(rows))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
 import threading
@@ -38,9 +39,11 @@ def make_source(source: str, fmt: str, mapping: dict[str, str], settings, kafka_
             raise InputError("the Kafka connector is not available in this build") from e
         return kafka_source(source, settings, config=kafka_config or {}, tail=tail)
     from skillstream.connectors.files import FileSource
+    from skillstream.redact import redactor_for
 
     return FileSource(
-        source, format=fmt, mapping=mapping or None, max_chars=settings.max_message_chars
+        source, format=fmt, mapping=mapping or None, max_chars=settings.max_message_chars,
+        redactor=redactor_for(settings),  # default patterns plus the policies' own (issue 5)
     )
 
 
@@ -70,6 +73,9 @@ def run(ctx, source, fmt, mapping, workers, process_id, addresses, recovery_dir,
     from skillstream.flows.memory import build_flow, default_sample
 
     settings = settings_from(ctx, llm=llm, llm_base_url=llm_base_url, llm_model=llm_model)
+    kafka_pairs = parse_pairs(kafka_config, "--kafka-config")
+    if kafka_pairs:  # the source and the event sink both read settings.kafka_config
+        settings = dataclasses.replace(settings, kafka_config={**settings.kafka_config, **kafka_pairs})
     if not source:
         source = str(default_sample())
         if not Path(source).exists():
@@ -78,8 +84,7 @@ def run(ctx, source, fmt, mapping, workers, process_id, addresses, recovery_dir,
         Path(settings.home).mkdir(parents=True, exist_ok=True)
     Path(settings.catalog).parent.mkdir(parents=True, exist_ok=True)
 
-    src = make_source(source, fmt, parse_pairs(mapping, "--map"), settings,
-                      parse_pairs(kafka_config, "--kafka-config"), tail)
+    src = make_source(source, fmt, parse_pairs(mapping, "--map"), settings, kafka_pairs, tail)
     parts = build_flow(settings, src, workers=workers, events_to=events_to)
 
     recovery = None
