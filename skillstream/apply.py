@@ -129,8 +129,8 @@ class _Apply:
         self.policy = self.rules.policies.for_agent(self.agent)
         self.out = Applied(state.owner_id, span.span_id, span.span_id, options.actor, now)
         self.vectors: dict[str, np.ndarray] = {}
-        self.by_text: dict[str, list[Memory]] = {}
-        self.by_key: dict[str, list[Memory]] = {}
+        self.by_text: dict[str, dict[str, Memory]] = {}
+        self.by_key: dict[str, dict[str, Memory]] = {}
         for m in sorted(state.items.values(), key=age_key):
             self._index(m)
         self._near: NearDuplicates | None = None
@@ -138,13 +138,14 @@ class _Apply:
     # ------------------------------------------------------------------ bookkeeping
     def _index(self, m: Memory) -> None:
         if m.status in (ACTIVATED, FROZEN, ARCHIVED):
-            self.by_text.setdefault(normalise(m.text), []).append(m)
+            self.by_text.setdefault(normalise(m.text), {})[m.id] = m
         if m.key and m.status == ACTIVATED:
-            self.by_key.setdefault(m.key, []).append(m)
+            self.by_key.setdefault(m.key, {})[m.id] = m
 
     def _restated(self, text: str) -> Memory | None:
         """The memory a text restates: live first, then frozen, then archived (not invalidated)."""
-        found = [m for m in self.by_text.get(normalise(text), ()) if normalise(m.text) == normalise(text)]
+        norm = normalise(text)
+        found = [m for m in self.by_text.get(norm, {}).values() if normalise(m.text) == norm]
         for status in (ACTIVATED, FROZEN, ARCHIVED):
             for m in found:
                 if m.status == status and (status != ARCHIVED or m.valid_to is None):
@@ -316,7 +317,7 @@ class _Apply:
 
     def _insert(self, i: int, op: MemoryOp, text: str) -> None:
         if op.kind == LESSON_KIND and op.key:
-            same = [m for m in self.by_key.get(op.key, ()) if m.status == ACTIVATED]
+            same = [m for m in self.by_key.get(op.key, {}).values() if m.status == ACTIVATED]
             if same:
                 self._reinforce(same[0], op, "lesson confirmed by a new outcome")
                 return
@@ -351,7 +352,7 @@ class _Apply:
                 return
             self._near.add(m)
         if m.key:
-            for c in list(self.by_key.get(m.key, ())):
+            for c in list(self.by_key.get(m.key, {}).values()):
                 if c.id == m.id or c.status != ACTIVATED:
                     continue
                 described = ctr.conflict(c, m.text, m.kind, m.key, self._similarity(c, m.text))

@@ -9,9 +9,11 @@
   never the assistant's suggestions.
 * **Triggers**: the segment's salient terms (user turns weigh double).
 * **Tools and verification**: well-known tools and commands named in the steps; steps that check.
-* **Update or new**: the most similar recalled task skill is updated when the cosine similarity of
+* **Update or new**: the recalled task skill the draft fits best is updated when the fit reaches
+  ``merge_threshold``; else a new task skill is created. The fit blends the cosine similarity of
   the draft's description (name, description, triggers) to the skill's centroid (the mean of the
-  drafts merged into it) reaches ``merge_threshold``; else a new task skill is created.
+  drafts merged into it) with the share of the draft's steps the skill already knows
+  (see :func:`similarity`).
 
 It is honestly weaker than an LLM: it copies the conversation's wording instead of generalising it,
 and a task named by the user in an unusual way may not find its existing skill.
@@ -25,7 +27,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from skillstream.distill import steps as st
-from skillstream.distill.draft import Draft, centroid, describe
+from skillstream.distill.draft import STEP_MATCH, Draft, centroid, describe
 from skillstream.distill.recall import RecallHit
 from skillstream.distill.record import ConversationBlock, TaskSegment, TaskSkill
 from skillstream.distill.segment import segment_block
@@ -58,7 +60,7 @@ class RulesDistiller:
 
     name = "rules"
 
-    def __init__(self, embed: Embed, *, merge_threshold: float = 0.6, shift_threshold: float = 0.35) -> None:
+    def __init__(self, embed: Embed, *, merge_threshold: float = 0.56, shift_threshold: float = 0.2) -> None:
         self.embed = embed
         self.merge_threshold = merge_threshold
         self.shift_threshold = shift_threshold
@@ -78,9 +80,10 @@ class RulesDistiller:
         vec = np.asarray(self.embed([query])[0], dtype=np.float32)
         draft.stats["centroid"] = [round(float(x), 5) for x in vec]
         if hits:
-            best = max(hits, key=lambda h: similarity(vec, h.skill))
-            if similarity(vec, best.skill) >= self.merge_threshold:
-                draft.update_of = best.skill.id
+            scored = [(similarity(vec, draft, h.skill), h.skill.id) for h in hits]
+            best_score, best_id = max(scored)
+            if best_score >= self.merge_threshold:
+                draft.update_of = best_id
         return draft, []
 
     def details(self, skill: TaskSkill) -> tuple[TaskSkill, list[LLMCall]]:
@@ -107,13 +110,38 @@ class RulesDistiller:
         return out, []
 
 
-def similarity(vec: np.ndarray, skill: TaskSkill) -> float:
-    """Cosine similarity of a draft to a task skill: to the centroid of the drafts merged into it
-    (a steadier prototype than any one text), else to the skill's own vector."""
-    ref = (None if __import__("os").environ.get("NOCENT") else centroid(skill.stats)) or skill.vector
-    if ref is None or len(ref) != vec.shape[0]:
+STEP_WEIGHT = 0.3
+"""Share of the step overlap in the similarity of a draft to a task skill (the rest is cosine)."""
+
+
+def similarity(vec: np.ndarray, draft: Draft, skill: TaskSkill) -> float:
+    """How well a draft fits a task skill, in [0, 1]-ish.
+
+    ``(1 - STEP_WEIGHT) * cosine + STEP_WEIGHT * step overlap``, where the cosine is taken to the
+    centroid of the drafts merged into the skill (a steadier prototype than any one text; the
+    skill's own vector when it has none), and the step overlap is the share of the draft's steps
+    that match a step the skill has seen (term overlap of at least one half). Two kinds of task
+    that sound alike ("plan a party" / "RSVP to a party") ask different things, and the steps show it.
+    """
+    ref = centroid(skill.stats) or skill.vector
+    cos = 0.0
+    if ref is not None and len(ref) == vec.shape[0]:
+        cos = float(np.dot(vec, np.asarray(ref, dtype=np.float32)))
+    return (1 - STEP_WEIGHT) * cos + STEP_WEIGHT * step_overlap(draft.procedure, skill)
+
+
+def step_overlap(steps: list[str], skill: TaskSkill) -> float:
+    """Share of ``steps`` that match one of the skill's known steps (or its procedure)."""
+    if not steps:
         return 0.0
-    return float(np.dot(vec, np.asarray(ref, dtype=np.float32)))
+    known = [frozenset(st.terms(s[0])) for s in skill.stats.get("steps", [])]
+    known = known or [frozenset(st.terms(s)) for s in skill.procedure]
+    hit = 0
+    for step in steps:
+        a = frozenset(st.terms(step))
+        if a and any(b and len(a & b) / len(a | b) >= STEP_MATCH for b in known):
+            hit += 1
+    return hit / len(steps)
 
 
 def _script(title: str, body: str) -> str:
@@ -154,7 +182,10 @@ def draft_of(segment: TaskSegment) -> Draft | None:
             if not step:
                 continue
             if failure:
-                experience.append(f"If {_lower_first(failure)}: {_lower_first(step)}")
+                if segment.lang == "zh":
+                    experience.append(f"如果{failure.rstrip('。！')}：{step}")
+                else:
+                    experience.append(f"If {_lower_first(failure)}: {_lower_first(step)}")
                 failure = None
                 continue
             procedure.append(step)

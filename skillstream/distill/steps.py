@@ -262,6 +262,8 @@ GENERIC_TERMS = frozenset(
 )
 _TERM_EN = re.compile(r"[a-z][a-z0-9'-]*[a-z0-9]|[a-z]")
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+_ZH_FUNCTION = frozenset("的了是在和与到把被就都也还吗呢吧啊很我你他她它们这那个时候后前每次再先请要会能让给从对")
+"""Function characters: a character bigram holding one is rarely a term."""
 _CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]+")
 
 
@@ -275,7 +277,8 @@ def terms(text: str) -> list[str]:
             continue
         out.append(stem(w))
     for run in _CJK_RUN.findall(text):
-        out.extend(run[i : i + 2] for i in range(max(1, len(run) - 1)))
+        out.extend(b for b in (run[i : i + 2] for i in range(max(1, len(run) - 1)))
+                   if not set(b) & _ZH_FUNCTION)
     return [t for t in out if t and t not in GENERIC_TERMS]
 
 

@@ -172,3 +172,20 @@ def test_full_mode_offline_writes_a_script_and_notes(embedder):
     ]
     assert r.skill.planned_scripts == {}
     assert "## Pitfalls" in r.skill.references["notes.md"]
+
+
+def test_a_chinese_task_gets_steps_lessons_preferences_and_a_valid_name(embedder):
+    zh = [("user", "请帮我把网站部署到测试服务器。"),
+          ("assistant", "首先运行测试。然后构建镜像并推送到仓库。"),
+          ("assistant", "最后重启服务并检查健康接口。"),
+          ("user", "推送的时候报错了，提示认证失败。"),
+          ("assistant", "请先登录镜像仓库，再重新推送。"),
+          ("user", "我希望每次部署后都在群里通知大家。")]
+    (r,) = core(embedder).distill_block(OwnerTaskSkills("lin"), block(zh, owner_id="lin"))
+    s = r.skill
+    assert s.lang == "zh" and s.title == "推送部署流程"
+    assert s.name.startswith("task-") and len(s.name) == 13
+    assert s.procedure == ["运行测试。", "构建镜像并推送到仓库。", "重启服务并检查健康接口。"]
+    assert s.experience == ["如果推送的时候报错了，提示认证失败：先登录镜像仓库，再重新推送。"]
+    assert s.preferences == ["我希望每次部署后都在群里通知大家。"]
+    assert s.description.startswith("推送部署流程。步骤：运行测试; 构建镜像并推送到仓库")

@@ -38,7 +38,10 @@ pytestmark = pytest.mark.slow
 
 FLOW = {"SKILLSTREAM_EPOCH_INTERVAL_S": "0.2", "SKILLSTREAM_SPAN_TOKENS": "128",
         "SKILLSTREAM_CONCURRENCY": "1", "SKILLSTREAM_LLM_CONCURRENCY": "1",
-        "SKILLSTREAM_LLM_RESPONSE_FORMAT": "json_schema", "SKILLSTREAM_LLM_TIMEOUT_S": "30"}
+        "SKILLSTREAM_LLM_RESPONSE_FORMAT": "json_schema", "SKILLSTREAM_LLM_TIMEOUT_S": "30",
+        "SKILLSTREAM_DISTILL": "false"}
+"""Flow settings of both runs: one LLM request in flight at a time, memory extraction only (task-skill
+distillation has LLM requests of its own, with answers this test does not script)."""
 
 
 def body_key(body: dict) -> str:
@@ -49,7 +52,7 @@ def llm_settings(home, url: str) -> Settings:
     return Settings.load(
         home=str(home), llm="openai", llm_base_url=url, llm_model="stub-model",
         epoch_interval_s=0.2, span_tokens=128, concurrency=1, llm_concurrency=1,
-        llm_response_format="json_schema",
+        llm_response_format="json_schema", distill=False,
     )
 
 
