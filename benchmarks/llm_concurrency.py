@@ -78,7 +78,8 @@ def run_once(src: Path, limit: int, latency: float) -> dict:
         settings = Settings.load(
             home=home, llm="openai", llm_base_url=stub.url, llm_model="stub-model",
             llm_response_format="json_schema", llm_cache=False, llm_timeout_s=30.0,
-            concurrency=limit, llm_concurrency=limit, shards=0, epoch_interval_s=60.0, distill=False,
+            concurrency=limit, llm_concurrency=limit, shards=0, epoch_interval_s=60.0,
+            distill=False,
         )
         # Time spent in the model itself (inside the embedder's lock, so it never overlaps).
         model = get_embedder(settings.embed_model, settings.embed_batch)._model

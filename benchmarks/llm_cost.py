@@ -1,4 +1,4 @@
-"""LLM calls and prompt tokens per 1,000 turns: span-level MemSkill executor vs a per-turn-pair baseline.
+"""LLM calls and prompt tokens per 1,000 turns: span-level MemSkill executor vs per-turn-pair calls.
 
     python benchmarks/llm_cost.py --data ../shared/data/locomo/locomo-dev.json \
         --json benchmarks/results/llm_cost.json
@@ -8,7 +8,7 @@ the real ``openai`` client) that answers every request with one INSERT per turn 
 memories accumulate and later prompts carry retrieved memories, as with a real model.
 
 * **span** (ours): the whole memory flow (Bytewax, spans of ``--span-tokens`` tokens cut within a
-  session, controller Top-K, one executor call per span), exactly as ``skillstream run --llm openai``.
+  session, controller Top-K, one executor call per span), as ``skillstream run --llm openai``.
 * **pair** (baseline): one extraction call per user/assistant pair of consecutive turns (the way
   per-message memory layers call their LLM on every exchange), with the *same* executor, prompt,
   controller and retrieval, so the difference is the granularity alone. Real per-message layers
@@ -17,7 +17,8 @@ memories accumulate and later prompts carry retrieved memories, as with a real m
 Prompt tokens are counted on the recorded requests' messages with the embedding model's WordPiece
 tokenizer (the span budget's counter; OpenAI's tokenizer is not available offline), and whitespace
 words are reported too. The JSON schema travels in ``response_format`` and costs the same per call
-on both sides; it is not counted. Results go to ``--json`` and a markdown table next to it (``.md``).
+on both sides; it is not counted. Results go to ``--json`` and a markdown table next to it
+(``.md``).
 Task-skill distillation is off (``distill=False``): it makes LLM calls of its own, and this
 measures memory extraction.
 """
@@ -74,7 +75,8 @@ def run_span_level(args, turns: int, counter) -> dict:
     from skillstream.flows import progress
     from skillstream.flows.memory import build_flow
 
-    with OpenAIStub(insert_each_turn) as stub, tempfile.TemporaryDirectory(prefix="ss-cost-") as home:
+    with OpenAIStub(insert_each_turn) as stub, \
+            tempfile.TemporaryDirectory(prefix="ss-cost-") as home:
         settings = settings_for(home, stub.url, args)
         progress.reset()
         t0 = time.perf_counter()
@@ -122,17 +124,21 @@ def run_pair_level(args, messages, counter, embedder) -> dict:
     from skillstream.pipeline import MemoryPipeline
 
     spans = pair_spans(messages, counter)
-    with OpenAIStub(insert_each_turn) as stub, tempfile.TemporaryDirectory(prefix="ss-cost-") as home:
+    with OpenAIStub(insert_each_turn) as stub, \
+            tempfile.TemporaryDirectory(prefix="ss-cost-") as home:
         settings = settings_for(home, stub.url, args)
         pipeline = MemoryPipeline(
             executor=make_llm_executor(settings), embed=embedder.encode,
-            memory_skills=load_active_skills(settings), controller=make_controller(settings, embedder),
+            memory_skills=load_active_skills(settings),
+            controller=make_controller(settings, embedder),
             retrieve_k=settings.retrieve_k,
         )
         t0 = time.perf_counter()
+        def one_owner(owner: str):
+            return pipeline.process_owner(pipeline.new_state(owner), spans[owner])
+
         with ThreadPoolExecutor(max_workers=settings.concurrency) as pool:
-            results = list(pool.map(
-                lambda owner: pipeline.process_owner(pipeline.new_state(owner), spans[owner]), spans))
+            results = list(pool.map(one_owner, spans))
         seconds = time.perf_counter() - t0
         out = tally(stub.requests, counter)
     done = sum(1 for rs in results for r in rs if r.status == "done")
@@ -147,7 +153,8 @@ def per_1k(side: dict, turns: int) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", required=True, help="Conversations (LoCoMo JSON or any chat-log format).")
+    p.add_argument("--data", required=True,
+                   help="Conversations (LoCoMo JSON or any chat-log format).")
     p.add_argument("--format", default="auto")
     p.add_argument("--json", dest="out", default="benchmarks/results/llm_cost.json")
     p.add_argument("--span-tokens", type=int, default=512)
@@ -186,14 +193,16 @@ def main(argv: list[str] | None = None) -> dict:
         f"# LLM cost per 1,000 turns ({turns} turns of {Path(args.data).name}, "
         f"{result['owners']} owners)",
         "",
-        "| executor | calls | calls / 1k turns | prompt tokens / 1k turns | prompt words / 1k turns |",
+        "| executor | calls | calls / 1k turns | prompt tokens / 1k turns "
+        "| prompt words / 1k turns |",
         "|---|---:|---:|---:|---:|",
         f"| span-level MemSkill (span {args.span_tokens} tokens, K={args.k}) | {span['calls']} | "
         f"{s1['calls']} | {s1['prompt_tokens']:,.0f} | {s1['prompt_words']:,.0f} |",
         f"| per-turn-pair baseline (same prompt) | {pair['calls']} | {b1['calls']} | "
         f"{b1['prompt_tokens']:,.0f} | {b1['prompt_words']:,.0f} |",
         "",
-        f"Calls ratio {result['calls_ratio']:.3f} (aim <= 0.25: {'met' if result['aim_met'] else 'NOT met'}); "
+        f"Calls ratio {result['calls_ratio']:.3f} "
+        f"(aim <= 0.25: {'met' if result['aim_met'] else 'NOT met'}); "
         f"prompt tokens ratio {result['prompt_tokens_ratio']:.3f}.",
         "Tokens: WordPiece of all-MiniLM-L6-v2 on the request messages; the schema in "
         "response_format is sent on every call of both and not counted.",

@@ -20,7 +20,9 @@ if str(ROOT) not in sys.path:
 
 from tests.servers.openai_stub import OpenAIStub  # noqa: E402
 
-_TURN = re.compile(r'^(?P<speaker>[^\n"]+?) said, "(?P<text>.*?)"(?: and shared .*)?$', re.MULTILINE)
+_TURN = re.compile(
+    r'^(?P<speaker>[^\n"]+?) said, "(?P<text>.*?)"(?: and shared .*)?$', re.MULTILINE
+)
 
 __all__ = ["OpenAIStub", "StubProcess", "insert_each_turn", "prompt_text", "write_results"]
 

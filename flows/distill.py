@@ -79,7 +79,11 @@ class BlockLogic(StatefulLogic[Message, ConversationBlock, BlockState]):
 
 
 class DistillLogic(StatefulBatchLogic[ConversationBlock, TaskSkillResult, dict]):
-    """Distillation for one shard of owners; the state is each owner's ``OwnerTaskSkills``."""
+    """Distillation for one shard of owners; the state is each owner's ``OwnerTaskSkills``.
+
+    A state restored from a snapshot is read again from the store before it is used, so task
+    skills edited through the API between runs are never overwritten by a stale copy.
+    """
 
     def __init__(self, core: TaskSkillDistiller, pool: ThreadPoolExecutor, resume: dict | None) -> None:
         self.core = core
@@ -93,7 +97,10 @@ class DistillLogic(StatefulBatchLogic[ConversationBlock, TaskSkillResult, dict])
 
         def run(owner: str, blocks: list[ConversationBlock]) -> tuple[OwnerTaskSkills, list[TaskSkillResult]]:
             state = self.owners.get(owner)
-            if state is None:
+            if state is None or state.run_id != self.core.run_id:
+                # new in this run, or restored from a snapshot: read the owner's task skills from
+                # the store, which is never behind a snapshot (and may be ahead of it: segments
+                # written after the snapshot are recognised by their ids and skipped)
                 state = self.core.new_state(owner)
             out: list[TaskSkillResult] = []
             for block in blocks:

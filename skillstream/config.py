@@ -228,7 +228,7 @@ class Settings:
         "Rules distiller: fit (cosine to the skill's centroid blended with step overlap) at which "
         "a segment updates a recalled task skill instead of creating one. "
         "SKILLSTREAM_DISTILL_MERGE_THRESHOLD.",
-        0.56,
+        0.55,
     )
     distill_shift_threshold: float = _doc(
         "Rules distiller: a new request below this similarity to the current task opens a new "

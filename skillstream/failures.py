@@ -97,7 +97,9 @@ def span_from_row(row: dict[str, Any]) -> Span:
     )
 
 
-def resolved_row(row: dict[str, Any], resolved_at: datetime, retries: int | None = None) -> dict[str, Any]:
+def resolved_row(
+    row: dict[str, Any], resolved_at: datetime, retries: int | None = None
+) -> dict[str, Any]:
     """``row`` marked ``resolved`` (its span is now done)."""
     out = dict(row)
     out["status"] = RESOLVED

@@ -161,7 +161,8 @@ def retry_failed_spans(
 @click.command("retry-failed")
 @click.option("--owner", default=None, help="Only this owner's failed spans.")
 @click.option("--limit", type=int, default=None, help="At most this many spans.")
-@click.option("--llm", type=click.Choice(["rules", "openai"]), default=None, help="Extraction backend.")
+@click.option("--llm", type=click.Choice(["rules", "openai"]), default=None,
+              help="Extraction backend (default: the configured one).")
 @click.option("--llm-base-url", default=None)
 @click.option("--llm-model", default=None)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")

@@ -4,7 +4,7 @@ Edit loop::
 
     skillstream memory-skills export ./memory-skills      # one Markdown file per memory skill
     $EDITOR ./memory-skills/insert.md                      # or add a new file
-    skillstream memory-skills import ./memory-skills       # validated; changed files -> new versions
+    skillstream memory-skills import ./memory-skills       # checked; changed files: new versions
     skillstream memory-skills show insert --history
 
 ``list``, ``show`` and ``export`` open the catalog read-only (they work while no flow holds it, and

@@ -137,8 +137,9 @@ def mcp_cmd(ctx, owner):
               help="Also write the result as JSON to this file.")
 @click.option("--llm", type=click.Choice(["rules", "openai"]), default=None, help="Distiller backend.")
 @click.option("--per-task", type=int, default=None, help="Use only the first N dialogues of each task.")
-@click.option("--embed-threads", type=int, default=None,
-              help="Torch threads for embedding (1 avoids oversubscription on busy machines).")
+@click.option("--embed-threads", type=int, default=1, show_default=True,
+              help="Torch threads for embedding. The run makes many small sequential embedding "
+                   "calls, where extra threads mostly add synchronisation (0: torch's default).")
 @click.option("--write", is_flag=True, help="Store the distilled task skills in the home and publish them.")
 @click.pass_context
 def eval_skills(ctx, path, json_out, llm, per_task, embed_threads, write):

@@ -22,6 +22,8 @@ Example:
 
 from __future__ import annotations
 
+import builtins
+
 import contextlib
 import logging
 from datetime import UTC, datetime
@@ -105,7 +107,7 @@ class TaskSkillAPI:
             write_results(stores, results)
 
     def _finish(self, skill: TaskSkill) -> TaskSkill:
-        core = TaskSkillDistiller(_NoDistiller(), self.embed, publisher=self.publisher)
+        core = TaskSkillDistiller(_NoDistiller(), self.embed, publisher=self.publisher)  # type: ignore[arg-type]
         return core.finish(skill)
 
     # ------------------------------------------------------------------ reading
@@ -167,7 +169,7 @@ class TaskSkillAPI:
             raise InputError(f"task skill {name!r} has no published package")
         return self.publisher.read(skill.package_url)
 
-    def search(self, query: str, owner: str | None = None, k: int = 5) -> list[dict[str, Any]]:
+    def search(self, query: str, owner: str | None = None, k: int = 5) -> builtins.list[dict[str, Any]]:
         """Hybrid search over name, description and triggers (name, description, score)."""
         vec = self.embed([query])[0]
         hits = self._index().search(query, vec, owner_id=self._owner(owner), k=k)
@@ -261,7 +263,7 @@ class TaskSkillAPI:
         self._write([TaskSkillResult(skill.owner_id, "deleted", skill=skill)])
         return skill
 
-    def export(self, folder: str | Path, owner: str | None = None) -> list[Path]:
+    def export(self, folder: str | Path, owner: str | None = None) -> builtins.list[Path]:
         """Write every active task skill as a package folder ``<folder>/<name>/``.
 
         Raises:

@@ -190,8 +190,8 @@ class TaskSkillDistiller:
 
     def distill_segment(self, state: OwnerTaskSkills, segment: TaskSegment) -> TaskSkillResult:
         """Distil one task segment against the owner's task skills (mutates ``state``)."""
-        base = dict(owner_id=segment.owner_id, segment_id=segment.segment_id,
-                    conversation_id=segment.conversation_id)
+        base: dict[str, Any] = dict(owner_id=segment.owner_id, segment_id=segment.segment_id,
+                                    conversation_id=segment.conversation_id)
         if segment.segment_id in state.segments:
             return TaskSkillResult(action="skipped", **base)
         if self.min_steps and procedural_steps(segment) < self.min_steps:

@@ -148,10 +148,10 @@ def _merge_evidence(skill: TaskSkill, draft: Draft) -> None:
         merged = _dedupe(getattr(skill, name) + getattr(draft, name))
         setattr(skill, name, merged[:MAX_ITEMS])
     for name in ("scripts", "references", "planned_scripts", "planned_references"):
-        merged = dict(getattr(skill, name))
+        files: dict[str, str] = dict(getattr(skill, name))
         for key, value in getattr(draft, name).items():
-            merged.setdefault(key, value)
-        setattr(skill, name, merged)
+            files.setdefault(key, value)
+        setattr(skill, name, files)
     if draft.description and not skill.description:
         skill.description = draft.description
     skill.description = describe(skill.title, skill.procedure, skill.triggers, skill.lang)
@@ -193,7 +193,7 @@ def centroid(stats: dict[str, Any]) -> list[float] | None:
 def _fold_stats(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """Add a draft's evidence to a skill's: steps (support, summed position), term counts, and
     the sum of the draft vectors (whose direction is the skill's centroid)."""
-    out = {
+    out: dict[str, Any] = {
         "n": int(old.get("n", 0)) + int(new.get("n", 0)),
         "steps": [list(s) for s in old.get("steps", [])],
         "terms": dict(old.get("terms", {})),
@@ -217,7 +217,7 @@ def _fold_stats(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     if old_c and new_c and len(old_c) == len(new_c):
         out["centroid"] = [round(a + b, 5) for a, b in zip(old_c, new_c)]
     elif old_c or new_c:
-        out["centroid"] = [round(x, 5) for x in (old_c or new_c)]
+        out["centroid"] = [round(x, 5) for x in (old_c or new_c or [])]
     out["steps"] = sorted(out["steps"], key=lambda s: -s[1])[:MAX_STAT_STEPS]
     top = sorted(out["terms"].items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_STAT_TERMS]
     out["terms"] = dict(top)

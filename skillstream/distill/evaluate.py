@@ -212,8 +212,12 @@ def _prime(cached: CachedEmbed, blocks: list[ConversationBlock], settings: Setti
     texts: list[str] = []
     for block in blocks:
         seen: list[list[str]] = []
-        segment_block(block, lambda t: seen.append(list(t)) or _no_embed(t),
-                      shift_threshold=settings.distill_shift_threshold)
+
+        def record(t: Any, seen: list[list[str]] = seen) -> Any:
+            seen.append(list(t))
+            return _no_embed(t)
+
+        segment_block(block, record, shift_threshold=settings.distill_shift_threshold)
         for batch in seen:
             texts.extend(batch)
         for seg in segment_block(block, _no_embed, shift_threshold=-1.0):

@@ -125,7 +125,7 @@ class LLMDistiller:
                 name = str(t.get("name", "")).strip() if isinstance(t, dict) else ""
                 if not name:
                     raise ValueError("every task needs a non-empty name")
-                positions = []
+                positions: list[int] = []
                 for r in t.get("ranges") or []:
                     if not (isinstance(r, list) and len(r) == 2 and all(isinstance(x, int) for x in r)):
                         raise ValueError(f"a range must be [first, last], got {r!r}")

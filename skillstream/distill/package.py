@@ -314,7 +314,7 @@ def parse_skill_md(text: str) -> tuple[dict[str, Any], dict[str, str]]:
         f = _FENCE.match(line)
         if f and fence is None:
             fence = f.group(1)
-        elif f and line.strip() == fence[0] * len(f.group(1)) and len(f.group(1)) >= len(fence):
+        elif f and fence and line.strip() == fence[0] * len(f.group(1)) and len(f.group(1)) >= len(fence):
             fence = None
         m = re.match(r"^##\s+(.+?)\s*#*\s*$", line) if fence is None and not f else None
         if m and not line.startswith("###"):
@@ -363,7 +363,7 @@ def examples_of(text: str) -> list[str]:
             continue
         if f and fence is None:
             fence = f.group(1)
-        elif f and line.strip() == fence[0] * len(f.group(1)) and len(f.group(1)) >= len(fence):
+        elif f and fence and line.strip() == fence[0] * len(f.group(1)) and len(f.group(1)) >= len(fence):
             fence = None
         if not blocks:
             blocks.append([])

@@ -60,7 +60,7 @@ class RulesDistiller:
 
     name = "rules"
 
-    def __init__(self, embed: Embed, *, merge_threshold: float = 0.56, shift_threshold: float = 0.2) -> None:
+    def __init__(self, embed: Embed, *, merge_threshold: float = 0.55, shift_threshold: float = 0.2) -> None:
         self.embed = embed
         self.merge_threshold = merge_threshold
         self.shift_threshold = shift_threshold
@@ -90,7 +90,7 @@ class RulesDistiller:
         """Full mode without an LLM: a shell script of the commands in the steps, and a reference
         note with the lessons and checks."""
         out = skill.copy()
-        commands = []
+        commands: list[str] = []
         for step in skill.procedure:
             commands.extend(c for c in st.commands_in(step) if c not in commands)
         if commands:

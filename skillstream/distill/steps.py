@@ -224,7 +224,7 @@ def commands_in(text: str) -> list[str]:
     for m in _COMMAND.finditer(text):
         cmd = (m.group(1) or m.group(2) or "").strip()
         if m.group(2):  # cut a bare command at the first word that goes back to prose
-            words = []
+            words: list[str] = []
             for w in cmd.split():
                 if w.lower() in _PROSE and words:
                     break
@@ -306,7 +306,7 @@ def stem(word: str) -> str:
 
 
 def salient_terms(
-    texts: Iterable[tuple[str, float]], k: int = 8, exclude: set[str] = frozenset()
+    texts: Iterable[tuple[str, float]], k: int = 8, exclude: Iterable[str] = ()
 ) -> list[tuple[str, float]]:
     """The ``k`` heaviest terms over ``(text, weight)`` pairs; a term counts once per text.
 
@@ -315,11 +315,11 @@ def salient_terms(
     """
     items = list(texts)
     names = proper_names(t for t, _ in items) | set(exclude)
-    score: Counter[str] = Counter()
+    score: dict[str, float] = {}
     for text, weight in items:
         for t in set(terms(text)):
             if t not in names:
-                score[t] += weight
+                score[t] = score.get(t, 0.0) + weight
     return sorted(score.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
 
 

@@ -17,6 +17,8 @@ never lost to a concurrent distillation, and the catalog copy catches up on the 
 
 from __future__ import annotations
 
+import builtins
+
 import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -227,7 +229,7 @@ class TaskSkillIndex:
         return sorted(out, key=lambda s: (s.owner_id, s.name))
 
     def search(self, text: str | None, vector: Any = None, *, owner_id: str | None = None, k: int = 5,
-               statuses: Sequence[str] = ("active",)) -> list[tuple[TaskSkill, float]]:
+               statuses: Sequence[str] = ("active",)) -> builtins.list[tuple[TaskSkill, float]]:
         """Hybrid search (vector + BM25 on ``search_text``, RRF-fused), best first."""
         where = filters.where_all(
             filters.eq("owner_id", owner_id) if owner_id is not None else None,

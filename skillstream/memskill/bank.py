@@ -121,7 +121,9 @@ class MemorySkillBank:
             versions = [v for v in versions if v.version == version]
         if not versions:
             names = [v.name for v in self.current()]
-            what = f"version {version} of memory skill {name!r}" if version else f"memory skill {name!r}"
+            what = f"memory skill {name!r}"
+            if version:
+                what = f"version {version} of {what}"
             raise InputError(f"no {what} in the bank; known memory skills: {names}")
         return versions[-1]
 

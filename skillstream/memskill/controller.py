@@ -15,8 +15,8 @@ Scorers (pluggable, ``Scorer``):
   temperature (``COSINE_TEMPERATURE``) to give logits;
 * ``TorchScorer``: the ``MemorySkillScorerNet`` MLPs (state ``2d -> 256 -> 256``, skill
   ``d -> 256 -> 256``, actor on the concatenation ``512 -> 256 -> 1`` logit per skill, critic on the
-  state features) with weights loaded from a checkpoint (``settings.memory_skill_scorer``) written by
-  ``save_scorer``; a trainer (PPO, a later component) produces it.
+  state features) with weights loaded from a checkpoint (``settings.memory_skill_scorer``)
+  written by ``save_scorer``; a trainer (PPO, a later component) produces it.
 
 Action mask. Skills whose action needs a retrieved memory (UPDATE, DELETE) get a logit of ``-inf``
 when nothing was retrieved: they could only produce operations that would be rejected.
@@ -144,7 +144,9 @@ def scorer_net(dim: int, hidden: int = HIDDEN) -> Any:
             self.skill_net = nn.Sequential(
                 nn.Linear(dim, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU()
             )
-            self.actor = nn.Sequential(nn.Linear(2 * hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+            self.actor = nn.Sequential(
+                nn.Linear(2 * hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1)
+            )
             self.critic = nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
 
         def forward(self, state: Any, skills: Any) -> Any:
@@ -189,7 +191,7 @@ class TorchScorer:
 
 
 def save_scorer(net: Any, path: str | Path, **meta: Any) -> Path:
-    """Write a scorer checkpoint that ``load_scorer`` (and ``settings.memory_skill_scorer``) reads."""
+    """Write a scorer checkpoint for ``load_scorer`` (and ``settings.memory_skill_scorer``)."""
     torch = _torch()
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
@@ -256,7 +258,7 @@ def gumbel_top_k(logits: np.ndarray, k: int, rng: np.random.Generator) -> list[i
 
 
 def joint_log_prob(logits: np.ndarray, order: Sequence[int]) -> float:
-    """Log-probability of drawing ``order`` (ordered, without replacement) from ``softmax(logits)``."""
+    """Log-probability of drawing ``order`` (ordered, no replacement) from ``softmax(logits)``."""
     z = np.asarray(logits, dtype=np.float64)
     remaining = np.isfinite(z)
     total = 0.0
@@ -269,7 +271,7 @@ def joint_log_prob(logits: np.ndarray, order: Sequence[int]) -> float:
 
 
 def joint_log_prob_torch(logits: Any, order: Sequence[int]) -> Any:
-    """Differentiable ``joint_log_prob`` for a 1-d tensor of logits (``-inf`` entries are masked)."""
+    """Differentiable ``joint_log_prob`` for a 1-d tensor of logits (``-inf`` means masked)."""
     torch = _torch()
     mask = torch.isfinite(logits)
     total = logits.new_zeros(())
@@ -336,7 +338,9 @@ class TopKController:
         if k < 1:
             raise ConfigError(f"SKILLSTREAM_MEMORY_SKILL_K must be at least 1, got {k}")
         if fusion not in FUSIONS:
-            raise ConfigError(f"SKILLSTREAM_MEMORY_SKILL_FUSION must be one of {FUSIONS}, got {fusion!r}")
+            raise ConfigError(
+                f"SKILLSTREAM_MEMORY_SKILL_FUSION must be one of {FUSIONS}, got {fusion!r}"
+            )
         self.embed = embed
         self.scorer = scorer or CosineScorer()
         self.k = k

@@ -10,16 +10,17 @@ never shown to the model; a selection of only NOOP skills makes no call at all.
 The answer is a list of operations::
 
     {"operations": [
-        {"action": "INSERT", "text": ..., "kind": ..., "key": ..., "tags": [...], "event_time": ...},
+        {"action": "INSERT", "text": ..., "kind": ..., "key": ..., "tags": [...],
+         "event_time": ...},
         {"action": "UPDATE", "index": 2, "text": ...},
         {"action": "DELETE", "index": 0},
         {"action": "NOOP"}]}
 
 With a structured-output backend (``json_schema`` or ``json_object``) the JSON schema
-``OPERATIONS_SCHEMA`` is sent with the request. With ``text`` output no schema is sent and the answer
-may also use the block format of the MemSkill reference (``ACTION: INSERT`` / ``MEMORY_ITEM: ...``,
-``ACTION: UPDATE`` / ``MEMORY_INDEX: n`` / ``UPDATED_MEMORY: ...``, ``ACTION: DELETE`` /
-``MEMORY_INDEX: n``), parsed as a fallback when no JSON is found.
+``OPERATIONS_SCHEMA`` is sent with the request. With ``text`` output no schema is sent and the
+answer may also use the block format of the MemSkill reference (``ACTION: INSERT`` /
+``MEMORY_ITEM: ...``, ``ACTION: UPDATE`` / ``MEMORY_INDEX: n`` / ``UPDATED_MEMORY: ...``,
+``ACTION: DELETE`` / ``MEMORY_INDEX: n``), parsed as a fallback when no JSON is found.
 
 Two levels of checking:
 
@@ -233,7 +234,9 @@ def parse_answer(data: Any) -> list[Any]:
                 if value is None:
                     return []
                 if not isinstance(value, list):
-                    raise ValueError(f"'{key}' should be a list of operations, got {type(value).__name__}")
+                    raise ValueError(
+                        f"'{key}' should be a list of operations, got {type(value).__name__}"
+                    )
                 return list(value)
         if "action" in data:
             return [data]
@@ -343,7 +346,8 @@ def check_operations(
             )
             continue
         named = item.get("skill")
-        skill = named if isinstance(named, str) and named in by_action[action] else by_action[action][0]
+        providers = by_action[action]
+        skill = named if isinstance(named, str) and named in providers else providers[0]
         reason = _clean_text(item.get("reason"))[:200] or f"memory skill {skill}"
         text = _clean_text(item.get("text"))
         if action in ("INSERT", "UPDATE"):
@@ -351,7 +355,8 @@ def check_operations(
                 rejected.append((shown, f"{action} needs a non-empty 'text'"))
                 continue
             if len(text) > MAX_TEXT_CHARS:
-                rejected.append((shown, f"'text' has {len(text)} characters, more than {MAX_TEXT_CHARS}"))
+                too_long = f"'text' has {len(text)} characters, more than {MAX_TEXT_CHARS}"
+                rejected.append((shown, too_long))
                 continue
         if action == "INSERT":
             kind = str(item.get("kind") or "fact").strip().lower()
@@ -370,16 +375,22 @@ def check_operations(
             continue
         index = _index(item.get("index"))
         if index is None:
-            rejected.append((shown, f"{action} needs an integer 'index' into the retrieved memories"))
+            rejected.append(
+                (shown, f"{action} needs an integer 'index' into the retrieved memories")
+            )
             continue
         if not 0 <= index < len(retrieved):
             listed = f"0-{len(retrieved) - 1}" if retrieved else "none were listed"
-            rejected.append((shown, f"index {index} is out of range (retrieved memories: {listed})"))
+            rejected.append(
+                (shown, f"index {index} is out of range (retrieved memories: {listed})")
+            )
             continue
         target = retrieved[index]
         if target.id in changed:
             first, what = changed[target.id]
-            rejected.append((shown, f"memory {index} is already changed by {what} (operation {first})"))
+            rejected.append(
+                (shown, f"memory {index} is already changed by {what} (operation {first})")
+            )
             continue
         changed[target.id] = (len(ops), action)
         if action == "UPDATE":
@@ -423,7 +434,9 @@ class MemSkillExecutor:
         self.max_tokens = max_tokens
         self.temperature = temperature
 
-    def request(self, inp: ExtractionInput, skills: Sequence[MemorySkill] | None = None) -> ChatRequest:
+    def request(
+        self, inp: ExtractionInput, skills: Sequence[MemorySkill] | None = None
+    ) -> ChatRequest:
         """The ``ChatRequest`` for a span (``skills``: the acting memory skills)."""
         acting = acting_skills(inp.memory_skills) if skills is None else list(skills)
         system, user = render_prompt(

@@ -1,4 +1,4 @@
-"""Building the LLM executor from settings (the flow calls this whenever ``settings.llm != "rules"``)."""
+"""Building the LLM executor from settings (the flow calls it when ``settings.llm != "rules"``)."""
 
 from __future__ import annotations
 

@@ -145,10 +145,14 @@ def _validated(p: Path, data: dict[str, Any], sections: dict[str, Any]) -> Skill
         )
     action = str(data.get("action") or "").strip().upper()
     if action not in ACTIONS:
-        raise InputError(f"{p}: 'action' must be one of {list(ACTIONS)}, got {data.get('action')!r}")
+        raise InputError(
+            f"{p}: 'action' must be one of {list(ACTIONS)}, got {data.get('action')!r}"
+        )
     status = str(data.get("status") or "active").strip().lower()
     if status not in STATUSES:
-        raise InputError(f"{p}: 'status' must be one of {list(STATUSES)}, got {data.get('status')!r}")
+        raise InputError(
+            f"{p}: 'status' must be one of {list(STATUSES)}, got {data.get('status')!r}"
+        )
     desc = data.get("description")
     if not isinstance(desc, str) or not desc.strip():
         raise InputError(f"{p}: 'description' must be a non-empty sentence (what the skill is for)")

@@ -21,9 +21,13 @@ from skillstream.connectors.files import FileSource
 from skillstream.flows.memory import build_flow
 from skillstream.storage.catalog import Catalog
 from tests.flows.conftest import conversation_rows, write_jsonl
-from tests.kafka.conftest import cli_env, skillstream_cmd
+from tests.kafka.conftest import cli_env, die_with_parent, skillstream_cmd
 
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    # subprocesses are forked (then exec) to set PR_SET_PDEATHSIG; nothing of lance runs in the child
+    pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning"),
+]
 
 EPOCH_S = "0.2"
 SPAN_TOKENS = "128"
@@ -77,7 +81,8 @@ def ledger_spans(settings: Settings) -> int:
 def kill_mid_run(cmd: list[str], env: dict, settings: Settings, log_path) -> None:
     """Start ``cmd``; SIGKILL it after committed progress. Fails if it ends on its own first."""
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                preexec_fn=die_with_parent)
         try:
             deadline = time.monotonic() + START_TIMEOUT_S
             state: dict = {}
@@ -116,7 +121,8 @@ def test_sigkill_then_resume_gives_the_memories_of_an_uninterrupted_run(tmp_path
     partial = lance_rows(settings)
     spans_at_kill = ledger_spans(settings)
 
-    resumed = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    resumed = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900,
+                             preexec_fn=die_with_parent)
     assert resumed.returncode == 0, resumed.stderr[-4000:]
 
     clean = Settings.load(home=str(tmp_path / "clean"), epoch_interval_s=float(EPOCH_S),

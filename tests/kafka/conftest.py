@@ -31,6 +31,23 @@ def tansu_binary() -> Path:
     return path
 
 
+_PRCTL = None
+if sys.platform.startswith("linux"):
+    import ctypes
+
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl  # resolved here, not in the forked child
+
+
+def die_with_parent() -> None:
+    """``preexec_fn`` for test subprocesses: SIGKILL the child when pytest dies (Linux).
+
+    Teardown stops what a test started; this covers a pytest that is itself killed (a CI timeout),
+    which would otherwise leave a broker or a tailing run behind.
+    """
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -85,6 +102,7 @@ def kafka_broker(tmp_path_factory):
             [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
              "--storage-engine", "memory://tansu/"],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=die_with_parent,
         )
         bootstrap = f"127.0.0.1:{port}"
         if _ready(bootstrap, proc, time.monotonic() + READY_TIMEOUT_S):
@@ -135,6 +153,7 @@ def run_cli(*args: str, env: dict[str, str], timeout: float = 300, cwd: Path | N
     """Run ``skillstream ARGS`` to its end; fail the test with its output if it fails."""
     proc = subprocess.run(
         skillstream_cmd(*args), env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+        preexec_fn=die_with_parent,
     )
     if proc.returncode != 0:
         pytest.fail(

@@ -21,10 +21,14 @@ from skillstream.config import Settings
 from skillstream.connectors.kafka import kafka_source
 from skillstream.flows.memory import build_flow
 from tests.flows.test_sigkill import lance_rows
-from tests.kafka.conftest import cli_env, free_port, skillstream_cmd
+from tests.kafka.conftest import cli_env, die_with_parent, free_port, skillstream_cmd
 from tests.kafka.factories import write_locomo
 
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    # subprocesses are forked (then exec) to set PR_SET_PDEATHSIG; nothing of lance runs in the child
+    pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning"),
+]
 
 CLUSTER_TIMEOUT_S = 600.0
 
@@ -33,7 +37,8 @@ def run_cluster(cmds: list[list[str]], env: dict, logs: list) -> list[dict]:
     """Start every command, wait for all; on a failure or the timeout kill the others."""
     outs_paths = [log.with_suffix(".out") for log in logs]
     files = [(open(o, "wb"), open(log, "wb")) for o, log in zip(outs_paths, logs)]
-    procs = [subprocess.Popen(c, env=env, stdout=out, stderr=err) for c, (out, err) in zip(cmds, files)]
+    procs = [subprocess.Popen(c, env=env, stdout=out, stderr=err, preexec_fn=die_with_parent)
+             for c, (out, err) in zip(cmds, files)]
     deadline = time.monotonic() + CLUSTER_TIMEOUT_S
     try:
         while any(p.poll() is None for p in procs):

@@ -29,12 +29,16 @@ from skillstream.config import Settings
 from skillstream.connectors.kafka import kafka_source
 from skillstream.flows.memory import build_flow
 from tests.flows.test_sigkill import lance_rows
-from tests.kafka.conftest import cli_env, skillstream_cmd
+from tests.kafka.conftest import cli_env, die_with_parent, skillstream_cmd
 from tests.kafka.factories import write_locomo
 from tests.memskill.conftest import insert_each_turn
 from tests.servers.openai_stub import OpenAIStub
 
-pytestmark = pytest.mark.slow
+pytestmark = [
+    pytest.mark.slow,
+    # subprocesses are forked (then exec) to set PR_SET_PDEATHSIG; nothing of lance runs in the child
+    pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning"),
+]
 
 FLOW = {"SKILLSTREAM_EPOCH_INTERVAL_S": "0.2", "SKILLSTREAM_SPAN_TOKENS": "128",
         "SKILLSTREAM_CONCURRENCY": "1", "SKILLSTREAM_LLM_CONCURRENCY": "1",
@@ -118,7 +122,7 @@ def test_sigkill_mid_kafka_run_then_resume_is_effectively_once(tmp_path, kafka_b
         # the run while it waits for the answer to the second request after that.
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(skillstream_cmd(*base, "--tail"), env=env, stdout=log,
-                                    stderr=subprocess.STDOUT)
+                                    stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
             child["pid"] = proc.pid
             try:
                 wait_for(lambda: len(lance_rows(Settings.load(home=str(home)))) > 0, 600,
@@ -136,7 +140,7 @@ def test_sigkill_mid_kafka_run_then_resume_is_effectively_once(tmp_path, kafka_b
         partial = lance_rows(Settings.load(home=str(home)))
 
         resumed = subprocess.run(skillstream_cmd(*base, "--no-tail"), env=env, capture_output=True,
-                                 text=True, timeout=600)
+                                 text=True, timeout=600, preexec_fn=die_with_parent)
         assert resumed.returncode == 0, resumed.stderr[-4000:]
         bodies = [body_key(b) for b in stub.requests]
 

@@ -104,3 +104,23 @@ def test_backfill_and_a_live_run_in_pieces_end_in_the_same_state(tmp_path):
     before = _state(backfill)
     _run(backfill, full)
     assert _state(backfill) == before
+
+
+def test_the_clock_emits_a_tick_before_the_first_span_past_each_boundary():
+    from skillstream.flows.maintenance import ClockLogic
+    from skillstream.lifecycle.maintenance import MaintenanceTick
+    from tests.lifecycle.conftest import span
+
+    day = timedelta(days=1)
+    a1 = span(["a"], at=T0, owner="ann")
+    a2 = span(["b"], at=T0 + timedelta(hours=2), owner="ann")
+    b1 = span(["c"], at=T0 + 3 * day, owner="bob")
+    a3 = span(["d"], at=T0 + 5 * day + timedelta(hours=1), owner="ann")
+    logic = ClockLogic(day, None)
+    out, _ = logic.on_batch([a1, a2, b1])
+    midnight = T0.replace(hour=0)
+    assert out == [MaintenanceTick("ann", midnight), a1, a2, MaintenanceTick("bob", midnight + 3 * day), b1]
+    resumed = ClockLogic(day, logic.snapshot())  # after a restart from a snapshot
+    out, _ = resumed.on_batch([a3])
+    assert out == [MaintenanceTick("ann", midnight + 5 * day), a3]
+    assert logic.snapshot() != resumed.snapshot()  # snapshots are copies

@@ -74,6 +74,20 @@ def test_writes_outside_the_policy_are_refused_and_patterns_apply(recorded):
     assert sorted(m.scope for m in state.items.values()) == ["fleet", "private"]
 
 
+def test_user_patterns_join_the_defaults_at_parse_time_and_reject_wins(tmp_path):
+    from skillstream.redact import DEFAULT_REDACTOR, redactor_for
+
+    assert redactor_for(Settings.load(home=str(tmp_path))) is DEFAULT_REDACTOR
+    s = Settings.load(home=str(tmp_path), policies={
+        "*": {"sensitive_patterns": [{"name": "employee", "regex": r"EMP-\d{6}", "action": "redact"}]},
+        "hr-bot": {"sensitive_patterns": [{"name": "employee", "regex": r"EMP-\d{6}", "action": "reject"}]},
+    })
+    r = redactor_for(s)
+    text, hits, rejected = r.check("EMP-123456 with password: hunter22")
+    assert (text, hits, rejected) == (
+        "[REDACTED:employee] with password: [REDACTED:password]", ["password", "employee"], ["employee"])
+
+
 def test_read_filter_text():
     r = Reader("o'1", "bot", "s1")
     assert read_filter(r, Policy()) == (

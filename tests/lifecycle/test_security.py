@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from skillstream.redact import DEFAULT_PATTERNS, Redactor
+from skillstream.storage.catalog import Catalog
 
 PEM_BODY = "MIIEpAIBAAKCAQEA7fakeFAKEkeyBODYonlyForTests0123456789abcdefXYZ"
 SECRETS = {
@@ -80,13 +81,13 @@ def _conversation(path: Path) -> Path:
     return path
 
 
-def _cli(home: Path, *args: str, stdout_only: bool = False) -> str:
+def _cli(home: Path, *args: str) -> str:
     exe = Path(sys.executable).with_name("skillstream")
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run([str(exe), "--home", str(home), "-vv", *args], capture_output=True, text=True,
                           env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc.stdout if stdout_only else proc.stdout + proc.stderr
+    return proc.stdout + proc.stderr
 
 
 @pytest.mark.slow
@@ -107,7 +108,6 @@ def test_no_secret_reaches_any_file_of_the_home_or_the_logs(tmp_path):
     logs += _cli(home, "maintain", "--close-sessions")
     logs += _cli(home, "search", f"hiking {SECRETS['openai_key']} password is {SECRETS['password']}",
                  "--owner", "u1")
-    logs += _cli(home, "sql", "select reason, payload from dead_letters")
 
     found: dict[str, list[str]] = {}
     canary_files = []
@@ -130,9 +130,14 @@ def test_no_secret_reaches_any_file_of_the_home_or_the_logs(tmp_path):
     assert canary_files, "the byte search must be able to see stored text"
 
     # the stores did get the conversation, redacted, and the dead letters
-    out = _cli(home, "sql", "select text from memory_meta where text like '%REDACTED%' order by text", "--json",
-               stdout_only=True)
-    redacted = {r["text"] for r in json.loads(out)}
+    cat = Catalog(str(home / "catalog.duckdb"), read_only=True)
+    try:
+        redacted = {r["text"] for r in cat.sql(
+            "SELECT text FROM memory_meta WHERE text LIKE '%REDACTED%'").to_pylist()}
+        dead = cat.sql("SELECT reason, payload FROM dead_letters ORDER BY position").to_pylist()
+        (query,) = cat.sql("SELECT query FROM queries").to_pylist()
+    finally:
+        cat.close()
     assert any("[REDACTED:employee_id]" in t for t in redacted) and len(redacted) >= 8
-    dead = _cli(home, "sql", "select count(*) as n from dead_letters", "--json", stdout_only=True)
-    assert json.loads(dead) == [{"n": 3}]
+    assert len(dead) == 3 and "[REDACTED:openai_key]" in dead[2]["reason"]
+    assert query["query"] == "hiking [REDACTED:openai_key] password is [REDACTED:password]"
