@@ -176,3 +176,5 @@ def attach_distill(
 
 def _count(step_id: str, r: TaskSkillResult) -> None:
     progress.bump(f"task_skills_{r.action}")
+    if r.action == "failed":  # not recorded as distilled: the next run tries the segment again
+        log.warning("task-skill distillation failed for conversation %s: %s", r.conversation_id, r.error)

@@ -39,11 +39,11 @@ def skills() -> None:
 def list_cmd(ctx, owner, include_archived, as_json):
     """Names and descriptions of the task skills (the progressive-disclosure index)."""
     rows = _api(ctx, owner).list(include_archived=include_archived)
+    columns = ["name", "description"] if owner else ["owner_id", "name", "description"]
     if as_json:
-        click.echo(dumps([{"owner_id": r["owner_id"], "name": r["name"], "description": r["description"]}
-                          for r in rows]))
+        click.echo(dumps([{c: r[c] for c in columns} for r in rows]))
     else:
-        click.echo(format_text(["owner_id", "name", "description"], rows, width=80))
+        click.echo(format_text(columns, rows, width=80))
 
 
 @skills.command("show")

@@ -178,7 +178,10 @@ def describe(title: str, procedure: list[str], triggers: list[str], lang: str) -
 
 def _gist(step: str, limit: int = 80) -> str:
     step = step.rstrip(" .?!。？！")
-    return step if len(step) <= limit else step[: limit - 1].rstrip() + "…"
+    if len(step) <= limit:
+        return step
+    cut = step[: limit - 1]
+    return (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" ,;:") + "…"
 
 
 def centroid(stats: dict[str, Any]) -> list[float] | None:

@@ -92,20 +92,6 @@ sch.register_table(TABLE, TASK_SKILLS)
 sch.register_table(VERSIONS, TASK_SKILL_VERSIONS)
 
 
-def _register_views() -> None:
-    from skillstream.storage.catalog import register_view
-
-    register_view(
-        "task_skill_index",
-        "SELECT owner_id, name, description, version, times_used, last_used_at, package_url "
-        "FROM task_skills WHERE status = 'active' ORDER BY owner_id, name",
-        needs=(TABLE,),
-    )
-
-
-_register_views()
-
-
 def lance_schema(dim: int) -> pa.Schema:
     """Schema of the LanceDB ``task_skills`` table for vectors of width ``dim``."""
     return sch._schema(TASK_SKILL_FIELDS + [sch.vector_field(dim)], "id",
