@@ -82,8 +82,16 @@ def build_flow(
     executor: Executor | None = None,
     flow_id: str = "skillstream-memory",
     events_to: str | None = None,
+    reconcile: bool = True,
 ) -> FlowParts:
-    """Wire the memory dataflow for ``source`` with ``settings``."""
+    """Wire the memory dataflow for ``source`` with ``settings``.
+
+    With ``reconcile`` (the default), LanceDB rows that the catalog never committed (a run that
+    stopped between the sink's two writes) are rolled back first; in a cluster only the process
+    that owns the store sink (process 0) should do it, before it joins the cluster.
+    """
+    from skillstream.storage.lance import MemoryIndex
+
     embedder = get_embedder(settings.embed_model, settings.embed_batch)
     counter = get_counter(settings.embed_model)
     executor = executor or make_executor(settings)
@@ -91,15 +99,22 @@ def build_flow(
     pool = ThreadPoolExecutor(max_workers=max(1, settings.concurrency), thread_name_prefix="extract")
     index_cache: dict[str, Any] = {}
 
-    def hydrate(owner_id: str):
-        from skillstream.storage.lance import MemoryIndex
-
+    def index() -> MemoryIndex:
         idx = index_cache.get("idx")
         if idx is None:
             idx = index_cache["idx"] = MemoryIndex(
                 settings.lancedb, embedder.dim, settings.storage_options
             )
-        return idx.owner_memories(owner_id)
+        return idx
+
+    if reconcile:
+        from skillstream.storage.reconcile import reconcile_memories
+
+        existing = MemoryIndex(settings.lancedb, embedder.dim, settings.storage_options, create=False)
+        reconcile_memories(settings.catalog, existing, embedder.encode)
+
+    def hydrate(owner_id: str):
+        return index().owner_memories(owner_id)
 
     pipeline = MemoryPipeline(
         executor=executor,

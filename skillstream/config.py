@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -292,8 +293,24 @@ class Settings:
             raise ConfigError(str(e)) from e
 
     def describe(self) -> dict[str, Any]:
-        """Every field with its value, for ``skillstream config``; no secrets are held here."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        """Every field with its value, for ``skillstream config``.
+
+        Option maps (storage options, Kafka properties) may carry credentials: values under keys
+        that name a password, secret, token or key are masked.
+        """
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = mask_secrets(value) if isinstance(value, dict) else value
+        return out
+
+
+_SECRET_KEY = re.compile(r"pass(word)?|secret|token|credential|api[_.-]?key|access[_.-]?key|private|jaas", re.I)
+
+
+def mask_secrets(options: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``options`` with the values of credential-like keys replaced by ``***``."""
+    return {k: ("***" if _SECRET_KEY.search(str(k)) and v not in (None, "") else v) for k, v in options.items()}
 
 
 def _is_remote(uri: str) -> bool:

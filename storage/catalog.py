@@ -221,6 +221,10 @@ class Catalog:
         rows = self.con.execute("SELECT table_name FROM information_schema.tables").fetchall()
         return {r[0] for r in rows}
 
+    def has(self, name: str) -> bool:
+        """Whether a table or view of that name exists."""
+        return name in self._relations()
+
     def _columns(self, table: str) -> list[str]:
         rows = self.con.execute(
             "SELECT column_name FROM information_schema.columns WHERE table_name = ? "

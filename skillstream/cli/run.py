@@ -85,7 +85,8 @@ def run(ctx, source, fmt, mapping, workers, process_id, addresses, recovery_dir,
     Path(settings.catalog).parent.mkdir(parents=True, exist_ok=True)
 
     src = make_source(source, fmt, parse_pairs(mapping, "--map"), settings, kafka_pairs, tail)
-    parts = build_flow(settings, src, workers=workers, events_to=events_to)
+    parts = build_flow(settings, src, workers=workers, events_to=events_to,
+                       reconcile=process_id in (None, 0))
 
     recovery = None
     if recovery_dir:

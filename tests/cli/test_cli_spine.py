@@ -50,3 +50,15 @@ def test_sql_csv_and_errors(tmp_path):
     invoke(home, "run")
     out = invoke(home, "sql", "select kind, count(*) as n from memories group by kind order by kind", "--csv")
     assert out.splitlines()[0] == "kind,n"
+
+
+def test_config_masks_credentials_in_option_maps(tmp_path, monkeypatch):
+    monkeypatch.setenv("SKILLSTREAM_KAFKA_CONFIG", json.dumps(
+        {"bootstrap.servers": "127.0.0.1:9092", "sasl.password": "pw-do-not-print"}))
+    monkeypatch.setenv("SKILLSTREAM_STORAGE_OPTIONS", json.dumps(
+        {"region": "us-east-1", "aws_secret_access_key": "sk-do-not-print"}))
+    out = invoke(tmp_path / "home", "config")
+    assert "do-not-print" not in out
+    shown = json.loads(out)
+    assert shown["kafka_config"] == {"bootstrap.servers": "127.0.0.1:9092", "sasl.password": "***"}
+    assert shown["storage_options"] == {"region": "us-east-1", "aws_secret_access_key": "***"}

@@ -1,0 +1,103 @@
+"""A run that stops between the store sink's LanceDB write and its catalog commit.
+
+The catalog transaction of one batch is made to fail after LanceDB took the batch: LanceDB is then
+ahead of the ledger. The next run must roll LanceDB back to the committed rows before owners are
+hydrated, so the uncommitted spans run again on the state they first saw and give exactly the rows
+of an uninterrupted run (same ids, texts, statuses and versions).
+"""
+
+from __future__ import annotations
+
+import pytest
+from bytewax.testing import run_main
+
+from skillstream.config import Settings
+from skillstream.connectors.files import FileSource
+from skillstream.embed import get_embedder
+from skillstream.flows.memory import build_flow
+from skillstream.storage.catalog import Catalog
+from skillstream.storage.lance import MemoryIndex
+from skillstream.storage.reconcile import reconcile_memories
+from tests.flows.conftest import conversation_rows, write_jsonl
+
+
+def rows_of(settings: Settings) -> list[tuple]:
+    idx = MemoryIndex(settings.lancedb, 384, settings.storage_options)
+    table = idx.table.scan(columns=["id", "text", "status", "version"]).to_pylist()
+    return sorted((r["id"], r["text"], r["status"], r["version"]) for r in table)
+
+
+def committed(settings: Settings) -> dict[str, int]:
+    with Catalog(settings.catalog, read_only=True) as cat:
+        return {r["id"]: r["version"] for r in cat.sql("select id, version from memory_meta").to_pylist()}
+
+
+def home(tmp_path, name: str) -> Settings:
+    return Settings.load(home=str(tmp_path / name), epoch_interval_s=0.0, span_tokens=96, distill=False)
+
+
+def crash_after_lance(monkeypatch, settings: Settings, src, at: int) -> None:
+    """Run the flow; the ``at``-th ledger write raises inside its catalog transaction."""
+    real, seen = Catalog.upsert, {"n": 0}
+
+    def upsert(self, table, rows, **kw):
+        if table == "spans" and rows:
+            seen["n"] += 1
+            if seen["n"] == at:
+                raise RuntimeError("stopped between the LanceDB write and the catalog commit")
+        return real(self, table, rows, **kw)
+
+    monkeypatch.setattr(Catalog, "upsert", upsert)
+    with pytest.raises(Exception, match="stopped between"):
+        run_main(build_flow(settings, FileSource(src, batch_size=4)).flow)
+    monkeypatch.setattr(Catalog, "upsert", real)
+
+
+@pytest.fixture
+def source(tmp_path):
+    # the same people come back in every conversation, so later spans change earlier memories
+    rows = []
+    for c in range(3):
+        rows += conversation_rows(f"conv{c}", 40, owner="u1")
+    return write_jsonl(tmp_path / "in.jsonl", rows)
+
+
+def test_resume_after_a_stop_between_the_writes_equals_an_uninterrupted_run(tmp_path, monkeypatch, source):
+    clean = home(tmp_path, "clean")
+    run_main(build_flow(clean, FileSource(source, batch_size=4)).flow)
+    expected = rows_of(clean)
+
+    s = home(tmp_path, "crashed")
+    crash_after_lance(monkeypatch, s, source, at=3)
+    ahead = {r[0]: r[3] for r in rows_of(s)}
+    assert ahead != committed(s)  # LanceDB holds rows (or versions) the catalog never committed
+
+    run_main(build_flow(s, FileSource(source, batch_size=4)).flow)
+    assert rows_of(s) == expected
+    assert {r[0]: r[3] for r in rows_of(s)} == committed(s)
+
+
+def test_without_reconciling_the_resumed_run_reinforces_its_own_output(tmp_path, monkeypatch, source):
+    """The failure the reconcile step prevents (shows the test above can fail)."""
+    clean = home(tmp_path, "clean")
+    run_main(build_flow(clean, FileSource(source, batch_size=4)).flow)
+
+    s = home(tmp_path, "crashed")
+    crash_after_lance(monkeypatch, s, source, at=3)
+    run_main(build_flow(s, FileSource(source, batch_size=4), reconcile=False).flow)
+    assert rows_of(s) != rows_of(clean)
+
+
+def test_reconcile_deletes_rolls_back_and_restores(tmp_path, monkeypatch, source):
+    s = home(tmp_path, "h")
+    crash_after_lance(monkeypatch, s, source, at=3)
+    index = MemoryIndex(s.lancedb, 384, s.storage_options)
+    want = committed(s)
+    # a committed memory lost from LanceDB comes back too
+    lost = sorted(want)[0]
+    index.table.delete(f"id = '{lost}'")
+
+    done = reconcile_memories(s.catalog, index, get_embedder().encode)
+    assert done.deleted + done.rolled_back > 0 and done.restored == 1
+    assert {r[0]: r[3] for r in rows_of(s)} == want
+    assert reconcile_memories(s.catalog, index, get_embedder().encode).changed == 0  # idempotent
