@@ -109,7 +109,7 @@ class Embedder:
         import torch
 
         order = np.argsort([-len(t) for t in texts], kind="stable")
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        out: np.ndarray = np.empty((len(texts), self.dim), dtype=np.float32)
         with torch.inference_mode():
             for start in range(0, len(texts), self.batch_size):
                 idx = order[start:start + self.batch_size]

@@ -349,7 +349,7 @@ class MemoryIndex:
     def _to_arrow(self, items: list[Memory]) -> pa.Table:
         schema = self.table.schema
         rows = []
-        vectors = np.empty((len(items), self.dim), dtype=np.float32)
+        vectors: np.ndarray = np.empty((len(items), self.dim), dtype=np.float32)
         for i, m in enumerate(items):
             if m.vector is None:
                 raise InputError(f"memory {m.id!r} has no vector; embed it before writing")
