@@ -9,7 +9,7 @@
 3. ``ratio`` = turns_per_s / embed_only_turns_per_s (1.0 means the flow costs no more than embedding
    the turns), ``peak_rss_mb`` the process's peak resident memory.
 
-The model is loaded before either timing starts. Results go to ``--json`` and a markdown table next
+The model is loaded, and the store libraries imported, before either timing starts. Results go to ``--json`` and a markdown table next
 to it (same name, ``.md``).
 """
 
@@ -51,6 +51,8 @@ def main(argv: list[str] | None = None) -> dict:
     from skillstream.embed import get_embedder
     from skillstream.flows import progress
     from skillstream.flows.memory import build_flow
+
+    import skillstream.storage.sinks  # noqa: F401  (store libraries imported, like the model loaded, before timing)
 
     settings_probe = Settings.load(home=tempfile.mkdtemp(prefix="ss-bench-probe-"))
     embedder = get_embedder(settings_probe.embed_model, settings_probe.embed_batch)

@@ -13,9 +13,10 @@ Spans of one owner are always applied in order, so with 8 owners at most 8 calls
 
 Reported per limit: wall time of the flow run (the embedding model is loaded before), spans per
 second, LLM calls, the most requests the stub saw in flight at once, and the time spent embedding
-(spans and new memories; the embedder runs one call at a time, so this part does not overlap and
-bounds the speedup: with ``e`` seconds of embedding per span, limit 8 cannot beat
-``(latency + e) / max(latency / 8, e)``). The aim: limit 8 gives at
+(spans and new memories). The model runs one call at a time; concurrent requests are coalesced
+into one batch, which makes the work cheaper per text but does not let it overlap with itself, so
+with ``E`` seconds of embedding in the whole run, limit 8 cannot take less than ``E`` (it is CPU
+work: on a 2-CPU machine it is the bound, see the note in the results). The aim: limit 8 gives at
 least 5x the throughput of limit 1. Results go to ``--json`` and a markdown table next to it.
 Task-skill distillation is off (``distill=False``): it makes LLM calls of its own, and this
 measures memory extraction.

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from datetime import datetime
 from typing import Any, Callable, Sequence
 
@@ -53,7 +54,12 @@ _NORM = re.compile(r"[^\w]+", re.UNICODE)
 Embed = Callable[[Sequence[str]], np.ndarray]
 
 
+@lru_cache(maxsize=1 << 16)
 def normalise(text: str) -> str:
+    """Lower case, punctuation and runs of space folded (the key of a verbatim restatement).
+
+    Cached: every span re-indexes the owner's memories by it.
+    """
     return _NORM.sub(" ", text.lower()).strip()
 
 

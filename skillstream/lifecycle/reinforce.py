@@ -57,8 +57,7 @@ class NearDuplicates:
     def __init__(self, memories: Sequence[Memory], threshold: float) -> None:
         self.threshold = threshold
         self.items: list[Memory] = []
-        self._rows: list[np.ndarray] = []
-        self._mat: np.ndarray | None = None
+        self._mat: np.ndarray | None = None  # rows 0..len(items)-1 hold the candidates' vectors
         for m in sorted(memories, key=_age_key):
             self.add(m)
 
@@ -66,9 +65,14 @@ class NearDuplicates:
         """Make ``m`` a candidate (when it is live, has a vector and may merge)."""
         if m.vector is None or m.kind in NO_MERGE_KINDS or m.status != ACTIVATED:
             return
+        v = np.asarray(m.vector, dtype=np.float32).reshape(-1)
+        n = len(self.items)
+        if self._mat is None:
+            self._mat = np.empty((64, v.shape[0]), dtype=np.float32)
+        elif n == self._mat.shape[0]:  # grow by doubling: adding stays amortised O(1)
+            self._mat = np.concatenate([self._mat, np.empty_like(self._mat)])
+        self._mat[n] = v
         self.items.append(m)
-        self._rows.append(np.asarray(m.vector, dtype=np.float32).reshape(-1))
-        self._mat = None
 
     def nearest(self, m: Memory, vector: np.ndarray) -> tuple[Memory, float] | None:
         """The live memory of ``m``'s scope most similar to ``vector`` at or above the threshold.
@@ -77,9 +81,8 @@ class NearDuplicates:
         """
         if self.threshold > 1 or not self.items or m.kind in NO_MERGE_KINDS:
             return None
-        if self._mat is None:
-            self._mat = np.stack(self._rows)
-        sims = self._mat @ np.asarray(vector, dtype=np.float32).reshape(-1)
+        assert self._mat is not None
+        sims = self._mat[: len(self.items)] @ np.asarray(vector, dtype=np.float32).reshape(-1)
         best: tuple[float, int] | None = None
         for i in np.flatnonzero(sims >= self.threshold - 1e-6):
             c = self.items[int(i)]
