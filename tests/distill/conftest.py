@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-import socket
-import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -13,6 +10,7 @@ import pytest
 from skillstream.config import Settings
 from skillstream.distill.record import ConversationBlock
 from skillstream.model import Message
+from tests.servers.s3 import fresh_bucket, moto_server
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
 T0 = datetime(2025, 5, 6, 14, 0, tzinfo=UTC)
@@ -62,39 +60,14 @@ def settings(tmp_path) -> Settings:
     return Settings(home=str(tmp_path / "home"), epoch_interval_s=0.0)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def s3_endpoint():
     """A moto S3 server on a free loopback port for the session."""
-    from moto.server import ThreadedMotoServer
-
-    for name in ("werkzeug", "moto"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+    with moto_server() as endpoint:
+        yield endpoint
 
 
 @pytest.fixture
 def s3(s3_endpoint):
-    """An empty moto with one bucket; returns (endpoint, LanceDB-style storage options)."""
-    req = urllib.request.Request(f"{s3_endpoint}/moto-api/reset", method="POST")
-    urllib.request.urlopen(req, timeout=10).read()
-    import s3fs
-
-    fs = s3fs.S3FileSystem(key="testing", secret="testing", endpoint_url=s3_endpoint, skip_instance_cache=True)
-    fs.mkdir(BUCKET)
-    return s3_endpoint, {
-        "aws_access_key_id": "testing",
-        "aws_secret_access_key": "testing",
-        "region": "us-east-1",
-        "endpoint": s3_endpoint,
-        "allow_http": "true",
-    }
+    """An empty moto with one bucket; returns (endpoint, storage options)."""
+    return s3_endpoint, fresh_bucket(s3_endpoint, BUCKET)

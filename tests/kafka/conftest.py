@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.servers.ports import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 20.0
 
@@ -46,12 +48,6 @@ def die_with_parent() -> None:
     """
     if _PRCTL is not None:
         _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _ready(bootstrap: str, proc: subprocess.Popen, deadline: float) -> bool:

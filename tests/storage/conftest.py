@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-import socket
-import urllib.request
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -20,51 +17,25 @@ from skillstream.model import (
     Span,
     SpanResult,
 )
+from tests.servers.ports import free_port  # noqa: F401 - re-exported for the tests here
+from tests.servers.s3 import fresh_bucket, moto_server
 
 DIM = 8
 T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
 BUCKET = "skillstream-test"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def s3_endpoint():
-    """A moto S3 server on a free loopback port for the whole session."""
-    from moto.server import ThreadedMotoServer
-
-    for name in ("werkzeug", "moto"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+    """A moto S3 server on a free loopback port for the session."""
+    with moto_server() as endpoint:
+        yield endpoint
 
 
 @pytest.fixture
 def s3(s3_endpoint):
-    """An empty moto with one bucket; returns (endpoint, LanceDB-style storage_options)."""
-    req = urllib.request.Request(f"{s3_endpoint}/moto-api/reset", method="POST")
-    urllib.request.urlopen(req, timeout=10).read()
-    import s3fs
-
-    fs = s3fs.S3FileSystem(
-        key="testing", secret="testing", endpoint_url=s3_endpoint, skip_instance_cache=True
-    )
-    fs.mkdir(BUCKET)
-    options = {
-        "aws_access_key_id": "testing",
-        "aws_secret_access_key": "testing",
-        "region": "us-east-1",
-        "endpoint": s3_endpoint,
-        "allow_http": "true",
-    }
-    return s3_endpoint, options
+    """An empty moto with one bucket; returns (endpoint, storage options)."""
+    return s3_endpoint, fresh_bucket(s3_endpoint, BUCKET)
 
 
 @pytest.fixture
