@@ -6,8 +6,10 @@ import csv
 import io
 import json
 import sys
-from datetime import date, datetime
+from datetime import date, datetime, time, timedelta
+from decimal import Decimal
 from typing import Any, Iterable
+from uuid import UUID
 
 import click
 import pyarrow as pa
@@ -20,12 +22,21 @@ def settings_from(ctx: click.Context, **explicit: Any) -> Settings:
 
 
 def _jsonable(v: Any) -> Any:
+    if isinstance(v, pa.MonthDayNano):  # DuckDB INTERVAL: an ISO 8601 duration (months are not seconds)
+        months, days, nanos = v
+        return f"P{months}M{days}DT{nanos / 1e9:g}S"
     if isinstance(v, (datetime, date)):
         return v.isoformat()
     if isinstance(v, (bytes, bytearray)):
         return v.hex()
     if hasattr(v, "tolist"):
         return v.tolist()
+    if isinstance(v, Decimal):  # DuckDB DECIMAL (numeric literals, sums of decimals)
+        return int(v) if v == v.to_integral_value() else float(v)
+    if isinstance(v, timedelta):  # INTERVAL
+        return v.total_seconds()
+    if isinstance(v, (UUID, time)):
+        return str(v)
     return v
 
 
@@ -37,7 +48,7 @@ def emit_table(table: pa.Table, fmt: str) -> None:
     """Print an Arrow table as text, JSON (list of objects) or CSV."""
     rows = table.to_pylist()
     if fmt == "json":
-        click.echo(dumps(rows))
+        click.echo(dumps([{k: _jsonable(v) for k, v in r.items()} for r in rows]))
     elif fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf)

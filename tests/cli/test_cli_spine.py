@@ -62,3 +62,13 @@ def test_config_masks_credentials_in_option_maps(tmp_path, monkeypatch):
     shown = json.loads(out)
     assert shown["kafka_config"] == {"bootstrap.servers": "127.0.0.1:9092", "sasl.password": "***"}
     assert shown["storage_options"] == {"region": "us-east-1", "aws_secret_access_key": "***"}
+
+
+def test_sql_json_and_csv_carry_decimals_intervals_and_uuids(tmp_path):
+    home = tmp_path / "home"
+    invoke(home, "run")
+    query = ("select 0.5 as half, 12.0 as whole, interval 90 minutes as span, "
+             "'8b9cad0e-1d4f-4c1a-9a62-2f0f3b5a6c7d'::uuid as uid")
+    rows = json.loads(invoke(home, "sql", query, "--json"))
+    assert rows == [{"half": 0.5, "whole": 12, "span": "P0M0DT5400S", "uid": "8b9cad0e-1d4f-4c1a-9a62-2f0f3b5a6c7d"}]
+    assert invoke(home, "sql", query, "--csv").splitlines()[1] == "0.5,12,P0M0DT5400S,8b9cad0e-1d4f-4c1a-9a62-2f0f3b5a6c7d"
