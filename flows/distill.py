@@ -32,7 +32,7 @@ from skillstream.config import Settings
 from skillstream.distill.distiller import OwnerTaskSkills, TaskSkillDistiller
 from skillstream.distill.record import ConversationBlock, TaskSkill, TaskSkillResult
 from skillstream.flows import progress
-from skillstream.flows.operators import shard_of
+from skillstream.flows.operators import per_owner, shard_of
 from skillstream.model import Message
 
 log = logging.getLogger(__name__)
@@ -91,10 +91,6 @@ class DistillLogic(StatefulBatchLogic[ConversationBlock, TaskSkillResult, dict])
         self.owners: dict[str, OwnerTaskSkills] = dict(resume) if resume else {}
 
     def on_batch(self, values: list[ConversationBlock]) -> tuple[Iterable[TaskSkillResult], bool]:
-        groups: dict[str, list[ConversationBlock]] = {}
-        for block in values:
-            groups.setdefault(block.owner_id, []).append(block)
-
         def run(owner: str, blocks: list[ConversationBlock]) -> tuple[OwnerTaskSkills, list[TaskSkillResult]]:
             state = self.owners.get(owner)
             if state is None or state.run_id != self.core.run_id:
@@ -107,10 +103,8 @@ class DistillLogic(StatefulBatchLogic[ConversationBlock, TaskSkillResult, dict])
                 out.extend(self.core.distill_block(state, block))
             return state, out
 
-        futures = {owner: self.pool.submit(run, owner, blocks) for owner, blocks in groups.items()}
         results: list[TaskSkillResult] = []
-        for owner in groups:
-            state, out = futures[owner].result()
+        for owner, (state, out) in per_owner(self.pool, values, lambda b: b.owner_id, run):
             self.owners[owner] = state
             results.extend(out)
         return results, StatefulBatchLogic.RETAIN

@@ -4,13 +4,31 @@ from __future__ import annotations
 
 import zlib
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, TypeVar
 
 from bytewax.operators import StatefulBatchLogic, StatefulLogic
 
 from skillstream.model import Message, Span, SpanResult
 from skillstream.pipeline import MemoryPipeline, OwnerState
 from skillstream.spans import SpanBuilder, SpanState
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def per_owner(pool: ThreadPoolExecutor, values: list[T], owner_of: Callable[[T], str],
+              run: Callable[[str, list[T]], R]) -> list[tuple[str, R]]:
+    """Group ``values`` by owner (keeping their order) and run the groups on ``pool``.
+
+    Different owners run at the same time; one owner's values go to one ``run`` call, in order.
+    Returns ``(owner, result)`` in the order owners first appear.
+    """
+    groups: dict[str, list[T]] = {}
+    for v in values:
+        groups.setdefault(owner_of(v), []).append(v)
+    futures = {owner: pool.submit(run, owner, items) for owner, items in groups.items()}
+    return [(owner, futures[owner].result()) for owner in groups]
 
 
 def shard_of(key: str, shards: int) -> str:
@@ -49,21 +67,14 @@ class ExtractLogic(StatefulBatchLogic[Span, SpanResult, dict]):
         self.owners: dict[str, OwnerState] = dict(resume) if resume else {}
 
     def on_batch(self, values: list[Span]) -> tuple[Iterable[SpanResult], bool]:
-        groups: dict[str, list[Span]] = {}
-        for span in values:
-            groups.setdefault(span.owner_id, []).append(span)
-
-        def run(owner: str, spans: list[Span]) -> list[SpanResult]:
+        def run(owner: str, spans: list[Span]) -> tuple[OwnerState, list[SpanResult]]:
             state = self.owners.get(owner)
             if state is None:
                 state = self.pipeline.new_state(owner)
-            out = self.pipeline.process_owner(state, spans)
-            return [state, out]  # type: ignore[list-item]
+            return state, self.pipeline.process_owner(state, spans)
 
-        futures = {owner: self.pool.submit(run, owner, spans) for owner, spans in groups.items()}
         results: list[SpanResult] = []
-        for owner in groups:
-            state, out = futures[owner].result()
+        for owner, (state, out) in per_owner(self.pool, values, lambda s: s.owner_id, run):
             self.owners[owner] = state
             results.extend(out)
         return results, StatefulBatchLogic.RETAIN
