@@ -4,37 +4,19 @@ The default, ``minilm``, is all-MiniLM-L6-v2 as shipped inside the ``gt-all-mini
 package: it is loaded from its installed folder with the model hub switched off, so nothing is ever
 downloaded. Any other local model folder can be named instead. Vectors are L2-normalised, so a dot
 product is the cosine similarity.
-
-Speed. Concurrent callers share model calls (see :meth:`Embedder.encode`). For the common stack of a
-transformer with mean pooling, the transformer is traced to TorchScript once at load: the traced
-graph runs without returning to Python between layers, so it keeps its speed when other threads
-(extraction, LLM clients, the flow) compete for the interpreter; eager PyTorch slows down about
-2.5x under such contention. The trace is checked against the eager model on texts of several
-lengths and is only used when they agree; otherwise (other architectures, a trace error) the eager
-model runs.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
-import warnings
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from skillstream.errors import ConfigError
-
-log = logging.getLogger(__name__)
-
-_PROBE = [
-    "a",
-    "Maya said she is flying to Lisbon on 3 May 2024 and will stay with her sister for a week.",
-    "Omar deploys the app.",
-]
 
 
 def model_path(name: str) -> str:
@@ -70,7 +52,6 @@ class Embedder:
         self.batch_size = batch_size
         self._model = SentenceTransformer(self.path, device="cpu")
         self._model.eval()
-        self._traced = _trace(self._model)
         getter = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         dim = getter()
         if dim is None:  # pragma: no cover - every sentence-transformers model reports it
@@ -133,59 +114,12 @@ class Embedder:
             for start in range(0, len(texts), self.batch_size):
                 idx = order[start:start + self.batch_size]
                 features = self._model.preprocess([texts[i] for i in idx])
-                if self._traced is not None:
-                    emb = _mean_pool(self._traced(*(features[k] for k in _INPUTS)), features["attention_mask"])
-                else:
-                    emb = self._model(features)["sentence_embedding"]
+                emb = self._model(features)["sentence_embedding"]
                 out[idx] = torch.nn.functional.normalize(emb, p=2, dim=1).float().numpy()
         return out
 
     def encode_one(self, text: str) -> np.ndarray:
         return self.encode([text])[0]
-
-
-_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-
-
-def _mean_pool(output: Any, mask: Any) -> Any:
-    hidden = output[0] if isinstance(output, (tuple, list)) else output["last_hidden_state"]
-    weights = mask.unsqueeze(-1).to(hidden.dtype)
-    return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
-
-
-def _trace(model: Any) -> Any:
-    """The model's transformer traced to TorchScript, or ``None`` when that is not safe here."""
-    import torch
-
-    names = [type(m).__name__ for m in model]
-    if names not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
-        return None
-    pooling = model[1].get_config_dict() if hasattr(model[1], "get_config_dict") else {}
-    backbone = getattr(model[0], "auto_model", None)
-    if pooling.get("pooling_mode") != "mean" or backbone is None:
-        return None
-    try:
-        # padded example: the trace must keep the attention mask's path
-        features = model.preprocess(_PROBE)
-        if any(k not in features for k in _INPUTS):
-            return None
-        with warnings.catch_warnings(), torch.inference_mode():
-            warnings.simplefilter("ignore")
-            traced = torch.jit.trace(backbone, tuple(features[k] for k in _INPUTS), strict=False, check_trace=False)
-            traced = torch.jit.freeze(traced.eval())
-            for batch in (_PROBE, _PROBE[1:2], _PROBE[::-1] * 3):
-                f = model.preprocess(batch)
-                want = model(f)["sentence_embedding"]
-                got = _mean_pool(traced(*(f[k] for k in _INPUTS)), f["attention_mask"])
-                got = torch.nn.functional.normalize(got, p=2, dim=1)
-                want = torch.nn.functional.normalize(want, p=2, dim=1)
-                if not torch.allclose(got, want, atol=1e-5):
-                    log.info("traced embedding model disagrees with the eager one; using eager")
-                    return None
-        return traced
-    except Exception as e:  # noqa: BLE001 - any trace failure means: run eager
-        log.info("embedding model not traced (%s); using eager PyTorch", e)
-        return None
 
 
 class _Request:

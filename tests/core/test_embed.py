@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pytest
 
-from skillstream.embed import Embedder, _trace, get_embedder
+from skillstream.embed import Embedder, get_embedder
 from skillstream.errors import ConfigError
 
 
@@ -19,19 +19,6 @@ def test_vectors_are_unit_length_and_match_sentence_transformers(embedder):
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
     np.testing.assert_allclose(got, want, atol=1e-5)
     assert embedder.encode([]).shape == (0, embedder.dim)
-    assert embedder._traced is not None  # the default model runs traced (checked against eager at load)
-
-
-def test_only_a_transformer_with_mean_pooling_is_traced(embedder):
-    from sentence_transformers.base.modules import Transformer
-
-    class Pooling:
-        def get_config_dict(self):
-            return {"pooling_mode": "cls"}
-
-    assert _trace([embedder._model[0], Pooling()]) is None  # CLS pooling: run eager
-    assert _trace([object()]) is None
-    assert isinstance(embedder._model[0], Transformer)
 
 
 def test_concurrent_callers_share_model_calls_and_each_gets_its_rows(embedder, monkeypatch):
