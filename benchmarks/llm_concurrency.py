@@ -18,6 +18,8 @@ into one batch, which makes the work cheaper per text but does not let it overla
 with ``E`` seconds of embedding in the whole run, limit 8 cannot take less than ``E`` (it is CPU
 work: on a 2-CPU machine it is the bound, see the note in the results). The aim: limit 8 gives at
 least 5x the throughput of limit 1. Results go to ``--json`` and a markdown table next to it.
+A diagnostic runs both limits again with every embedding served from vectors computed in the
+warm-up run, which shows what the concurrency itself gives when the model is not the bound.
 Task-skill distillation is off (``distill=False``): it makes LLM calls of its own, and this
 measures memory extraction.
 """
@@ -37,6 +39,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np  # noqa: E402
 
 from llm_stub import StubProcess, write_results  # noqa: E402
 
@@ -66,7 +70,10 @@ def conversation_file(path: Path, owners: int, spans: int) -> Path:
     return path
 
 
-def run_once(src: Path, limit: int, latency: float) -> dict:
+def run_once(src: Path, limit: int, latency: float, vectors: dict | None = None,
+             record: dict | None = None) -> dict:
+    """One flow run. ``vectors``: serve embeddings from this text -> vector map (misses are
+    computed); ``record``: store every computed vector in this map."""
     from bytewax.testing import run_main
 
     from skillstream.config import Settings
@@ -89,7 +96,12 @@ def run_once(src: Path, limit: int, latency: float) -> dict:
         def timed_forward(texts):
             t = time.perf_counter()
             try:
-                return forward(texts)
+                if vectors is not None and all(x in vectors for x in texts):
+                    return np.stack([vectors[x] for x in texts])
+                out = forward(texts)
+                if record is not None:
+                    record.update(zip(texts, out))
+                return out
             finally:
                 spent[0] += time.perf_counter() - t
 
@@ -125,13 +137,21 @@ def main(argv: list[str] | None = None) -> dict:
     from skillstream.embed import get_embedder
 
     get_embedder("minilm").encode(["warm up"])
+    seen: dict = {}
     with tempfile.TemporaryDirectory(prefix="ss-conc-src-") as d:
         src = conversation_file(Path(d) / "conv.jsonl", args.owners, args.spans)
-        run_once(src, 8, 0.0)  # warm-up: imports, Bytewax, LanceDB, DuckDB
+        run_once(src, 8, 0.0, record=seen)  # warm-up: imports, Bytewax, LanceDB, DuckDB
         runs = {limit: [run_once(src, limit, args.latency) for _ in range(args.repeat)]
+                for limit in (1, 8)}
+        # Diagnostic: the same runs with every embedding served from the warm-up's vectors, i.e.
+        # what the concurrency machinery gives when the model costs nothing (a machine with many
+        # more cores than this one, or a remote embedding service). Not the headline figure.
+        free = {limit: [run_once(src, limit, args.latency, vectors=seen) for _ in range(args.repeat)]
                 for limit in (1, 8)}
     best = {limit: min(rs, key=lambda r: r["seconds"]) for limit, rs in runs.items()}
     speedup = best[8]["spans_per_s"] / best[1]["spans_per_s"]
+    best_free = {limit: min(rs, key=lambda r: r["seconds"]) for limit, rs in free.items()}
+    speedup_free = best_free[8]["spans_per_s"] / best_free[1]["spans_per_s"]
     result = {
         "benchmark": "llm_concurrency",
         "owners": args.owners, "spans_per_owner": args.spans, "latency_s": args.latency,
@@ -140,6 +160,11 @@ def main(argv: list[str] | None = None) -> dict:
         "speedup": round(speedup, 2),
         "aim": "limit 8 >= 5x the throughput of limit 1",
         "aim_met": speedup >= 5.0,
+        "embedding_share_limit_8": round(best[8]["embedding_seconds"] / best[8]["seconds"], 3),
+        "without_embedding_cost": {
+            "best": {str(k): v for k, v in best_free.items()},
+            "speedup": round(speedup_free, 2),
+        },
         "ideal_seconds_limit_1": round(args.owners * args.spans * args.latency, 2),
         "ideal_seconds_limit_8": round(args.spans * args.latency, 2),
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
@@ -159,7 +184,14 @@ def main(argv: list[str] | None = None) -> dict:
                      f"{b['llm_calls']} | {b['max_in_flight']} | {b['embedding_seconds']:.2f} |")
     table += ["", f"Speedup {speedup:.2f}x (aim >= 5x: {'met' if speedup >= 5 else 'NOT met'}); "
               f"fastest of {args.repeat} runs per limit, whole flow through Bytewax, "
-              f"load average {result['machine']['load_avg_1m']} on {os.cpu_count()} CPUs."]
+              f"load average {result['machine']['load_avg_1m']} on {os.cpu_count()} CPUs. "
+              f"The model embeds one batch at a time: at limit 8 it was busy "
+              f"{best[8]['embedding_seconds']:.2f} s of {best[8]['seconds']:.2f} s.",
+              "",
+              "Diagnostic, not the headline: the same runs with every embedding served from vectors "
+              "computed before (the model costing nothing, as on a machine with many more cores or "
+              f"with a remote embedding service): limit 1 {best_free[1]['seconds']:.2f} s, limit 8 "
+              f"{best_free[8]['seconds']:.2f} s, speedup {speedup_free:.2f}x."]
     json_path, md_path = write_results(args.out, result, table)
     print("\n".join(table))
     print(f"wrote {json_path} and {md_path}")
