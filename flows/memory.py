@@ -108,10 +108,9 @@ def build_flow(
         return idx
 
     if reconcile:
-        from skillstream.storage.reconcile import reconcile_memories
+        from skillstream.storage.reconcile import reconcile_home
 
-        existing = MemoryIndex(settings.lancedb, embedder.dim, settings.storage_options, create=False)
-        reconcile_memories(settings.catalog, existing, embedder.encode)
+        reconcile_home(settings, embedder.dim, embedder.encode)
 
     def hydrate(owner_id: str):
         return index().owner_memories(owner_id)

@@ -2,19 +2,21 @@
 
 The store sink (:mod:`skillstream.storage.sinks`) writes a batch to LanceDB first and commits it to
 the catalog second, ending with the span ledger. A crash between the two leaves LanceDB *ahead*:
-memories inserted or changed by spans the ledger does not have. Those spans run again when the flow
-resumes; an owner whose state is hydrated from LanceDB would then meet the span's own earlier output
-as existing memories and reinforce it (same ids, higher versions) instead of writing the same rows.
+rows written for spans (or task segments) the ledger does not have. Those run again when the flow
+resumes; an owner whose state is read from LanceDB would then meet its own earlier output as
+existing memories and reinforce it (same ids, higher versions) instead of writing the same rows.
 
-:func:`reconcile_memories` makes the LanceDB ``memories`` table agree with ``memory_meta``:
+Two LanceDB tables have a committed copy in the catalog under the same name, without the vector:
+``memories`` (``memory_meta`` in the catalog) and ``task_skills``. For each,
+:func:`reconcile_table` makes LanceDB agree with the catalog:
 
 * a row whose id the catalog never committed is deleted;
-* a row whose version is ahead of the committed one is replaced by the committed row (its columns
-  from ``memory_meta``, its vector the embedding of the committed text);
-* a committed memory missing from LanceDB (a crash inside an earlier reconcile) is written back.
+* a row whose version differs from the committed one is replaced by the committed row (its
+  columns from the catalog, its vector the embedding of the committed text);
+* a committed row missing from LanceDB (a crash inside an earlier reconcile) is written back.
 
-Run it once per home before the flow starts, in the process that owns the store sink; it reads
-the catalog read-only and never writes it.
+Run :func:`reconcile_home` once per home before the flow starts, in the process that owns the store
+sink; it reads the catalog read-only and never writes it.
 """
 
 from __future__ import annotations
@@ -27,26 +29,29 @@ from typing import Any
 
 import numpy as np
 
+from skillstream.config import Settings
 from skillstream.model import Memory
 from skillstream.storage import filters
 from skillstream.storage.catalog import Catalog
-from skillstream.storage.lance import MemoryIndex
+from skillstream.storage.lance import LanceTable, MemoryIndex
 
 log = logging.getLogger(__name__)
 
 Embed = Callable[[Sequence[str]], np.ndarray]
+Restore = Callable[[list[dict[str, Any]]], None]
+"""Writes committed catalog rows (no vectors) back to the LanceDB table, embedding them."""
 
 _DIFF = """
-SELECT coalesce(l.id, m.id) AS id, l.version AS lance_version, m.version AS committed_version
-FROM (SELECT id, version FROM lance_memories) AS l
-FULL OUTER JOIN (SELECT id, version FROM memory_meta) AS m ON l.id = m.id
-WHERE m.id IS NULL OR l.id IS NULL OR l.version <> m.version
+SELECT coalesce(l.id, c.id) AS id, l.version AS lance_version, c.version AS committed_version
+FROM (SELECT id, version FROM lance_rows) AS l
+FULL OUTER JOIN (SELECT id, version FROM {committed}) AS c ON l.id = c.id
+WHERE c.id IS NULL OR l.id IS NULL OR l.version <> c.version
 """
 
 
 @dataclass
 class Reconciled:
-    """What :func:`reconcile_memories` changed in LanceDB."""
+    """What a reconcile changed in one LanceDB table."""
 
     deleted: int = 0
     rolled_back: int = 0
@@ -57,57 +62,102 @@ class Reconciled:
         return self.deleted + self.rolled_back + self.restored
 
 
-def reconcile_memories(catalog_path: str, index: MemoryIndex, embed: Embed) -> Reconciled:
-    """Make the LanceDB memories agree with the catalog's committed ``memory_meta``.
+def reconcile_table(catalog_path: str, table: LanceTable, committed: str, restore: Restore) -> Reconciled:
+    """Make one LanceDB table agree with its committed copy in the catalog.
 
     Args:
         catalog_path: The DuckDB catalog file (a missing file means nothing was committed).
-        index: The LanceDB memories table to repair.
-        embed: Text embedder for the vectors of rolled-back and restored rows.
+        table: The LanceDB table (key ``id``, version column ``version``).
+        committed: The catalog table holding the committed rows (a trusted constant).
+        restore: Writes committed rows back to ``table``.
 
     Returns:
         Counts of deleted, rolled-back and restored rows (all zero for a consistent home).
     """
     done = Reconciled()
-    dataset = index.to_lance()
+    dataset = table.to_lance()
     if dataset is None:
         return done
-    diff, committed = _compare(catalog_path, dataset)
+    diff, rows = _compare(catalog_path, dataset, committed)
     if not diff:
         return done
     stale = [d["id"] for d in diff if d["committed_version"] is None]
-    rewrite = [d for d in diff if d["committed_version"] is not None]
-    done.deleted = len(stale)
-    done.rolled_back = sum(1 for d in rewrite if d["lance_version"] is not None)
-    done.restored = len(rewrite) - done.rolled_back
-    ids = stale + [d["id"] for d in rewrite if d["lance_version"] is not None]
-    for chunk in _chunks(ids, 1000):
-        index.table.delete(filters.is_in("id", chunk))
-    memories = [_memory(row) for row in committed]
-    if memories:
-        vectors = embed([m.text for m in memories])
-        for m, v in zip(memories, vectors):
-            m.vector = np.asarray(v, dtype=np.float32)
-        index.upsert(memories)
+    replaced = [d["id"] for d in diff if d["committed_version"] is not None and d["lance_version"] is not None]
+    done.deleted, done.rolled_back = len(stale), len(replaced)
+    done.restored = len(diff) - done.deleted - done.rolled_back
+    for chunk in _chunks(stale + replaced, 1000):
+        table.delete(filters.is_in("id", chunk))
+    if rows:
+        restore(rows)
     log.warning(
-        "LanceDB memories were ahead of the catalog (a run stopped between the two writes): "
-        "%d uncommitted rows deleted, %d rolled back to their committed version, %d restored",
-        done.deleted, done.rolled_back, done.restored,
+        "LanceDB %s was ahead of the catalog (a run stopped between the two writes): %d uncommitted "
+        "rows deleted, %d rolled back to their committed version, %d restored",
+        table.name, done.deleted, done.rolled_back, done.restored,
     )
     return done
 
 
-def _compare(catalog_path: str, dataset: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Rows whose LanceDB and committed versions differ, and the committed rows among them."""
+def reconcile_memories(catalog_path: str, index: MemoryIndex, embed: Embed) -> Reconciled:
+    """:func:`reconcile_table` for the memories (committed copy: ``memory_meta``)."""
+
+    def restore(rows: list[dict[str, Any]]) -> None:
+        memories = [_memory(r) for r in rows]
+        for m, v in zip(memories, embed([m.text for m in memories])):
+            m.vector = np.asarray(v, dtype=np.float32)
+        index.upsert(memories)
+
+    return reconcile_table(catalog_path, index.table, "memory_meta", restore)
+
+
+def reconcile_task_skills(catalog_path: str, db: Any, embed: Embed) -> Reconciled:
+    """:func:`reconcile_table` for the task skills (committed copy: the catalog's ``task_skills``)."""
+    from skillstream.distill.record import TaskSkill
+    from skillstream.distill.store import TABLE, TaskSkillIndex
+
+    index = TaskSkillIndex(db, None, create=False)
+    if not index.table.exists:
+        return Reconciled()
+
+    def restore(rows: list[dict[str, Any]]) -> None:
+        skills = [TaskSkill.from_row(r) for r in rows]
+        for s, v in zip(skills, embed([s.search_text() for s in skills])):
+            s.vector = [float(x) for x in v]
+        index.upsert(skills)
+
+    return reconcile_table(catalog_path, index.table, TABLE, restore)
+
+
+def reconcile_home(settings: Settings, dim: int, embed: Embed) -> dict[str, Reconciled]:
+    """Reconcile every LanceDB table of a home that has a committed copy in the catalog."""
+    index = MemoryIndex(settings.lancedb, dim, settings.storage_options, create=False)
+    return {
+        "memories": reconcile_memories(settings.catalog, index, embed),
+        "task_skills": reconcile_task_skills(settings.catalog, index.db, embed),
+    }
+
+
+def _compare(catalog_path: str, dataset: Any, committed: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Ids whose LanceDB and committed versions differ, and the committed rows among them."""
     if Path(catalog_path).exists():
         with Catalog(catalog_path, read_only=True) as cat:
-            if cat.has("memory_meta"):
-                cat.con.register("lance_memories", dataset)
-                diff = cat.sql(_DIFF).to_pylist()
-                return diff, _committed_rows(cat, [d["id"] for d in diff if d["committed_version"] is not None])
+            if cat.has(committed):
+                cat.con.register("lance_rows", dataset)
+                try:
+                    diff = cat.sql(_DIFF.format(committed=committed)).to_pylist()
+                    fix = [d["id"] for d in diff if d["committed_version"] is not None]
+                    return diff, _committed_rows(cat, committed, fix)
+                finally:
+                    cat.con.unregister("lance_rows")
     # Nothing committed yet: every LanceDB row is ahead of the catalog.
     ids = dataset.to_table(columns=["id"])["id"].to_pylist()
     return [{"id": i, "lance_version": None, "committed_version": None} for i in ids], []
+
+
+def _committed_rows(cat: Catalog, committed: str, ids: list[str]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for chunk in _chunks(ids, 1000):
+        rows += cat.sql(f"SELECT * FROM {committed} WHERE id IN (SELECT unnest(?))", [chunk]).to_pylist()
+    return rows
 
 
 def _memory(row: dict[str, Any]) -> Memory:
@@ -115,13 +165,6 @@ def _memory(row: dict[str, Any]) -> Memory:
         if row.get(name) is None:
             row[name] = []
     return Memory(**row)
-
-
-def _committed_rows(cat: Catalog, ids: list[str]) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    for chunk in _chunks(ids, 1000):
-        rows += cat.sql("SELECT * FROM memory_meta WHERE id IN (SELECT unnest(?))", [chunk]).to_pylist()
-    return rows
 
 
 def _chunks(items: list[str], size: int) -> list[list[str]]:

@@ -8,6 +8,8 @@ of an uninterrupted run (same ids, texts, statuses and versions).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from bytewax.testing import run_main
 
@@ -36,20 +38,20 @@ def home(tmp_path, name: str) -> Settings:
     return Settings.load(home=str(tmp_path / name), epoch_interval_s=0.0, span_tokens=96, distill=False)
 
 
-def crash_after_lance(monkeypatch, settings: Settings, src, at: int) -> None:
-    """Run the flow; the ``at``-th ledger write raises inside its catalog transaction."""
+def crash_after_lance(monkeypatch, settings: Settings, src, at: int, table: str = "spans") -> None:
+    """Run the flow; the ``at``-th write to the catalog ``table`` raises inside its transaction."""
     real, seen = Catalog.upsert, {"n": 0}
 
-    def upsert(self, table, rows, **kw):
-        if table == "spans" and rows:
+    def upsert(self, name, rows, **kw):
+        if name == table and rows:
             seen["n"] += 1
             if seen["n"] == at:
                 raise RuntimeError("stopped between the LanceDB write and the catalog commit")
-        return real(self, table, rows, **kw)
+        return real(self, name, rows, **kw)
 
     monkeypatch.setattr(Catalog, "upsert", upsert)
     with pytest.raises(Exception, match="stopped between"):
-        run_main(build_flow(settings, FileSource(src, batch_size=4)).flow)
+        run_main(build_flow(settings, FileSource(str(src), batch_size=4)).flow)
     monkeypatch.setattr(Catalog, "upsert", real)
 
 
@@ -101,3 +103,30 @@ def test_reconcile_deletes_rolls_back_and_restores(tmp_path, monkeypatch, source
     assert done.deleted + done.rolled_back > 0 and done.restored == 1
     assert {r[0]: r[3] for r in rows_of(s)} == want
     assert reconcile_memories(s.catalog, index, get_embedder().encode).changed == 0  # idempotent
+
+
+def task_skills_of(settings: Settings) -> tuple[list[tuple], list[tuple]]:
+    """(LanceDB task skills as (name, version), catalog versions as (name, version))."""
+    import lancedb
+
+    tbl = lancedb.connect(settings.lancedb).open_table("task_skills")
+    lance = sorted((r["name"], r["version"]) for r in tbl.to_arrow().select(["name", "version"]).to_pylist())
+    with Catalog(settings.catalog, read_only=True) as cat:
+        versions = sorted(tuple(r.values()) for r in cat.sql("select name, version from task_skill_versions").to_pylist())
+    return lance, versions
+
+
+def test_task_skills_written_to_lancedb_but_not_committed_are_distilled_again(tmp_path, monkeypatch):
+    sample = Path(__file__).resolve().parents[2] / "data" / "sample"
+    clean = Settings.load(home=str(tmp_path / "clean"), epoch_interval_s=0.0)
+    run_main(build_flow(clean, FileSource(str(sample), batch_size=4)).flow)
+    lance, versions = task_skills_of(clean)
+    assert lance == [("deploy-flask-app", 2)] and versions == [("deploy-flask-app", 1), ("deploy-flask-app", 2)]
+
+    s = Settings.load(home=str(tmp_path / "crashed"), epoch_interval_s=0.0)
+    crash_after_lance(monkeypatch, s, sample, at=1, table="task_skills")
+    assert task_skills_of(s)[0]  # LanceDB holds a task skill the catalog never committed
+
+    run_main(build_flow(s, FileSource(str(sample), batch_size=4)).flow)
+    assert task_skills_of(s) == (lance, versions)
+    assert rows_of(s) == rows_of(clean)
