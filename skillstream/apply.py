@@ -26,8 +26,8 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 from datetime import datetime
+from functools import lru_cache
 from typing import Any, Callable, Sequence
 
 import numpy as np

@@ -305,12 +305,17 @@ class Settings:
         return out
 
 
-_SECRET_KEY = re.compile(r"pass(word)?|secret|token|credential|api[_.-]?key|access[_.-]?key|private|jaas", re.I)
+_SECRET_KEY = re.compile(
+    r"pass(word)?|secret|token|credential|api[_.-]?key|access[_.-]?key|private|jaas", re.I
+)
 
 
 def mask_secrets(options: dict[str, Any]) -> dict[str, Any]:
     """A copy of ``options`` with the values of credential-like keys replaced by ``***``."""
-    return {k: ("***" if _SECRET_KEY.search(str(k)) and v not in (None, "") else v) for k, v in options.items()}
+    return {
+        k: "***" if _SECRET_KEY.search(str(k)) and v not in (None, "") else v
+        for k, v in options.items()
+    }
 
 
 def _is_remote(uri: str) -> bool:

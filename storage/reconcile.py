@@ -82,7 +82,8 @@ def reconcile_table(catalog_path: str, table: LanceTable, committed: str, restor
     if not diff:
         return done
     stale = [d["id"] for d in diff if d["committed_version"] is None]
-    replaced = [d["id"] for d in diff if d["committed_version"] is not None and d["lance_version"] is not None]
+    replaced = [d["id"] for d in diff
+                if d["committed_version"] is not None and d["lance_version"] is not None]
     done.deleted, done.rolled_back = len(stale), len(replaced)
     done.restored = len(diff) - done.deleted - done.rolled_back
     for chunk in _chunks(stale + replaced, 1000):
@@ -136,7 +137,10 @@ def reconcile_home(settings: Settings, dim: int, embed: Embed) -> dict[str, Reco
     }
 
 
-def _compare(catalog_path: str, dataset: Any, committed: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+Rows = list[dict[str, Any]]
+
+
+def _compare(catalog_path: str, dataset: Any, committed: str) -> tuple[Rows, Rows]:
     """Ids whose LanceDB and committed versions differ, and the committed rows among them."""
     if Path(catalog_path).exists():
         with Catalog(catalog_path, read_only=True) as cat:

@@ -112,7 +112,8 @@ def task_skills_of(settings: Settings) -> tuple[list[tuple], list[tuple]]:
     tbl = lancedb.connect(settings.lancedb).open_table("task_skills")
     lance = sorted((r["name"], r["version"]) for r in tbl.to_arrow().select(["name", "version"]).to_pylist())
     with Catalog(settings.catalog, read_only=True) as cat:
-        versions = sorted(tuple(r.values()) for r in cat.sql("select name, version from task_skill_versions").to_pylist())
+        rows = cat.sql("select name, version from task_skill_versions").to_pylist()
+    versions = sorted((r["name"], r["version"]) for r in rows)
     return lance, versions
 
 
@@ -121,7 +122,8 @@ def test_task_skills_written_to_lancedb_but_not_committed_are_distilled_again(tm
     clean = Settings.load(home=str(tmp_path / "clean"), epoch_interval_s=0.0)
     run_main(build_flow(clean, FileSource(str(sample), batch_size=4)).flow)
     lance, versions = task_skills_of(clean)
-    assert lance == [("deploy-flask-app", 2)] and versions == [("deploy-flask-app", 1), ("deploy-flask-app", 2)]
+    assert lance == [("deploy-flask-app", 2)]
+    assert versions == [("deploy-flask-app", 1), ("deploy-flask-app", 2)]
 
     s = Settings.load(home=str(tmp_path / "crashed"), epoch_interval_s=0.0)
     crash_after_lance(monkeypatch, s, sample, at=1, table="task_skills")
