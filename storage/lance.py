@@ -384,7 +384,7 @@ class MemoryIndex:
             filters.eq("owner_id", owner_id),
             filters.is_in("status", statuses) if statuses is not None else None,
         )
-        return [_memory(r) for r in self.table.scan(where).to_pylist()]
+        return [memory_from_row(r) for r in self.table.scan(where).to_pylist()]
 
     def search(
         self,
@@ -422,7 +422,8 @@ class MemoryIndex:
         return self.table.to_lance()
 
 
-def _memory(row: dict[str, Any]) -> Memory:
+def memory_from_row(row: dict[str, Any]) -> Memory:
+    """A :class:`Memory` from a ``memories`` or ``memory_meta`` row (missing lists become empty)."""
     for name in ("tags", "source_message_ids"):
         if row.get(name) is None:
             row[name] = []

@@ -16,7 +16,7 @@ Two LanceDB tables have a committed copy in the catalog under the same name, wit
 * a committed row missing from LanceDB (a crash inside an earlier reconcile) is written back.
 
 Run :func:`reconcile_home` once per home before the flow starts, in the process that owns the store
-sink; it reads the catalog read-only and never writes it.
+sink; it opens the catalog once, read-only, and never writes it.
 """
 
 from __future__ import annotations
@@ -30,10 +30,9 @@ from typing import Any
 import numpy as np
 
 from skillstream.config import Settings
-from skillstream.model import Memory
 from skillstream.storage import filters
 from skillstream.storage.catalog import Catalog
-from skillstream.storage.lance import LanceTable, MemoryIndex
+from skillstream.storage.lance import LanceTable, MemoryIndex, memory_from_row
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +61,12 @@ class Reconciled:
         return self.deleted + self.rolled_back + self.restored
 
 
-def reconcile_table(catalog_path: str, table: LanceTable, committed: str, restore: Restore) -> Reconciled:
+def reconcile_table(cat: Catalog | None, table: LanceTable, committed: str, restore: Restore) -> Reconciled:
     """Make one LanceDB table agree with its committed copy in the catalog.
 
     Args:
-        catalog_path: The DuckDB catalog file (a missing file means nothing was committed).
+        cat: The catalog, open (read-only is enough); ``None`` when it does not exist yet, which
+            means nothing was committed.
         table: The LanceDB table (key ``id``, version column ``version``).
         committed: The catalog table holding the committed rows (a trusted constant).
         restore: Writes committed rows back to ``table``.
@@ -78,7 +78,7 @@ def reconcile_table(catalog_path: str, table: LanceTable, committed: str, restor
     dataset = table.to_lance()
     if dataset is None:
         return done
-    diff, rows = _compare(catalog_path, dataset, committed)
+    diff, rows = _compare(cat, dataset, committed)
     if not diff:
         return done
     stale = [d["id"] for d in diff if d["committed_version"] is None]
@@ -98,19 +98,19 @@ def reconcile_table(catalog_path: str, table: LanceTable, committed: str, restor
     return done
 
 
-def reconcile_memories(catalog_path: str, index: MemoryIndex, embed: Embed) -> Reconciled:
+def reconcile_memories(cat: Catalog | None, index: MemoryIndex, embed: Embed) -> Reconciled:
     """:func:`reconcile_table` for the memories (committed copy: ``memory_meta``)."""
 
     def restore(rows: list[dict[str, Any]]) -> None:
-        memories = [_memory(r) for r in rows]
+        memories = [memory_from_row(r) for r in rows]
         for m, v in zip(memories, embed([m.text for m in memories])):
             m.vector = np.asarray(v, dtype=np.float32)
         index.upsert(memories)
 
-    return reconcile_table(catalog_path, index.table, "memory_meta", restore)
+    return reconcile_table(cat, index.table, "memory_meta", restore)
 
 
-def reconcile_task_skills(catalog_path: str, db: Any, embed: Embed) -> Reconciled:
+def reconcile_task_skills(cat: Catalog | None, db: Any, embed: Embed) -> Reconciled:
     """:func:`reconcile_table` for the task skills (committed copy: the catalog's ``task_skills``)."""
     from skillstream.distill.record import TaskSkill
     from skillstream.distill.store import TABLE, TaskSkillIndex
@@ -125,33 +125,37 @@ def reconcile_task_skills(catalog_path: str, db: Any, embed: Embed) -> Reconcile
             s.vector = [float(x) for x in v]
         index.upsert(skills)
 
-    return reconcile_table(catalog_path, index.table, TABLE, restore)
+    return reconcile_table(cat, index.table, TABLE, restore)
 
 
 def reconcile_home(settings: Settings, dim: int, embed: Embed) -> dict[str, Reconciled]:
     """Reconcile every LanceDB table of a home that has a committed copy in the catalog."""
     index = MemoryIndex(settings.lancedb, dim, settings.storage_options, create=False)
-    return {
-        "memories": reconcile_memories(settings.catalog, index, embed),
-        "task_skills": reconcile_task_skills(settings.catalog, index.db, embed),
-    }
+    path = Path(settings.catalog)
+    cat = Catalog(str(path), read_only=True) if path.exists() else None
+    try:
+        return {
+            "memories": reconcile_memories(cat, index, embed),
+            "task_skills": reconcile_task_skills(cat, index.db, embed),
+        }
+    finally:
+        if cat is not None:
+            cat.close()
 
 
 Rows = list[dict[str, Any]]
 
 
-def _compare(catalog_path: str, dataset: Any, committed: str) -> tuple[Rows, Rows]:
+def _compare(cat: Catalog | None, dataset: Any, committed: str) -> tuple[Rows, Rows]:
     """Ids whose LanceDB and committed versions differ, and the committed rows among them."""
-    if Path(catalog_path).exists():
-        with Catalog(catalog_path, read_only=True) as cat:
-            if cat.has(committed):
-                cat.con.register("lance_rows", dataset)
-                try:
-                    diff = cat.sql(_DIFF.format(committed=committed)).to_pylist()
-                    fix = [d["id"] for d in diff if d["committed_version"] is not None]
-                    return diff, _committed_rows(cat, committed, fix)
-                finally:
-                    cat.con.unregister("lance_rows")
+    if cat is not None and cat.has(committed):
+        cat.con.register("lance_rows", dataset)
+        try:
+            diff = cat.sql(_DIFF.format(committed=committed)).to_pylist()
+        finally:
+            cat.con.unregister("lance_rows")
+        fix = [d["id"] for d in diff if d["committed_version"] is not None]
+        return diff, _committed_rows(cat, committed, fix)
     # Nothing committed yet: every LanceDB row is ahead of the catalog.
     ids = dataset.to_table(columns=["id"])["id"].to_pylist()
     return [{"id": i, "lance_version": None, "committed_version": None} for i in ids], []
@@ -162,13 +166,6 @@ def _committed_rows(cat: Catalog, committed: str, ids: list[str]) -> list[dict[s
     for chunk in _chunks(ids, 1000):
         rows += cat.sql(f"SELECT * FROM {committed} WHERE id IN (SELECT unnest(?))", [chunk]).to_pylist()
     return rows
-
-
-def _memory(row: dict[str, Any]) -> Memory:
-    for name in ("tags", "source_message_ids"):
-        if row.get(name) is None:
-            row[name] = []
-    return Memory(**row)
 
 
 def _chunks(items: list[str], size: int) -> list[list[str]]:

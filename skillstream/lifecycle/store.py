@@ -193,10 +193,10 @@ def set_status(
 
 def _get(stores: Any, memory_id: str) -> Any:
     from skillstream.storage import filters
-    from skillstream.storage.lance import _memory
+    from skillstream.storage.lance import memory_from_row
 
     rows = stores.index.table.scan(filters.eq("id", memory_id)).to_pylist()
-    return _memory(rows[0]) if rows else None
+    return memory_from_row(rows[0]) if rows else None
 
 
 def get_memory(

@@ -99,10 +99,12 @@ def test_reconcile_deletes_rolls_back_and_restores(tmp_path, monkeypatch, source
     lost = sorted(want)[0]
     index.table.delete(f"id = '{lost}'")
 
-    done = reconcile_memories(s.catalog, index, get_embedder().encode)
+    with Catalog(s.catalog, read_only=True) as cat:
+        done = reconcile_memories(cat, index, get_embedder().encode)
     assert done.deleted + done.rolled_back > 0 and done.restored == 1
     assert {r[0]: r[3] for r in rows_of(s)} == want
-    assert reconcile_memories(s.catalog, index, get_embedder().encode).changed == 0  # idempotent
+    with Catalog(s.catalog, read_only=True) as cat:
+        assert reconcile_memories(cat, index, get_embedder().encode).changed == 0  # idempotent
 
 
 def task_skills_of(settings: Settings) -> tuple[list[tuple], list[tuple]]:
