@@ -1,8 +1,10 @@
-"""Shared fixtures: small factories for messages and spans, and the session's embedder."""
+"""Shared fixtures: small factories for messages and spans, the session's embedder, and the
+session's real servers (llama.cpp, moto S3), each started once however many test folders use it."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -70,3 +72,30 @@ def embedder():
     from skillstream.embed import get_embedder
 
     return get_embedder("minilm")
+
+
+@pytest.fixture(scope="session")
+def llama_base_url() -> Iterator[str]:
+    """Base URL of a real llama.cpp server with SmolLM2-135M (model alias ``smollm2``).
+
+    Skipped only when llama-cpp-python is not installed (scripts/install_llama.sh installs it);
+    a missing model or a server that does not start is an error.
+    """
+    from tests.servers.llama import LlamaUnavailable, llama_cpp_installed, llama_server
+
+    if not llama_cpp_installed():
+        pytest.skip("llama-cpp-python is not installed; run scripts/install_llama.sh")
+    try:
+        with llama_server() as url:
+            yield url
+    except LlamaUnavailable as e:
+        pytest.fail(str(e))
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """A moto S3 server on a free loopback port for the session."""
+    from tests.servers.s3 import moto_server
+
+    with moto_server() as endpoint:
+        yield endpoint

@@ -10,7 +10,7 @@ import pytest
 from skillstream.config import Settings
 from skillstream.distill.record import ConversationBlock
 from skillstream.model import Message
-from tests.servers.s3 import fresh_bucket, moto_server
+from tests.servers.s3 import fresh_bucket
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
 T0 = datetime(2025, 5, 6, 14, 0, tzinfo=UTC)
@@ -58,13 +58,6 @@ SMALL_TALK = [
 def settings(tmp_path) -> Settings:
     """Settings whose stores all live under tmp_path; no config file or environment is read."""
     return Settings(home=str(tmp_path / "home"), epoch_interval_s=0.0)
-
-
-@pytest.fixture(scope="session")
-def s3_endpoint():
-    """A moto S3 server on a free loopback port for the session."""
-    with moto_server() as endpoint:
-        yield endpoint
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from skillstream.cli import cli
 from skillstream.config import Settings
 from skillstream.storage.artifacts import ArtifactStore
 from tests.flows.conftest import conversation_rows, write_jsonl
-from tests.storage.conftest import BUCKET, s3, s3_endpoint  # noqa: F401 - fixtures
+from tests.storage.conftest import BUCKET, s3  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.slow
 

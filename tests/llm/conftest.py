@@ -9,7 +9,6 @@ import pytest
 
 from skillstream.config import Settings
 from skillstream.llm import OpenAIBackend
-from tests.servers.llama import LlamaUnavailable, llama_cpp_installed, llama_server
 from tests.servers.openai_stub import STUB_MODEL, OpenAIStub
 
 LLM_ENV = ("SKILLSTREAM_LLM_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL")
@@ -65,19 +64,3 @@ def make_llm(llm_settings: Callable[..., Settings]) -> Iterator[Callable[..., Op
     yield make
     for backend in made:
         backend.close()
-
-
-@pytest.fixture(scope="session")
-def llama_base_url() -> Iterator[str]:
-    """Base URL of a real llama.cpp server with SmolLM2-135M (model alias ``smollm2``).
-
-    Skipped only when llama-cpp-python is not installed (scripts/install_llama.sh installs it);
-    a missing model or a server that does not start is an error.
-    """
-    if not llama_cpp_installed():
-        pytest.skip("llama-cpp-python is not installed; run scripts/install_llama.sh")
-    try:
-        with llama_server() as url:
-            yield url
-    except LlamaUnavailable as e:
-        pytest.fail(str(e))

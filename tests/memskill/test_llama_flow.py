@@ -8,7 +8,6 @@ into a grammar), parsing, validation, application, both stores, the ledger and `
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -18,7 +17,7 @@ from skillstream.config import Settings
 from skillstream.connectors.files import FileSource
 from skillstream.flows.memory import build_flow
 from skillstream.storage.catalog import Catalog
-from tests.servers.llama import MODEL_ALIAS, LlamaUnavailable, llama_cpp_installed, llama_server
+from tests.servers.llama import MODEL_ALIAS
 
 pytestmark = [pytest.mark.llama, pytest.mark.slow]
 
@@ -30,18 +29,7 @@ TURNS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def llama_url() -> Iterator[str]:
-    if not llama_cpp_installed():
-        pytest.skip("llama-cpp-python is not installed; run scripts/install_llama.sh")
-    try:
-        with llama_server() as url:
-            yield url
-    except LlamaUnavailable as e:
-        pytest.fail(str(e))
-
-
-def test_flow_extracts_and_stores_memories_through_llama_cpp(tmp_path, llama_url):
+def test_flow_extracts_and_stores_memories_through_llama_cpp(tmp_path, llama_base_url):
     src = tmp_path / "c.jsonl"
     src.write_text("".join(
         json.dumps({"conversation_id": "c1", "user_id": "sam", "session_id": "s1",
@@ -50,7 +38,7 @@ def test_flow_extracts_and_stores_memories_through_llama_cpp(tmp_path, llama_url
         for i, (role, name, text) in enumerate(TURNS)
     ))
     settings = Settings.load(
-        home=str(tmp_path / "home"), llm="openai", llm_base_url=llama_url, llm_model=MODEL_ALIAS,
+        home=str(tmp_path / "home"), llm="openai", llm_base_url=llama_base_url, llm_model=MODEL_ALIAS,
         llm_response_format="json_object", llm_timeout_s=300, llm_max_retries=2,
         extract_max_tokens=200, epoch_interval_s=0.0, distill=False,
     )

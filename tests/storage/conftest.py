@@ -18,18 +18,11 @@ from skillstream.model import (
     SpanResult,
 )
 from tests.servers.ports import free_port  # noqa: F401 - re-exported for the tests here
-from tests.servers.s3 import fresh_bucket, moto_server
+from tests.servers.s3 import fresh_bucket
 
 DIM = 8
 T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
 BUCKET = "skillstream-test"
-
-
-@pytest.fixture(scope="session")
-def s3_endpoint():
-    """A moto S3 server on a free loopback port for the session."""
-    with moto_server() as endpoint:
-        yield endpoint
 
 
 @pytest.fixture
