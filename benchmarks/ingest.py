@@ -23,7 +23,7 @@ import resource
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -38,7 +38,9 @@ def read_messages(path: str, fmt: str):
 
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", default=str(Path(__file__).resolve().parent.parent / "data" / "sample"))
+    p.add_argument(
+        "--data", default=str(Path(__file__).resolve().parent.parent / "data" / "sample")
+    )
     p.add_argument("--format", default="auto")
     p.add_argument("--json", dest="out", default="benchmarks/results/ingest.json")
     p.add_argument("--workers", type=int, default=1)
@@ -46,13 +48,12 @@ def main(argv: list[str] | None = None) -> dict:
 
     from bytewax.testing import cluster_main
 
+    import skillstream.storage.sinks  # noqa: F401  (store libraries imported, like the model loaded, before timing)
     from skillstream.config import Settings
     from skillstream.connectors.files import FileSource
     from skillstream.embed import get_embedder
     from skillstream.flows import progress
     from skillstream.flows.memory import build_flow
-
-    import skillstream.storage.sinks  # noqa: F401  (store libraries imported, like the model loaded, before timing)
 
     settings_probe = Settings.load(home=tempfile.mkdtemp(prefix="ss-bench-probe-"))
     embedder = get_embedder(settings_probe.embed_model, settings_probe.embed_batch)
@@ -68,7 +69,9 @@ def main(argv: list[str] | None = None) -> dict:
         settings = Settings.load(home=home)
         progress.reset()
         t0 = time.perf_counter()
-        parts = build_flow(settings, FileSource(args.data, format=args.format), workers=args.workers)
+        parts = build_flow(
+            settings, FileSource(args.data, format=args.format), workers=args.workers
+        )
         cluster_main(parts.flow, [], 0, worker_count_per_proc=args.workers)
         flow_s = time.perf_counter() - t0
         counts = progress.snapshot()
@@ -90,7 +93,7 @@ def main(argv: list[str] | None = None) -> dict:
         "embed_seconds": round(embed_s, 2),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "machine": f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}",
-        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

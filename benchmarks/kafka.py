@@ -79,9 +79,19 @@ def start_tansu() -> tuple[subprocess.Popen, str]:
     port = free_port()
     url = f"tcp://127.0.0.1:{port}"
     proc = subprocess.Popen(
-        [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
-         "--storage-engine", "memory://tansu/"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        [
+            str(binary),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
         preexec_fn=_die_with_parent,
     )
     bootstrap = f"127.0.0.1:{port}"
@@ -120,8 +130,14 @@ def produce(bootstrap: str, topic: str, messages: list, partitions: int) -> floa
     from skillstream.connectors.kafka import ensure_topic, message_record, parse_kafka_uri
 
     ensure_topic(parse_kafka_uri(f"kafka://{bootstrap}/{topic}"), partitions)
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
-                         "linger.ms": 20, "log.connection.close": False})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "linger.ms": 20,
+            "log.connection.close": False,
+        }
+    )
     t0 = time.perf_counter()
     for m in messages:
         value = json.dumps(message_record(m), ensure_ascii=False).encode()
@@ -151,12 +167,20 @@ def throughput(bootstrap: str, topic: str, n_messages: int, workers: int) -> dic
     home = tempfile.mkdtemp(prefix=f"ss-bench-kafka-w{workers}-")
     try:
         settings = Settings.load(home=home, llm="rules")
-        parts = build_flow(settings, kafka_source(f"kafka://{bootstrap}/{topic}", settings, tail=False),
-                           workers=workers)
+        parts = build_flow(
+            settings,
+            kafka_source(f"kafka://{bootstrap}/{topic}", settings, tail=False),
+            workers=workers,
+        )
         progress.reset()
         t0 = time.perf_counter()
-        cluster_main(parts.flow, [], 0, worker_count_per_proc=workers,
-                     epoch_interval=timedelta(seconds=settings.epoch_interval_s))
+        cluster_main(
+            parts.flow,
+            [],
+            0,
+            worker_count_per_proc=workers,
+            epoch_interval=timedelta(seconds=settings.epoch_interval_s),
+        )
         seconds = time.perf_counter() - t0
         counts = progress.snapshot()
         if counts.get("messages", 0) != n_messages:
@@ -182,10 +206,20 @@ def probe_messages(k: int, word: str) -> list[dict]:
     t = datetime(2024, 6, 1, 9, 0, tzinfo=UTC) + timedelta(days=k)
     base = {"conversation_id": owner, "user_id": owner, "role": "user", "name": "Rita"}
     return [
-        {**base, "session_id": f"{owner}/s1", "message_id": f"{owner}-1",
-         "content": f"I adopted a dog named {word} last week.", "timestamp": t.isoformat()},
-        {**base, "session_id": f"{owner}/s2", "message_id": f"{owner}-2",
-         "content": "Good morning again.", "timestamp": (t + timedelta(hours=5)).isoformat()},
+        {
+            **base,
+            "session_id": f"{owner}/s1",
+            "message_id": f"{owner}-1",
+            "content": f"I adopted a dog named {word} last week.",
+            "timestamp": t.isoformat(),
+        },
+        {
+            **base,
+            "session_id": f"{owner}/s2",
+            "message_id": f"{owner}-2",
+            "content": "Good morning again.",
+            "timestamp": (t + timedelta(hours=5)).isoformat(),
+        },
     ]
 
 
@@ -208,10 +242,12 @@ def freshness(bootstrap: str, probes: int, gap_s: float, kafka_config: list[str]
     for kv in kafka_config:
         cmd += ["--kafka-config", kv]
     log = open(Path(home) / "run.log", "wb")
-    run = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                           preexec_fn=_die_with_parent)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0,
-                         "log.connection.close": False})
+    run = subprocess.Popen(
+        cmd, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+    )
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 0, "log.connection.close": False}
+    )
     settings = Settings.load(home=home)
     embedder = get_embedder(settings.embed_model, settings.embed_batch)
     index: MemoryIndex | None = None
@@ -227,11 +263,15 @@ def freshness(bootstrap: str, probes: int, gap_s: float, kafka_config: list[str]
             limit = 300 if k == 0 else 60  # the first probe also waits for the run to start
             while True:
                 if run.poll() is not None:
-                    raise RuntimeError(f"the tail run exited with {run.returncode}; see {home}/run.log")
+                    raise RuntimeError(
+                        f"the tail run exited with {run.returncode}; see {home}/run.log"
+                    )
                 if index is None and Path(settings.lancedb, "memories.lance").exists():
                     index = MemoryIndex(settings.lancedb, embedder.dim, settings.storage_options)
                 if index is not None:
-                    hits = search_memories(settings, f"dog named {word}", owner=owner, k=3, index=index)
+                    hits = search_memories(
+                        settings, f"dog named {word}", owner=owner, k=3, index=index
+                    )
                     if any(word in h["text"] for h in hits):
                         break
                 if time.perf_counter() - t0 > limit:
@@ -271,15 +311,28 @@ def write_markdown(path: Path, result: dict) -> None:
         "|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["throughput"]:
-        lines.append(f"| {r['workers']} | {r['messages']} | {r['seconds']} | {r['messages_per_s']} "
-                     f"| {r['spans']} | {r['memory_changes']} |")
-    lines += ["", "Freshness in tail mode (produce -> searchable), seconds:", "",
-              "| setting | probes | p50 | p95 | min | max |", "|---|---:|---:|---:|---:|---:|"]
+        lines.append(
+            f"| {r['workers']} | {r['messages']} | {r['seconds']} | {r['messages_per_s']} "
+            f"| {r['spans']} | {r['memory_changes']} |"
+        )
+    lines += [
+        "",
+        "Freshness in tail mode (produce -> searchable), seconds:",
+        "",
+        "| setting | probes | p50 | p95 | min | max |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for f in result["freshness"]:
         name = ", ".join(f["kafka_config"]) or "defaults"
-        lines.append(f"| {name} | {f['probes']} | {f['p50_s']} | {f['p95_s']} | {f['min_s']} | {f['max_s']} |")
-    lines += ["", "Produced in " + str(result["produce_seconds"]) + " s. See the module docstring of "
-              "`benchmarks/kafka.py` for what is measured.", ""]
+        lines.append(
+            f"| {name} | {f['probes']} | {f['p50_s']} | {f['p95_s']} | {f['min_s']} | {f['max_s']} |"
+        )
+    lines += [
+        "",
+        "Produced in " + str(result["produce_seconds"]) + " s. See the module docstring of "
+        "`benchmarks/kafka.py` for what is measured.",
+        "",
+    ]
     path.write_text("\n".join(lines))
 
 
@@ -299,7 +352,9 @@ def main(argv: list[str] | None = None) -> dict:
     from skillstream.model import Message
 
     get_embedder("minilm").encode(["warm up"])
-    messages = [m for m in read_all(FileSource(args.data, format=args.format)) if isinstance(m, Message)]
+    messages = [
+        m for m in read_all(FileSource(args.data, format=args.format)) if isinstance(m, Message)
+    ]
     broker = None
     bootstrap = args.brokers
     if bootstrap is None:
@@ -309,17 +364,22 @@ def main(argv: list[str] | None = None) -> dict:
         topic = f"bench-{uuid.uuid4().hex[:8]}"
         produce_s = produce(bootstrap, topic, messages, args.partitions)
         runs = [throughput(bootstrap, topic, len(messages), w) for w in (1, 2)]
-        fresh = [freshness(bootstrap, args.probes, args.probe_gap, []),
-                 freshness(bootstrap, args.probes, args.probe_gap, ["fetch.wait.max.ms=10"])]
+        fresh = [
+            freshness(bootstrap, args.probes, args.probe_gap, []),
+            freshness(bootstrap, args.probes, args.probe_gap, ["fetch.wait.max.ms=10"]),
+        ]
     finally:
         if broker is not None:
             stop(broker)
     result = {
         "benchmark": "kafka",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "load_avg_start": [round(x, 2) for x in load_start],
-                    "load_avg_end": [round(x, 2) for x in os.getloadavg()]},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_avg_start": [round(x, 2) for x in load_start],
+            "load_avg_end": [round(x, 2) for x in os.getloadavg()],
+        },
         "data": args.data,
         "messages": len(messages),
         "partitions": args.partitions,

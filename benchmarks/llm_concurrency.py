@@ -33,7 +33,7 @@ import platform
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -41,10 +41,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
-
 from llm_stub import StubProcess, write_results  # noqa: E402
 
-T0 = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 TURNS = [
     "I went hiking near the lake on day {d}.",
     "Sounds lovely, how long was the walk?",
@@ -58,20 +57,26 @@ def conversation_file(path: Path, owners: int, spans: int) -> Path:
     for s in range(spans):
         for o in range(owners):
             for j, text in enumerate(TURNS):
-                rows.append({
-                    "conversation_id": f"o{o}", "user_id": f"owner-{o}", "session_id": f"o{o}-s{s}",
-                    "message_id": f"o{o}-s{s}-{j}", "role": "user" if j % 2 == 0 else "assistant",
-                    "name": f"Person{o}" if j % 2 == 0 else "Assistant",
-                    "content": text.format(d=s, k=o + s + 3),
-                    "timestamp": (T0 + timedelta(days=s, minutes=j, seconds=o)).isoformat(),
-                })
+                rows.append(
+                    {
+                        "conversation_id": f"o{o}",
+                        "user_id": f"owner-{o}",
+                        "session_id": f"o{o}-s{s}",
+                        "message_id": f"o{o}-s{s}-{j}",
+                        "role": "user" if j % 2 == 0 else "assistant",
+                        "name": f"Person{o}" if j % 2 == 0 else "Assistant",
+                        "content": text.format(d=s, k=o + s + 3),
+                        "timestamp": (T0 + timedelta(days=s, minutes=j, seconds=o)).isoformat(),
+                    }
+                )
     rows.sort(key=lambda r: r["timestamp"])
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
 
-def run_once(src: Path, limit: int, latency: float, vectors: dict | None = None,
-             record: dict | None = None) -> dict:
+def run_once(
+    src: Path, limit: int, latency: float, vectors: dict | None = None, record: dict | None = None
+) -> dict:
     """One flow run. ``vectors``: serve embeddings from this text -> vector map (misses are
     computed); ``record``: store every computed vector in this map."""
     from bytewax.testing import run_main
@@ -84,9 +89,17 @@ def run_once(src: Path, limit: int, latency: float, vectors: dict | None = None,
 
     with StubProcess(latency) as stub, tempfile.TemporaryDirectory(prefix="ss-conc-") as home:
         settings = Settings.load(
-            home=home, llm="openai", llm_base_url=stub.url, llm_model="stub-model",
-            llm_response_format="json_schema", llm_cache=False, llm_timeout_s=30.0,
-            concurrency=limit, llm_concurrency=limit, shards=0, epoch_interval_s=60.0,
+            home=home,
+            llm="openai",
+            llm_base_url=stub.url,
+            llm_model="stub-model",
+            llm_response_format="json_schema",
+            llm_cache=False,
+            llm_timeout_s=30.0,
+            concurrency=limit,
+            llm_concurrency=limit,
+            shards=0,
+            epoch_interval_s=60.0,
             distill=False,
         )
         # Time spent in the model itself (one call at a time: concurrent requests are coalesced).
@@ -118,9 +131,13 @@ def run_once(src: Path, limit: int, latency: float, vectors: dict | None = None,
     calls, in_flight = stub.count, stub.max_in_flight
     spans = counts.get("spans_done", 0)
     return {
-        "limit": limit, "seconds": round(seconds, 3), "spans": spans,
-        "failed_spans": counts.get("spans_failed", 0), "llm_calls": calls,
-        "spans_per_s": round(spans / seconds, 3), "max_in_flight": in_flight,
+        "limit": limit,
+        "seconds": round(seconds, 3),
+        "spans": spans,
+        "failed_spans": counts.get("spans_failed", 0),
+        "llm_calls": calls,
+        "spans_per_s": round(spans / seconds, 3),
+        "max_in_flight": in_flight,
         "embedding_seconds": round(spent[0], 3),
     }
 
@@ -141,20 +158,26 @@ def main(argv: list[str] | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="ss-conc-src-") as d:
         src = conversation_file(Path(d) / "conv.jsonl", args.owners, args.spans)
         run_once(src, 8, 0.0, record=seen)  # warm-up: imports, Bytewax, LanceDB, DuckDB
-        runs = {limit: [run_once(src, limit, args.latency) for _ in range(args.repeat)]
-                for limit in (1, 8)}
+        runs = {
+            limit: [run_once(src, limit, args.latency) for _ in range(args.repeat)]
+            for limit in (1, 8)
+        }
         # Diagnostic: the same runs with every embedding served from the warm-up's vectors, i.e.
         # what the concurrency machinery gives when the model costs nothing (a machine with many
         # more cores than this one, or a remote embedding service). Not the headline figure.
-        free = {limit: [run_once(src, limit, args.latency, vectors=seen) for _ in range(args.repeat)]
-                for limit in (1, 8)}
+        free = {
+            limit: [run_once(src, limit, args.latency, vectors=seen) for _ in range(args.repeat)]
+            for limit in (1, 8)
+        }
     best = {limit: min(rs, key=lambda r: r["seconds"]) for limit, rs in runs.items()}
     speedup = best[8]["spans_per_s"] / best[1]["spans_per_s"]
     best_free = {limit: min(rs, key=lambda r: r["seconds"]) for limit, rs in free.items()}
     speedup_free = best_free[8]["spans_per_s"] / best_free[1]["spans_per_s"]
     result = {
         "benchmark": "llm_concurrency",
-        "owners": args.owners, "spans_per_owner": args.spans, "latency_s": args.latency,
+        "owners": args.owners,
+        "spans_per_owner": args.spans,
+        "latency_s": args.latency,
         "runs": {str(k): v for k, v in runs.items()},
         "best": {str(k): v for k, v in best.items()},
         "speedup": round(speedup, 2),
@@ -167,9 +190,12 @@ def main(argv: list[str] | None = None) -> dict:
         },
         "ideal_seconds_limit_1": round(args.owners * args.spans * args.latency, 2),
         "ideal_seconds_limit_8": round(args.spans * args.latency, 2),
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
-                    "load_avg_1m": round(os.getloadavg()[0], 2)},
-        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "load_avg_1m": round(os.getloadavg()[0], 2),
+        },
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     table = [
         f"# LLM concurrency: {args.owners} owners x {args.spans} spans, stub latency "
@@ -180,18 +206,23 @@ def main(argv: list[str] | None = None) -> dict:
     ]
     for limit in (1, 8):
         b = best[limit]
-        table.append(f"| {limit} | {b['seconds']:.2f} | {b['spans']} | {b['spans_per_s']:.2f} | "
-                     f"{b['llm_calls']} | {b['max_in_flight']} | {b['embedding_seconds']:.2f} |")
-    table += ["", f"Speedup {speedup:.2f}x (aim >= 5x: {'met' if speedup >= 5 else 'NOT met'}); "
-              f"fastest of {args.repeat} runs per limit, whole flow through Bytewax, "
-              f"load average {result['machine']['load_avg_1m']} on {os.cpu_count()} CPUs. "
-              f"The model embeds one batch at a time: at limit 8 it was busy "
-              f"{best[8]['embedding_seconds']:.2f} s of {best[8]['seconds']:.2f} s.",
-              "",
-              "Diagnostic, not the headline: the same runs with every embedding served from vectors "
-              "computed before (the model costing nothing, as on a machine with many more cores or "
-              f"with a remote embedding service): limit 1 {best_free[1]['seconds']:.2f} s, limit 8 "
-              f"{best_free[8]['seconds']:.2f} s, speedup {speedup_free:.2f}x."]
+        table.append(
+            f"| {limit} | {b['seconds']:.2f} | {b['spans']} | {b['spans_per_s']:.2f} | "
+            f"{b['llm_calls']} | {b['max_in_flight']} | {b['embedding_seconds']:.2f} |"
+        )
+    table += [
+        "",
+        f"Speedup {speedup:.2f}x (aim >= 5x: {'met' if speedup >= 5 else 'NOT met'}); "
+        f"fastest of {args.repeat} runs per limit, whole flow through Bytewax, "
+        f"load average {result['machine']['load_avg_1m']} on {os.cpu_count()} CPUs. "
+        f"The model embeds one batch at a time: at limit 8 it was busy "
+        f"{best[8]['embedding_seconds']:.2f} s of {best[8]['seconds']:.2f} s.",
+        "",
+        "Diagnostic, not the headline: the same runs with every embedding served from vectors "
+        "computed before (the model costing nothing, as on a machine with many more cores or "
+        f"with a remote embedding service): limit 1 {best_free[1]['seconds']:.2f} s, limit 8 "
+        f"{best_free[8]['seconds']:.2f} s, speedup {speedup_free:.2f}x.",
+    ]
     json_path, md_path = write_results(args.out, result, table)
     print("\n".join(table))
     print(f"wrote {json_path} and {md_path}")

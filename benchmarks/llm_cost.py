@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -52,10 +52,18 @@ def settings_for(home: str, url: str, args):
     from skillstream.config import Settings
 
     return Settings.load(
-        home=home, llm="openai", llm_base_url=url, llm_model="stub-model",
-        llm_response_format="json_schema", llm_cache=False, llm_timeout_s=30.0,
-        span_tokens=args.span_tokens, retrieve_k=args.retrieve_k, memory_skill_k=args.k,
-        epoch_interval_s=60.0, distill=False,
+        home=home,
+        llm="openai",
+        llm_base_url=url,
+        llm_model="stub-model",
+        llm_response_format="json_schema",
+        llm_cache=False,
+        llm_timeout_s=30.0,
+        span_tokens=args.span_tokens,
+        retrieve_k=args.retrieve_k,
+        memory_skill_k=args.k,
+        epoch_interval_s=60.0,
+        distill=False,
     )
 
 
@@ -75,8 +83,10 @@ def run_span_level(args, turns: int, counter) -> dict:
     from skillstream.flows import progress
     from skillstream.flows.memory import build_flow
 
-    with OpenAIStub(insert_each_turn) as stub, \
-            tempfile.TemporaryDirectory(prefix="ss-cost-") as home:
+    with (
+        OpenAIStub(insert_each_turn) as stub,
+        tempfile.TemporaryDirectory(prefix="ss-cost-") as home,
+    ):
         settings = settings_for(home, stub.url, args)
         progress.reset()
         t0 = time.perf_counter()
@@ -84,8 +94,11 @@ def run_span_level(args, turns: int, counter) -> dict:
         seconds = time.perf_counter() - t0
         counts = progress.snapshot()
         out = tally(stub.requests, counter)
-    out.update(spans=counts.get("spans_done", 0), failed_spans=counts.get("spans_failed", 0),
-               seconds=round(seconds, 1))
+    out.update(
+        spans=counts.get("spans_done", 0),
+        failed_spans=counts.get("spans_failed", 0),
+        seconds=round(seconds, 1),
+    )
     return out
 
 
@@ -103,14 +116,19 @@ def pair_spans(messages, counter):
     spans: dict[str, list[Span]] = defaultdict(list)
     for (conv, _), msgs in by_session.items():
         for i in range(0, len(msgs), 2):
-            pair = tuple(msgs[i: i + 2])
-            spans[pair[0].owner_id].append(Span(
-                span_id=prefixed_id("spn", conv, [m.message_id for m in pair]),
-                owner_id=pair[0].owner_id, conversation_id=conv, session_id=pair[0].session_id,
-                seq=seq[conv], messages=pair,
-                n_tokens=sum(counter.count(render_turn(m)) for m in pair),
-                lang=detect_language(" ".join(m.text for m in pair)),
-            ))
+            pair = tuple(msgs[i : i + 2])
+            spans[pair[0].owner_id].append(
+                Span(
+                    span_id=prefixed_id("spn", conv, [m.message_id for m in pair]),
+                    owner_id=pair[0].owner_id,
+                    conversation_id=conv,
+                    session_id=pair[0].session_id,
+                    seq=seq[conv],
+                    messages=pair,
+                    n_tokens=sum(counter.count(render_turn(m)) for m in pair),
+                    lang=detect_language(" ".join(m.text for m in pair)),
+                )
+            )
             seq[conv] += 1
     return spans
 
@@ -124,16 +142,20 @@ def run_pair_level(args, messages, counter, embedder) -> dict:
     from skillstream.pipeline import MemoryPipeline
 
     spans = pair_spans(messages, counter)
-    with OpenAIStub(insert_each_turn) as stub, \
-            tempfile.TemporaryDirectory(prefix="ss-cost-") as home:
+    with (
+        OpenAIStub(insert_each_turn) as stub,
+        tempfile.TemporaryDirectory(prefix="ss-cost-") as home,
+    ):
         settings = settings_for(home, stub.url, args)
         pipeline = MemoryPipeline(
-            executor=make_llm_executor(settings), embed=embedder.encode,
+            executor=make_llm_executor(settings),
+            embed=embedder.encode,
             memory_skills=load_active_skills(settings),
             controller=make_controller(settings, embedder),
             retrieve_k=settings.retrieve_k,
         )
         t0 = time.perf_counter()
+
         def one_owner(owner: str):
             return pipeline.process_owner(pipeline.new_state(owner), spans[owner])
 
@@ -153,8 +175,9 @@ def per_1k(side: dict, turns: int) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", required=True,
-                   help="Conversations (LoCoMo JSON or any chat-log format).")
+    p.add_argument(
+        "--data", required=True, help="Conversations (LoCoMo JSON or any chat-log format)."
+    )
     p.add_argument("--format", default="auto")
     p.add_argument("--json", dest="out", default="benchmarks/results/llm_cost.json")
     p.add_argument("--span-tokens", type=int, default=512)
@@ -176,8 +199,12 @@ def main(argv: list[str] | None = None) -> dict:
         "data": str(args.data),
         "turns": turns,
         "owners": len({m.owner_id for m in messages}),
-        "settings": {"span_tokens": args.span_tokens, "retrieve_k": args.retrieve_k,
-                     "memory_skill_k": args.k, "response_format": "json_schema"},
+        "settings": {
+            "span_tokens": args.span_tokens,
+            "retrieve_k": args.retrieve_k,
+            "memory_skill_k": args.k,
+            "response_format": "json_schema",
+        },
         "span_level": {**span, "per_1000_turns": per_1k(span, turns)},
         "pair_baseline": {**pair, "per_1000_turns": per_1k(pair, turns)},
         "calls_ratio": round(span["calls"] / pair["calls"], 4),
@@ -186,7 +213,7 @@ def main(argv: list[str] | None = None) -> dict:
         "aim_met": span["calls"] * 4 <= pair["calls"],
         "token_counter": "all-MiniLM-L6-v2 WordPiece (tokens), whitespace (words)",
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
-        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     s1, b1 = result["span_level"]["per_1000_turns"], result["pair_baseline"]["per_1000_turns"]
     table = [

@@ -36,8 +36,11 @@ def insert_each_turn(body: dict[str, Any]) -> str:
     """One INSERT per turn of the span in the request's user message."""
     user = [m["content"] for m in body.get("messages", []) if m.get("role") == "user"]
     ops = [
-        {"action": "INSERT", "text": f"{m.group('speaker').strip()} said that {m.group('text')}",
-         "kind": "fact"}
+        {
+            "action": "INSERT",
+            "text": f"{m.group('speaker').strip()} said that {m.group('text')}",
+            "kind": "fact",
+        }
         for m in _TURN.finditer(user[0] if user else "")
     ]
     return json.dumps({"operations": ops})
@@ -73,12 +76,13 @@ class StubProcess:
         self.count = 0
         self.max_in_flight = 0
 
-    def __enter__(self) -> "StubProcess":
+    def __enter__(self) -> StubProcess:
         ctx = mp.get_context("spawn")
         self._out = ctx.Queue()
         self._stop = ctx.Event()
-        self._proc = ctx.Process(target=_serve, args=(self.latency_s, self._out, self._stop),
-                                 daemon=True)
+        self._proc = ctx.Process(
+            target=_serve, args=(self.latency_s, self._out, self._stop), daemon=True
+        )
         self._proc.start()
         self.url = self._out.get(timeout=120)
         return self

@@ -105,7 +105,7 @@ def parse_kafka_uri(uri: str, *, single_topic: bool = False) -> KafkaAddress:
     expected = "kafka://HOST:PORT/TOPIC" + ("" if single_topic else "[,TOPIC...]")
     if not isinstance(uri, str) or not uri.startswith(SCHEME):
         raise InputError(f"expected a Kafka address like {expected}, got {uri!r}")
-    rest = uri[len(SCHEME):]
+    rest = uri[len(SCHEME) :]
     hosts, sep, topics_part = rest.partition("/")
     brokers = tuple(h.strip() for h in hosts.split(",") if h.strip())
     topics = tuple(t.strip() for t in topics_part.split(",") if t.strip())

@@ -84,8 +84,10 @@ def result_events(result: Any) -> list[tuple[str, dict[str, Any]]]:
     out = []
     for e in result.events:
         memory = memories.get(e.memory_id)
-        conversation = span.conversation_id if span is not None else (
-            memory.conversation_id if memory is not None else None
+        conversation = (
+            span.conversation_id
+            if span is not None
+            else (memory.conversation_id if memory is not None else None)
         )
         out.append((e.owner_id, event_record(e, memory, conversation)))
     return out

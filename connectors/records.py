@@ -417,7 +417,10 @@ def _redact_json(value: Any, redactor: Redactor, hits: list[str]) -> Any:
         hits.extend(found)
         return text
     if isinstance(value, Mapping):
-        return {_redact_json(str(k), redactor, hits): _redact_json(v, redactor, hits) for k, v in value.items()}
+        return {
+            _redact_json(str(k), redactor, hits): _redact_json(v, redactor, hits)
+            for k, v in value.items()
+        }
     if isinstance(value, (list, tuple)):
         return [_redact_json(v, redactor, hits) for v in value]
     return value

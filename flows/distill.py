@@ -62,8 +62,11 @@ class BlockLogic(StatefulLogic[Message, ConversationBlock, BlockState]):
         out = []
         if self.state.messages:
             last = self.state.messages[-1]
-            if (value.session_id != last.session_id or value.ts - last.ts > self.gap
-                    or len(self.state.messages) >= MAX_BLOCK_MESSAGES):
+            if (
+                value.session_id != last.session_id
+                or value.ts - last.ts > self.gap
+                or len(self.state.messages) >= MAX_BLOCK_MESSAGES
+            ):
                 out.append(ConversationBlock.of(self.state.messages))
                 self.state.messages = []
         self.state.messages.append(value)
@@ -85,13 +88,17 @@ class DistillLogic(StatefulBatchLogic[ConversationBlock, TaskSkillResult, dict])
     skills edited through the API between runs are never overwritten by a stale copy.
     """
 
-    def __init__(self, core: TaskSkillDistiller, pool: ThreadPoolExecutor, resume: dict | None) -> None:
+    def __init__(
+        self, core: TaskSkillDistiller, pool: ThreadPoolExecutor, resume: dict | None
+    ) -> None:
         self.core = core
         self.pool = pool
         self.owners: dict[str, OwnerTaskSkills] = dict(resume) if resume else {}
 
     def on_batch(self, values: list[ConversationBlock]) -> tuple[Iterable[TaskSkillResult], bool]:
-        def run(owner: str, blocks: list[ConversationBlock]) -> tuple[OwnerTaskSkills, list[TaskSkillResult]]:
+        def run(
+            owner: str, blocks: list[ConversationBlock]
+        ) -> tuple[OwnerTaskSkills, list[TaskSkillResult]]:
             state = self.owners.get(owner)
             if state is None or state.run_id != self.core.run_id:
                 # new in this run, or restored from a snapshot: read the owner's task skills from
@@ -129,8 +136,9 @@ def make_core(settings: Settings, embedder: Any) -> TaskSkillDistiller:
             )
         return index.list(owner_id, statuses=None) if index.table.exists else []
 
-    return make_task_skill_distiller(settings, embedder.encode, hydrate=hydrate,
-                                     run_id=uuid.uuid4().hex)
+    return make_task_skill_distiller(
+        settings, embedder.encode, hydrate=hydrate, run_id=uuid.uuid4().hex
+    )
 
 
 def attach_distill(
@@ -156,19 +164,27 @@ def attach_distill(
     """
     core = core or make_core(settings, embedder)
     shards = settings.shards or max(1, workers)
-    pool = ThreadPoolExecutor(max_workers=max(1, settings.concurrency), thread_name_prefix="distill")
+    pool = ThreadPoolExecutor(
+        max_workers=max(1, settings.concurrency), thread_name_prefix="distill"
+    )
     by_conv = op.key_on("distill-by-conversation", messages, lambda m: m.conversation_id)
     blocks = op.stateful("distill-blocks", by_conv, lambda resume: BlockLogic(settings, resume))
     blocks = op.key_rm("distill-blocks-unkeyed", blocks)
     by_shard = op.key_on("distill-by-owner-shard", blocks, lambda b: shard_of(b.owner_id, shards))
-    results = op.stateful_batch("distill", by_shard, lambda resume: DistillLogic(core, pool, resume))
+    results = op.stateful_batch(
+        "distill", by_shard, lambda resume: DistillLogic(core, pool, resume)
+    )
     results = op.key_rm("distill-unkeyed", results)
     op.inspect("count-task-skills", results, _count)
-    keep = op.filter("distill-written", results, lambda r: r.changed or bool(r.llm_calls) or r.action == "failed")
+    keep = op.filter(
+        "distill-written", results, lambda r: r.changed or bool(r.llm_calls) or r.action == "failed"
+    )
     return op.map("distill-to-store", keep, lambda r: ("store", r))
 
 
 def _count(step_id: str, r: TaskSkillResult) -> None:
     progress.bump(f"task_skills_{r.action}")
     if r.action == "failed":  # not recorded as distilled: the next run tries the segment again
-        log.warning("task-skill distillation failed for conversation %s: %s", r.conversation_id, r.error)
+        log.warning(
+            "task-skill distillation failed for conversation %s: %s", r.conversation_id, r.error
+        )

@@ -19,8 +19,9 @@ The operator's state is one integer per owner (the last boundary index), snapsho
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import timedelta
-from typing import Any, Iterable
+from typing import Any
 
 import bytewax.operators as op
 from bytewax.dataflow import Stream
@@ -69,4 +70,6 @@ def make_maintenance(settings: Any, embedder: Any) -> Any:
     rules = LifecycleRules.from_settings(settings)
     if rules.maintenance_interval is None:
         return None
-    return Maintenance(rules, embed=embedder.encode, token_count=get_counter(settings.embed_model).count)
+    return Maintenance(
+        rules, embed=embedder.encode, token_count=get_counter(settings.embed_model).count
+    )

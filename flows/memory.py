@@ -28,14 +28,14 @@ from bytewax.inputs import Source
 from skillstream.config import Settings
 from skillstream.embed import get_embedder
 from skillstream.extract import Executor
+from skillstream.flows import progress
+from skillstream.flows.maintenance import maintenance_clock, make_maintenance
+from skillstream.flows.operators import ExtractLogic, SpanLogic, shard_of
 from skillstream.memskill.seeds import PRIMITIVES
 from skillstream.model import DeadLetter, Message, SpanResult
 from skillstream.pipeline import MemoryPipeline
 from skillstream.spans import SpanBuilder
 from skillstream.tokens import get_counter
-from skillstream.flows import progress
-from skillstream.flows.maintenance import maintenance_clock, make_maintenance
-from skillstream.flows.operators import ExtractLogic, SpanLogic, shard_of
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,9 @@ def build_flow(
     counter = get_counter(settings.embed_model)
     executor = executor or make_executor(settings)
     done = read_done_spans(settings)
-    pool = ThreadPoolExecutor(max_workers=max(1, settings.concurrency), thread_name_prefix="extract")
+    pool = ThreadPoolExecutor(
+        max_workers=max(1, settings.concurrency), thread_name_prefix="extract"
+    )
     index_cache: dict[str, Any] = {}
 
     def index() -> MemoryIndex:
@@ -142,7 +144,9 @@ def build_flow(
     spans = op.stateful("spans", by_conv, lambda resume: SpanLogic(builder, resume))
     spans = op.key_rm("spans-unkeyed", spans)
     by_shard = op.key_on("by-owner-shard", spans, lambda s: shard_of(s.owner_id, shards))
-    by_shard = maintenance_clock("maintenance-clock", by_shard, pipeline.options.rules.maintenance_interval)
+    by_shard = maintenance_clock(
+        "maintenance-clock", by_shard, pipeline.options.rules.maintenance_interval
+    )
     results = op.stateful_batch(
         "extract", by_shard, lambda resume: ExtractLogic(pipeline, pool, resume)
     )
@@ -210,7 +214,9 @@ def get_flow(source: str | None = None, format: str = "auto", **overrides: Any) 
     src = source or os.environ.get("SKILLSTREAM_SOURCE") or str(default_sample())
     from skillstream.redact import redactor_for
 
-    return build_flow(settings, FileSource(src, format=format, redactor=redactor_for(settings))).flow
+    return build_flow(
+        settings, FileSource(src, format=format, redactor=redactor_for(settings))
+    ).flow
 
 
 def default_sample() -> Path:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, TypeVar
 
 from bytewax.operators import StatefulBatchLogic, StatefulLogic
 
@@ -12,13 +13,16 @@ from skillstream.model import Message, Span, SpanResult
 from skillstream.pipeline import MemoryPipeline, OwnerState
 from skillstream.spans import SpanBuilder, SpanState
 
-
 T = TypeVar("T")
 R = TypeVar("R")
 
 
-def per_owner(pool: ThreadPoolExecutor, values: list[T], owner_of: Callable[[T], str],
-              run: Callable[[str, list[T]], R]) -> list[tuple[str, R]]:
+def per_owner(
+    pool: ThreadPoolExecutor,
+    values: list[T],
+    owner_of: Callable[[T], str],
+    run: Callable[[str, list[T]], R],
+) -> list[tuple[str, R]]:
     """Group ``values`` by owner (keeping their order) and run the groups on ``pool``.
 
     Different owners run at the same time; one owner's values go to one ``run`` call, in order.
@@ -61,7 +65,9 @@ class ExtractLogic(StatefulBatchLogic[Span, SpanResult, dict]):
     spans are applied strictly in order. The state is the owners' memories.
     """
 
-    def __init__(self, pipeline: MemoryPipeline, pool: ThreadPoolExecutor, resume: dict | None) -> None:
+    def __init__(
+        self, pipeline: MemoryPipeline, pool: ThreadPoolExecutor, resume: dict | None
+    ) -> None:
         self.pipeline = pipeline
         self.pool = pool
         self.owners: dict[str, OwnerState] = dict(resume) if resume else {}

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -39,7 +40,14 @@ from skillstream.lifecycle.maintenance import enforce_capacity
 from skillstream.lifecycle.reinforce import NearDuplicates, clamp_confidence, merge_into, reinforce
 from skillstream.lifecycle.rules import CONFIDENCE_CAP, REINFORCE_STEP, LifecycleRules
 from skillstream.lifecycle.states import (
-    ACTIVATED, ARCHIVED, CREATED, DELETED, FROZEN, REACTIVATED, UPDATED, ChangeLog,
+    ACTIVATED,
+    ARCHIVED,
+    CREATED,
+    DELETED,
+    FROZEN,
+    REACTIVATED,
+    UPDATED,
+    ChangeLog,
 )
 from skillstream.lifecycle.types import memory_type_for
 from skillstream.memories import OwnerMemories, age_key
@@ -100,7 +108,9 @@ class ApplyOptions:
     def from_settings(cls, settings: Any, embed: Embed | None = None) -> ApplyOptions:
         rules = LifecycleRules.from_settings(settings)
         return cls(
-            scope=settings.default_scope, confidence=settings.default_confidence, rules=rules,
+            scope=settings.default_scope,
+            confidence=settings.default_confidence,
+            rules=rules,
             embed=embed,
         )
 
@@ -125,7 +135,9 @@ def _describe(op: MemoryOp) -> str:
 
 
 class _Apply:
-    def __init__(self, state: OwnerMemories, span: Span, now: datetime, options: ApplyOptions) -> None:
+    def __init__(
+        self, state: OwnerMemories, span: Span, now: datetime, options: ApplyOptions
+    ) -> None:
         self.state = state
         self.span = span
         self.t = span.end_ts
@@ -170,7 +182,9 @@ class _Apply:
         text, hits, rejected = redactor.check(text)
         if rejected:
             names = ", ".join(sorted(set(rejected)))
-            self._refuse_op(op, f"matches sensitive pattern(s) {names} of policy {self.policy.agent!r}")
+            self._refuse_op(
+                op, f"matches sensitive pattern(s) {names} of policy {self.policy.agent!r}"
+            )
             return None
         return text
 
@@ -217,7 +231,11 @@ class _Apply:
     def _finish_vectors(self) -> None:
         if self.o.embed is None:
             return
-        missing = [i for i in sorted(self.out.needs_vector) if self._vector(self.out.changed[i].text) is None]
+        missing = [
+            i
+            for i in sorted(self.out.needs_vector)
+            if self._vector(self.out.changed[i].text) is None
+        ]
         if missing:
             for i, vec in zip(missing, self.o.embed([self.out.changed[i].text for i in missing])):
                 self.vectors[self.out.changed[i].text] = np.asarray(vec, dtype=np.float32)
@@ -227,8 +245,18 @@ class _Apply:
 
     # ------------------------------------------------------------------ operations
     def _new(
-        self, i: int, op: MemoryOp, text: str, *, kind: str, key: str | None, scope: str,
-        memory_type: str | None, subject: str | None, tags: Sequence[str], reason: str,
+        self,
+        i: int,
+        op: MemoryOp,
+        text: str,
+        *,
+        kind: str,
+        key: str | None,
+        scope: str,
+        memory_type: str | None,
+        subject: str | None,
+        tags: Sequence[str],
+        reason: str,
     ) -> Memory:
         ts = op.event_ts or self.t
         expiry = self.policy.default_expiry
@@ -244,7 +272,8 @@ class _Apply:
             subject=subject,
             tags=sorted(set(tags)),
             scope=scope,
-            memory_type=memory_type or memory_type_for(kind, scope, op.memory_type or self.o.memory_type),
+            memory_type=memory_type
+            or memory_type_for(kind, scope, op.memory_type or self.o.memory_type),
             confidence=clamp_confidence(confidence, self.rules),
             event_ts=ts,
             valid_from=ts,
@@ -268,7 +297,12 @@ class _Apply:
 
     def _reinforce(self, m: Memory, op: MemoryOp, reason: str) -> None:
         reinforce(
-            self.out, m, self.t, self.rules, reason, expiry=self.policy.default_expiry,
+            self.out,
+            m,
+            self.t,
+            self.rules,
+            reason,
+            expiry=self.policy.default_expiry,
             source_ids=op.source_message_ids,
         )
 
@@ -290,8 +324,15 @@ class _Apply:
         described = ctr.conflict(cur, text, kind, key, self._similarity(cur, text))
         if described:
             new = self._new(
-                i, op, text, kind=kind, key=key, scope=cur.scope, memory_type=cur.memory_type,
-                subject=op.subject or cur.subject, tags=[*cur.tags, *op.tags],
+                i,
+                op,
+                text,
+                kind=kind,
+                key=key,
+                scope=cur.scope,
+                memory_type=cur.memory_type,
+                subject=op.subject or cur.subject,
+                tags=[*cur.tags, *op.tags],
                 reason=op.reason or f"supersedes {cur.id}",
             )
             ctr.settle(self.out, cur, new, described, self.t, self.rules)
@@ -304,7 +345,9 @@ class _Apply:
         cur.updated_at = self.t
         cur.version += 1
         cur.span_id = self.span.span_id
-        cur.source_message_ids = list(dict.fromkeys([*cur.source_message_ids, *op.source_message_ids]))
+        cur.source_message_ids = list(
+            dict.fromkeys([*cur.source_message_ids, *op.source_message_ids])
+        )
         self._index(cur)
         self.out.log(cur, UPDATED, op.reason or "refined", self.t, old)
         self.out.needs_vector.add(cur.id)
@@ -319,7 +362,9 @@ class _Apply:
         if not self.policy.can_write(cur.scope):
             self._refuse_op(op, f"policy {self.policy.agent!r} may not write scope {cur.scope!r}")
             return
-        self.out.transition(cur, DELETED, DELETED, op.reason or "cancelled", self.t, valid_to=self.t)
+        self.out.transition(
+            cur, DELETED, DELETED, op.reason or "cancelled", self.t, valid_to=self.t
+        )
 
     def _insert(self, i: int, op: MemoryOp, text: str) -> None:
         if op.kind == LESSON_KIND and op.key:
@@ -333,7 +378,9 @@ class _Apply:
                 self.out.refuse(hit, "restated, but the memory is frozen", self.t)
             else:
                 if hit.status == ARCHIVED:
-                    self.out.transition(hit, ACTIVATED, REACTIVATED, "restated after being archived", self.t)
+                    self.out.transition(
+                        hit, ACTIVATED, REACTIVATED, "restated after being archived", self.t
+                    )
                     self._index(hit)
                 self._reinforce(hit, op, "restated")
             return
@@ -342,8 +389,16 @@ class _Apply:
             self._refuse_op(op, f"policy {self.policy.agent!r} may not write scope {scope!r}")
             return
         m = self._new(
-            i, op, text, kind=op.kind, key=op.key, scope=scope, memory_type=None,
-            subject=op.subject, tags=op.tags, reason=op.reason or "new information",
+            i,
+            op,
+            text,
+            kind=op.kind,
+            key=op.key,
+            scope=scope,
+            memory_type=None,
+            subject=op.subject,
+            tags=op.tags,
+            reason=op.reason or "new information",
         )
         if m.vector is not None:
             if self._near is None:
@@ -353,7 +408,13 @@ class _Apply:
             found = self._near.nearest(m, m.vector)  # type: ignore[arg-type]
             if found is not None:
                 merge_into(
-                    self.out, m, found[0], found[1], self.t, self.rules, expiry=self.policy.default_expiry
+                    self.out,
+                    m,
+                    found[0],
+                    found[1],
+                    self.t,
+                    self.rules,
+                    expiry=self.policy.default_expiry,
                 )
                 return
             self._near.add(m)

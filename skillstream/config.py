@@ -92,7 +92,9 @@ class Settings:
     max_message_chars: int = _doc(
         "Longer messages go to the dead letters. SKILLSTREAM_MAX_MESSAGE_CHARS.", 20000
     )
-    retrieve_k: int = _doc("Memories retrieved per span for the extractor. SKILLSTREAM_RETRIEVE_K.", 20)
+    retrieve_k: int = _doc(
+        "Memories retrieved per span for the extractor. SKILLSTREAM_RETRIEVE_K.", 20
+    )
     shards: int = _doc(
         "Key shards of the extraction step; owners of one shard are processed concurrently. "
         "0 means one shard per worker. SKILLSTREAM_SHARDS.",
@@ -274,7 +276,7 @@ class Settings:
 
     # ------------------------------------------------------------------ loading
     @classmethod
-    def load(cls, **explicit: Any) -> "Settings":
+    def load(cls, **explicit: Any) -> Settings:
         """Build settings from explicit values, the environment, the config file and defaults."""
         explicit = {k: v for k, v in explicit.items() if v is not None}
         unknown = set(explicit) - {f.name for f in dataclasses.fields(cls)}
@@ -355,7 +357,9 @@ def _coerce(f: dataclasses.Field, raw: Any) -> Any:
             return dict(json.loads(raw) if isinstance(raw, str) else raw)
         return str(raw)
     except (ValueError, TypeError) as e:
-        raise ConfigError(f"setting {f.name!r}: cannot read {raw!r} as {type(default).__name__}") from e
+        raise ConfigError(
+            f"setting {f.name!r}: cannot read {raw!r} as {type(default).__name__}"
+        ) from e
 
 
 def _from_env(cls: type) -> dict[str, Any]:
@@ -383,5 +387,7 @@ def _from_file(cls: type, home: str) -> dict[str, Any]:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = set(data) - set(fields)
     if unknown:
-        raise ConfigError(f"{path}: unknown keys {sorted(unknown)}; known keys are field names of Settings")
+        raise ConfigError(
+            f"{path}: unknown keys {sorted(unknown)}; known keys are field names of Settings"
+        )
     return {k: _coerce(fields[k], v) for k, v in data.items()}

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -52,7 +52,10 @@ class Embedder:
         self.batch_size = batch_size
         self._model = SentenceTransformer(self.path, device="cpu")
         self._model.eval()
-        getter = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        getter = (
+            getattr(self._model, "get_embedding_dimension", None)
+            or self._model.get_sentence_embedding_dimension
+        )
         dim = getter()
         if dim is None:  # pragma: no cover - every sentence-transformers model reports it
             raise ConfigError(f"model at {self.path} does not report its embedding width")
@@ -86,7 +89,7 @@ class Embedder:
             out = self._forward(flat)
             start = 0
             for r in batch:
-                r.vectors, start = out[start:start + len(r.texts)], start + len(r.texts)
+                r.vectors, start = out[start : start + len(r.texts)], start + len(r.texts)
         except BaseException as e:
             for r in batch:
                 r.error = e
@@ -112,7 +115,7 @@ class Embedder:
         out: np.ndarray = np.empty((len(texts), self.dim), dtype=np.float32)
         with torch.inference_mode():
             for start in range(0, len(texts), self.batch_size):
-                idx = order[start:start + self.batch_size]
+                idx = order[start : start + self.batch_size]
                 features = self._model.preprocess([texts[i] for i in idx])
                 emb = self._model(features)["sentence_embedding"]
                 out[idx] = torch.nn.functional.normalize(emb, p=2, dim=1).float().numpy()

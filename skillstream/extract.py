@@ -12,8 +12,9 @@ the same inputs, so the flow does not change when an LLM is configured.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -70,7 +71,10 @@ class Controller(Protocol):
     """Picks the memory skills for a span."""
 
     def select(
-        self, span_vector: np.ndarray | None, retrieved: Sequence[Memory], skills: Sequence[MemorySkill]
+        self,
+        span_vector: np.ndarray | None,
+        retrieved: Sequence[Memory],
+        skills: Sequence[MemorySkill],
     ) -> list[MemorySkill]: ...
 
 
@@ -78,6 +82,9 @@ class AllSkills:
     """The trivial controller: every skill in the bank is selected."""
 
     def select(
-        self, span_vector: np.ndarray | None, retrieved: Sequence[Memory], skills: Sequence[MemorySkill]
+        self,
+        span_vector: np.ndarray | None,
+        retrieved: Sequence[Memory],
+        skills: Sequence[MemorySkill],
     ) -> list[MemorySkill]:
         return list(skills)

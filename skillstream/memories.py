@@ -84,7 +84,7 @@ class OwnerMemories:
         order = sorted(range(len(with_vec)), key=lambda i: (-float(scores[i]), with_vec[i].id))
         return [with_vec[i] for i in order[:k]]
 
-    def copy(self) -> "OwnerMemories":
+    def copy(self) -> OwnerMemories:
         return OwnerMemories(
             self.owner_id,
             {k: v.copy() for k, v in self.items.items()},

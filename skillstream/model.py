@@ -149,7 +149,7 @@ class Memory:
         """A dict with one entry per column of ``schema.MEMORY_FIELDS`` plus ``vector``."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
-    def copy(self) -> "Memory":
+    def copy(self) -> Memory:
         new = dataclasses.replace(self)
         new.tags = list(self.tags)
         new.source_message_ids = list(self.source_message_ids)

@@ -18,16 +18,18 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 
 from skillstream.apply import ApplyOptions, apply_ops
 from skillstream.errors import SkillstreamError
 from skillstream.extract import AllSkills, Controller, Executor, ExtractionInput, MemorySkill
-from skillstream.failures import TABLE as FAILED_SPANS, failed_span_row
+from skillstream.failures import TABLE as FAILED_SPANS
+from skillstream.failures import failed_span_row
 from skillstream.memories import OwnerMemories
 from skillstream.model import Memory, Span, SpanResult
 from skillstream.spans import render_span
@@ -48,7 +50,7 @@ class OwnerState:
     memories: OwnerMemories
     run_id: str
 
-    def copy(self) -> "OwnerState":
+    def copy(self) -> OwnerState:
         return OwnerState(self.memories.copy(), self.run_id)
 
 
@@ -64,7 +66,7 @@ class MemoryPipeline:
     done_spans: frozenset[str] = frozenset()
     retrieve_k: int = 20
     options: ApplyOptions = ApplyOptions()
-    clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     maintenance: Callable[[OwnerMemories, Any], Any] | None = None
     """Lifecycle maintenance for ``MaintenanceTick`` items in the span stream (issue 5)."""
@@ -89,7 +91,9 @@ class MemoryPipeline:
                 continue
             restored = state.run_id != self.run_id
             if not restored and span.span_id in self.done_spans:
-                results.append(SpanResult(span=span, status="skipped", extractor=self.executor.name))
+                results.append(
+                    SpanResult(span=span, status="skipped", extractor=self.executor.name)
+                )
                 continue
             results.append(self._one(state, span, pending, defer))
         if pending:
@@ -99,7 +103,9 @@ class MemoryPipeline:
             r.memories = [m.copy() for m in r.memories]
         return results
 
-    def _one(self, state: OwnerState, span: Span, pending: dict[str, Memory], defer: bool) -> SpanResult:
+    def _one(
+        self, state: OwnerState, span: Span, pending: dict[str, Memory], defer: bool
+    ) -> SpanResult:
         now = self.clock()
         text = render_span(span)
         span_vec = None
@@ -122,9 +128,15 @@ class MemoryPipeline:
             # The span's messages go to failed_spans so `skillstream retry-failed` can redo it.
             payload = failed_span_row(span, self.executor.name, str(e), attempts, now)
             return SpanResult(
-                span=span, status="failed", extractor=self.executor.name, llm_calls=calls,
-                memory_skills=[s.name for s in skills], error=str(e)[:2000],
-                attempts=attempts, processed_at=now, extras={FAILED_SPANS: [payload]},
+                span=span,
+                status="failed",
+                extractor=self.executor.name,
+                llm_calls=calls,
+                memory_skills=[s.name for s in skills],
+                error=str(e)[:2000],
+                attempts=attempts,
+                processed_at=now,
+                extras={FAILED_SPANS: [payload]},
             )
         for op_text, reason in extraction.rejected:
             log.info("span %s: rejected operation %s: %s", span.span_id, op_text, reason)

@@ -83,6 +83,7 @@ class Redactor:
         """
         hits: list[str] = []
         for pat, rx in self._compiled:
+
             def repl(m: re.Match[str], pat: SensitivePattern = pat) -> str:
                 secret = m.group(pat.group)
                 if pat.name == "credit_card":
@@ -130,7 +131,9 @@ def merge_patterns(*groups: tuple[SensitivePattern, ...]) -> tuple[SensitivePatt
     return tuple(by_name.values())
 
 
-def patterns_from_config(items: Any, where: str = "sensitive_patterns") -> tuple[SensitivePattern, ...]:
+def patterns_from_config(
+    items: Any, where: str = "sensitive_patterns"
+) -> tuple[SensitivePattern, ...]:
     """Read user patterns: a list of ``{"name", "regex", "action": "redact"|"reject", "group"}``.
 
     Raises:

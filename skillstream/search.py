@@ -57,7 +57,9 @@ class MemorySearch:
         self.settings = settings
         self.rules = LifecycleRules.from_settings(settings)
         self.embedder = get_embedder(settings.embed_model, settings.embed_batch)
-        self.index = index or MemoryIndex(settings.lancedb, self.embedder.dim, settings.storage_options)
+        self.index = index or MemoryIndex(
+            settings.lancedb, self.embedder.dim, settings.storage_options
+        )
         self.redactor = redactor_for(settings)
         self.catalog = catalog
         self._own_catalog = False
@@ -117,7 +119,10 @@ class MemorySearch:
         text = query if strategy in ("keyword", "hybrid") else None
         vector = self.embedder.encode_one(query) if strategy in ("semantic", "hybrid") else None
         found = self.index.search(
-            text, vector, k=max(CANDIDATES_PER_HIT * k, 20), where=read_filter(reader, policy),
+            text,
+            vector,
+            k=max(CANDIDATES_PER_HIT * k, 20),
+            where=read_filter(reader, policy),
             statuses=statuses,
         )
         allowed = [h for h in found if can_read(reader, policy, h)]
@@ -125,7 +130,14 @@ class MemorySearch:
         hits = rank(allowed, at, self.rules, k)
         if self.recording:
             row = query_row(
-                reader, query, strategy, k, [h["id"] for h in hits], at, datetime.now(UTC), self.redactor
+                reader,
+                query,
+                strategy,
+                k,
+                [h["id"] for h in hits],
+                at,
+                datetime.now(UTC),
+                self.redactor,
             )
             record(self.catalog, self.index, row, at)
         return hits
@@ -158,4 +170,6 @@ def search_memories(
 ) -> list[dict[str, Any]]:
     """One search (see :class:`MemorySearch`); hits carry text, score and provenance."""
     with MemorySearch(settings, record=record, index=index) as s:
-        return s.search(query, owner=owner, agent=agent, session=session, k=k, strategy=strategy, now=now)
+        return s.search(
+            query, owner=owner, agent=agent, session=session, k=k, strategy=strategy, now=now
+        )

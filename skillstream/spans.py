@@ -14,9 +14,9 @@ Span ids hash the conversation and the message ids, so a replay gives the same i
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Callable
 
 from skillstream.ids import prefixed_id
 from skillstream.lang import detect_language
@@ -31,7 +31,7 @@ class SpanState:
     tokens: int = 0
     seq: int = 0
 
-    def copy(self) -> "SpanState":
+    def copy(self) -> SpanState:
         return replace(self, messages=list(self.messages))
 
 

@@ -61,7 +61,9 @@ class Reconciled:
         return self.deleted + self.rolled_back + self.restored
 
 
-def reconcile_table(cat: Catalog | None, table: LanceTable, committed: str, restore: Restore) -> Reconciled:
+def reconcile_table(
+    cat: Catalog | None, table: LanceTable, committed: str, restore: Restore
+) -> Reconciled:
     """Make one LanceDB table agree with its committed copy in the catalog.
 
     Args:
@@ -82,8 +84,11 @@ def reconcile_table(cat: Catalog | None, table: LanceTable, committed: str, rest
     if not diff:
         return done
     stale = [d["id"] for d in diff if d["committed_version"] is None]
-    replaced = [d["id"] for d in diff
-                if d["committed_version"] is not None and d["lance_version"] is not None]
+    replaced = [
+        d["id"]
+        for d in diff
+        if d["committed_version"] is not None and d["lance_version"] is not None
+    ]
     done.deleted, done.rolled_back = len(stale), len(replaced)
     done.restored = len(diff) - done.deleted - done.rolled_back
     for chunk in _chunks(stale + replaced, 1000):
@@ -93,7 +98,10 @@ def reconcile_table(cat: Catalog | None, table: LanceTable, committed: str, rest
     log.warning(
         "LanceDB %s was ahead of the catalog (a run stopped between the two writes): %d uncommitted "
         "rows deleted, %d rolled back to their committed version, %d restored",
-        table.name, done.deleted, done.rolled_back, done.restored,
+        table.name,
+        done.deleted,
+        done.rolled_back,
+        done.restored,
     )
     return done
 
@@ -164,9 +172,11 @@ def _compare(cat: Catalog | None, dataset: Any, committed: str) -> tuple[Rows, R
 def _committed_rows(cat: Catalog, committed: str, ids: list[str]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for chunk in _chunks(ids, 1000):
-        rows += cat.sql(f"SELECT * FROM {committed} WHERE id IN (SELECT unnest(?))", [chunk]).to_pylist()
+        rows += cat.sql(
+            f"SELECT * FROM {committed} WHERE id IN (SELECT unnest(?))", [chunk]
+        ).to_pylist()
     return rows
 
 
 def _chunks(items: list[str], size: int) -> list[list[str]]:
-    return [items[i:i + size] for i in range(0, len(items), size)]
+    return [items[i : i + size] for i in range(0, len(items), size)]

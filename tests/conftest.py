@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -15,7 +15,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from skillstream.model import Message, Span  # noqa: E402
 from skillstream.spans import SpanBuilder, SpanState  # noqa: E402
 
-T0 = datetime(2024, 5, 8, 13, 56, tzinfo=timezone.utc)
+T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
 
 
 def make_message(
@@ -43,11 +43,15 @@ def make_message(
     )
 
 
-def make_span(turns: list[tuple[str, str]], *, conversation_id: str = "c1", ts: datetime | None = None) -> Span:
+def make_span(
+    turns: list[tuple[str, str]], *, conversation_id: str = "c1", ts: datetime | None = None
+) -> Span:
     """A span from (role, text) pairs, one minute apart."""
     base = ts or T0
     msgs = [
-        make_message(text, i=i, role=role, conversation_id=conversation_id, ts=base + timedelta(minutes=i))
+        make_message(
+            text, i=i, role=role, conversation_id=conversation_id, ts=base + timedelta(minutes=i)
+        )
         for i, (role, text) in enumerate(turns)
     ]
     builder = SpanBuilder(lambda s: len(s.split()), budget=10**9)

@@ -22,7 +22,9 @@ def test_namespace_packages_import_from_the_top_level_folders(name):
 
 def test_no_generic_top_level_modules_are_importable_from_elsewhere(tmp_path):
     code = "import importlib.util as u; print([n for n in ('flows','connectors','storage') if u.find_spec(n)])"
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
     assert out.stdout.strip() == "[]"
 
 
@@ -36,7 +38,9 @@ def test_type_checker_resolves_the_mapped_packages(tmp_path):
     )
     out = subprocess.run(
         [sys.executable, "-m", "mypy", "--follow-imports=silent", "--no-incremental", "-c", code],
-        cwd=ROOT, capture_output=True, text=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     assert "Cannot find implementation" not in out.stdout, out.stdout
     assert "skillstream.flows.memory.FlowParts" in out.stdout

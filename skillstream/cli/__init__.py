@@ -68,7 +68,9 @@ class LazyGroup(click.Group):
 def cli(ctx: click.Context, home: str, verbose: int) -> None:
     """skillstream: turn conversation streams into agent memory."""
     level = logging.WARNING - 10 * verbose
-    logging.basicConfig(level=max(level, logging.DEBUG), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=max(level, logging.DEBUG), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     ctx.obj = {"home": home}

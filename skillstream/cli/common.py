@@ -6,9 +6,10 @@ import csv
 import io
 import json
 import sys
+from collections.abc import Iterable
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
-from typing import Any, Iterable
+from typing import Any
 from uuid import UUID
 
 import click
@@ -22,7 +23,9 @@ def settings_from(ctx: click.Context, **explicit: Any) -> Settings:
 
 
 def _jsonable(v: Any) -> Any:
-    if isinstance(v, pa.MonthDayNano):  # DuckDB INTERVAL: an ISO 8601 duration (months are not seconds)
+    if isinstance(
+        v, pa.MonthDayNano
+    ):  # DuckDB INTERVAL: an ISO 8601 duration (months are not seconds)
         months, days, nanos = v
         return f"P{months}M{days}DT{nanos / 1e9:g}S"
     if isinstance(v, (datetime, date)):

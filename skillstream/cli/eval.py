@@ -50,7 +50,9 @@ def _ints(value: str, what: str) -> tuple[int, ...]:
     try:
         out = tuple(int(v) for v in value.replace(" ", "").split(",") if v)
     except ValueError:
-        raise click.BadParameter(f"{what} takes comma-separated integers such as 5,10,20, got {value!r}")
+        raise click.BadParameter(
+            f"{what} takes comma-separated integers such as 5,10,20, got {value!r}"
+        )
     if not out:
         raise click.BadParameter(f"{what} needs at least one value")
     return out
@@ -59,34 +61,90 @@ def _ints(value: str, what: str) -> tuple[int, ...]:
 @eval_group.command("locomo")
 @click.argument("path", type=click.Path(exists=True, dir_okay=False))
 @click.option("--k", "ks", default="5,10,20", show_default=True, help="The k of each recall@k.")
-@click.option("--categories", default="1,2,3,4", show_default=True,
-              help="Question categories: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, "
-                   "5 adversarial (scored by the abstention rule).")
-@click.option("--llm", type=click.Choice(["rules", "openai"]), default=None,
-              help="Backend: rules (offline, recall only) or openai (also answers and judges).")
+@click.option(
+    "--categories",
+    default="1,2,3,4",
+    show_default=True,
+    help="Question categories: 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, "
+    "5 adversarial (scored by the abstention rule).",
+)
+@click.option(
+    "--llm",
+    type=click.Choice(["rules", "openai"]),
+    default=None,
+    help="Backend: rules (offline, recall only) or openai (also answers and judges).",
+)
 @click.option("--llm-base-url", default=None)
 @click.option("--llm-model", default=None)
-@click.option("--build-llm", type=click.Choice(["rules", "openai"]), default=None,
-              help="Backend that builds our memories; default: --llm.")
-@click.option("--baseline", type=click.Choice(["raw-turns", "none"]), default="raw-turns",
-              show_default=True, help="The baseline shown next to ours.")
-@click.option("--qa-k", type=int, default=None, help="Memories given to the answerer; default: the largest k.")
+@click.option(
+    "--build-llm",
+    type=click.Choice(["rules", "openai"]),
+    default=None,
+    help="Backend that builds our memories; default: --llm.",
+)
+@click.option(
+    "--baseline",
+    type=click.Choice(["raw-turns", "none"]),
+    default="raw-turns",
+    show_default=True,
+    help="The baseline shown next to ours.",
+)
+@click.option(
+    "--qa-k", type=int, default=None, help="Memories given to the answerer; default: the largest k."
+)
 @click.option("--no-judge", is_flag=True, help="Skip the LLM judge.")
-@click.option("--session-summaries", is_flag=True,
-              help="Let our flow write session summaries (they cite every turn of a session, "
-                   "which inflates evidence recall).")
+@click.option(
+    "--session-summaries",
+    is_flag=True,
+    help="Let our flow write session summaries (they cite every turn of a session, "
+    "which inflates evidence recall).",
+)
 @click.option("--samples", default=None, help="Only these sample ids (comma-separated).")
-@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None,
-              help="Write the result JSON here.")
-@click.option("--report-dir", default="benchmarks/results", show_default=True,
-              help="Folder of the markdown report and the PNG chart ('' for none).")
-@click.option("--details", type=click.Path(dir_okay=False), default=None,
-              help="Write one JSON line per question (retrieved items, answers) here.")
-@click.option("--work-dir", type=click.Path(file_okay=False), default=None,
-              help="Keep the per-conversation homes here (default: a temporary folder).")
+@click.option(
+    "--json",
+    "json_out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the result JSON here.",
+)
+@click.option(
+    "--report-dir",
+    default="benchmarks/results",
+    show_default=True,
+    help="Folder of the markdown report and the PNG chart ('' for none).",
+)
+@click.option(
+    "--details",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write one JSON line per question (retrieved items, answers) here.",
+)
+@click.option(
+    "--work-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Keep the per-conversation homes here (default: a temporary folder).",
+)
 @click.pass_context
-def locomo(ctx, path, ks, categories, llm, llm_base_url, llm_model, build_llm, baseline, qa_k,
-           no_judge, session_summaries, samples, json_out, report_dir, details, work_dir):
+def locomo(
+    ctx,
+    path,
+    ks,
+    categories,
+    llm,
+    llm_base_url,
+    llm_model,
+    build_llm,
+    baseline,
+    qa_k,
+    no_judge,
+    session_summaries,
+    samples,
+    json_out,
+    report_dir,
+    details,
+    work_dir,
+):
     """Evidence recall@k, QA F1 and judge, and cost on a LoCoMo file, next to a raw-turn baseline.
 
     Each conversation is built into a fresh home with the real memory flow, then every question
@@ -107,11 +165,18 @@ def locomo(ctx, path, ks, categories, llm, llm_base_url, llm_model, build_llm, b
         judge=not no_judge,
         session_summaries=session_summaries,
     )
-    result, questions = evaluate_locomo(path, settings, options,
-                                        say=lambda msg: click.echo(msg, err=True))
+    result, questions = evaluate_locomo(
+        path, settings, options, say=lambda msg: click.echo(msg, err=True)
+    )
     stem = Path(json_out).stem if json_out else "locomo"
-    written = write_outputs(result, json_path=json_out, report_dir=report_dir or None, stem=stem,
-                            questions=questions, details_path=details)
+    written = write_outputs(
+        result,
+        json_path=json_out,
+        report_dir=report_dir or None,
+        stem=stem,
+        questions=questions,
+        details_path=details,
+    )
     click.echo(_summary(result))
     for what, p in written.items():
         click.echo(f"{what}: {p}", err=True)

@@ -43,9 +43,23 @@ def _messages(source) -> Iterator:
 @click.argument("path", nargs=-1, required=True)
 @click.option("--to", "to", required=True, metavar="kafka://HOST:PORT/TOPIC", help="Target topic.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
-@click.option("--map", "mapping", multiple=True, metavar="FIELD=COLUMN", help="Map a canonical field to an input column.")
-@click.option("--partitions", type=int, default=3, show_default=True, help="Partitions of the topic if it has to be created.")
-@click.option("--kafka-config", multiple=True, metavar="KEY=VALUE", help="librdkafka producer property.")
+@click.option(
+    "--map",
+    "mapping",
+    multiple=True,
+    metavar="FIELD=COLUMN",
+    help="Map a canonical field to an input column.",
+)
+@click.option(
+    "--partitions",
+    type=int,
+    default=3,
+    show_default=True,
+    help="Partitions of the topic if it has to be created.",
+)
+@click.option(
+    "--kafka-config", multiple=True, metavar="KEY=VALUE", help="librdkafka producer property."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_context
 def produce(ctx, path, to, fmt, mapping, partitions, kafka_config, as_json):
@@ -71,8 +85,11 @@ def produce(ctx, path, to, fmt, mapping, partitions, kafka_config, as_json):
     address = parse_kafka_uri(to, single_topic=True)
     config = {**settings.kafka_config, **parse_pairs(kafka_config, "--kafka-config")}
     source = FileSource(
-        list(path), format=fmt, mapping=parse_pairs(mapping, "--map") or None,
-        max_chars=settings.max_message_chars, redactor=redactor_for(settings),
+        list(path),
+        format=fmt,
+        mapping=parse_pairs(mapping, "--map") or None,
+        max_chars=settings.max_message_chars,
+        redactor=redactor_for(settings),
     )
     n_parts, created = ensure_topic(address, partitions, config)
     topic = address.topics[0]
@@ -102,7 +119,9 @@ def produce(ctx, path, to, fmt, mapping, partitions, kafka_config, as_json):
         while True:
             try:
                 producer.produce(
-                    topic, key=item.conversation_id.encode("utf-8"), value=value,
+                    topic,
+                    key=item.conversation_id.encode("utf-8"),
+                    value=value,
                     on_delivery=delivered,
                 )
                 break

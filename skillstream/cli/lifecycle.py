@@ -46,27 +46,51 @@ def history(ctx, memory_id, owner, agent, session, as_json):
         if memory is None:
             raise InputError(f"no memory {memory_id!r} (or the reader may not see it)")
         events = store.history(cat, memory_id, reader, rules)
-        contradictions = cat.sql(
-            "SELECT contradiction_id, memory_a, memory_b, resolution, rule, detected_at, description "
-            "FROM contradictions WHERE memory_a = ? OR memory_b = ? ORDER BY detected_at",
-            [memory_id, memory_id],
-        ).to_pylist() if "contradictions" in _tables(cat) else []
+        contradictions = (
+            cat.sql(
+                "SELECT contradiction_id, memory_a, memory_b, resolution, rule, detected_at, description "
+                "FROM contradictions WHERE memory_a = ? OR memory_b = ? ORDER BY detected_at",
+                [memory_id, memory_id],
+            ).to_pylist()
+            if "contradictions" in _tables(cat)
+            else []
+        )
     finally:
         cat.close()
     if as_json:
         click.echo(dumps({"memory": memory, "events": events, "contradictions": contradictions}))
         return
-    for name in ("id", "owner_id", "status", "scope", "memory_type", "kind", "text", "confidence",
-                 "reinforcement", "valid_from", "valid_to", "expires_at", "merged_into"):
+    for name in (
+        "id",
+        "owner_id",
+        "status",
+        "scope",
+        "memory_type",
+        "kind",
+        "text",
+        "confidence",
+        "reinforcement",
+        "valid_from",
+        "valid_to",
+        "expires_at",
+        "merged_into",
+    ):
         if memory.get(name) is not None:
             click.echo(f"{name}: {memory[name]}")
     rows = [
-        {**e, "status": f"{e['old_status'] or '-'} -> {e['new_status']}",
-         "confidence": _confidence(e)}
+        {
+            **e,
+            "status": f"{e['old_status'] or '-'} -> {e['new_status']}",
+            "confidence": _confidence(e),
+        }
         for e in events
     ]
     click.echo("")
-    click.echo(format_text(["event_ts", "event", "status", "confidence", "reason", "actor", "version"], rows))
+    click.echo(
+        format_text(
+            ["event_ts", "event", "status", "confidence", "reason", "actor", "version"], rows
+        )
+    )
     if contradictions:
         click.echo("\ncontradictions:")
         cols = ["contradiction_id", "resolution", "rule", "detected_at", "description"]
@@ -82,16 +106,25 @@ def _confidence(event: dict) -> str:
 
 
 def _tables(cat) -> set[str]:
-    return {r["name"] for r in cat.sql("SELECT table_name AS name FROM duckdb_tables()").to_pylist()}
+    return {
+        r["name"] for r in cat.sql("SELECT table_name AS name FROM duckdb_tables()").to_pylist()
+    }
 
 
 @click.command()
-@click.option("--older-than", default=None,
-              help="Only unresolved ones detected at least this long before --now, e.g. 7d, 12h "
-                   "(default: contradiction_escalate_after_s, 7 days).")
-@click.option("--now", default=None, help="Event time (ISO 8601); default: the store's latest event time.")
+@click.option(
+    "--older-than",
+    default=None,
+    help="Only unresolved ones detected at least this long before --now, e.g. 7d, 12h "
+    "(default: contradiction_escalate_after_s, 7 days).",
+)
+@click.option(
+    "--now", default=None, help="Event time (ISO 8601); default: the store's latest event time."
+)
 @click.option("--owner", default=None, help="Only this owner's contradictions.")
-@click.option("--all", "all_", is_flag=True, help="Every contradiction, resolved or not, of any age.")
+@click.option(
+    "--all", "all_", is_flag=True, help="Every contradiction, resolved or not, of any age."
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def contradictions(ctx, older_than, now, owner, all_, as_json):
@@ -102,30 +135,45 @@ def contradictions(ctx, older_than, now, owner, all_, as_json):
     from skillstream.lifecycle import store
 
     settings = settings_from(ctx)
-    age = parse_duration(older_than) if older_than is not None else timedelta(
-        seconds=settings.contradiction_escalate_after_s
+    age = (
+        parse_duration(older_than)
+        if older_than is not None
+        else timedelta(seconds=settings.contradiction_escalate_after_s)
     )
     cat = open_catalog(settings)
     try:
         at = parse_time(now) or store.store_clock(cat)
-        rows = store.list_contradictions(cat, now=at, older_than=age, owner=owner, all_=all_) \
-            if "contradictions" in _tables(cat) else []
+        rows = (
+            store.list_contradictions(cat, now=at, older_than=age, owner=owner, all_=all_)
+            if "contradictions" in _tables(cat)
+            else []
+        )
     finally:
         cat.close()
     if as_json:
         click.echo(dumps(rows))
         return
-    click.echo(format_text(
-        ["contradiction_id", "owner_id", "detected_at", "resolution", "text_a", "text_b"], rows, width=48
-    ))
+    click.echo(
+        format_text(
+            ["contradiction_id", "owner_id", "detected_at", "resolution", "text_a", "text_b"],
+            rows,
+            width=48,
+        )
+    )
 
 
 @click.command()
-@click.option("--now", default=None,
-              help="Event time to maintain at (ISO 8601); default: the store's latest event time.")
+@click.option(
+    "--now",
+    default=None,
+    help="Event time to maintain at (ISO 8601); default: the store's latest event time.",
+)
 @click.option("--owner", "owners", multiple=True, help="Only this owner (repeatable).")
-@click.option("--close-sessions", is_flag=True,
-              help="Treat every open session as closed and summarise it (e.g. after a backfill).")
+@click.option(
+    "--close-sessions",
+    is_flag=True,
+    help="Treat every open session as closed and summarise it (e.g. after a backfill).",
+)
 @click.option("--freeze", multiple=True, metavar="MEMORY_ID", help="Lock a memory against changes.")
 @click.option("--unfreeze", multiple=True, metavar="MEMORY_ID", help="Unlock a frozen memory.")
 @click.option("--forget", multiple=True, metavar="MEMORY_ID", help="Soft-delete a memory.")
@@ -165,8 +213,13 @@ def maintain(ctx, now, owners, close_sessions, freeze, unfreeze, forget, as_json
                 results = store.set_status(stores, ids, to, at=at, reason=reason)
                 changed[to] = sum(len(r.memories) for r in results)
         report = store.maintain_home(
-            stores, rules, now=at, only=owners or None, close_sessions=close_sessions,
-            embed=embedder.encode, token_count=get_counter(settings.embed_model).count,
+            stores,
+            rules,
+            now=at,
+            only=owners or None,
+            close_sessions=close_sessions,
+            embed=embedder.encode,
+            token_count=get_counter(settings.embed_model).count,
         )
         counts = stores.catalog.sql(
             "SELECT status, count(*) AS n FROM memory_meta GROUP BY status ORDER BY status"

@@ -105,10 +105,12 @@ def retry_failed_spans(
         if stale:
             cat.upsert(TABLE, [resolved_row(r, now()) for r in stale])
         summary.already_done = len(stale)
-        summary.without_payload = int(cat.sql(
-            "SELECT count(*) AS n FROM spans AS s WHERE s.status = 'failed' AND NOT EXISTS "
-            "(SELECT 1 FROM failed_spans AS f WHERE f.span_id = s.span_id)"
-        ).to_pylist()[0]["n"])
+        summary.without_payload = int(
+            cat.sql(
+                "SELECT count(*) AS n FROM spans AS s WHERE s.status = 'failed' AND NOT EXISTS "
+                "(SELECT 1 FROM failed_spans AS f WHERE f.span_id = s.span_id)"
+            ).to_pylist()[0]["n"]
+        )
         query = PENDING_SQL.format(owner="AND f.owner_id = ?" if owner else "")
         rows = cat.sql(query, [owner] if owner else None).to_pylist()
         if limit is not None:
@@ -161,14 +163,25 @@ def retry_failed_spans(
 @click.command("retry-failed")
 @click.option("--owner", default=None, help="Only this owner's failed spans.")
 @click.option("--limit", type=int, default=None, help="At most this many spans.")
-@click.option("--llm", type=click.Choice(["rules", "openai"]), default=None,
-              help="Extraction backend (default: the configured one).")
+@click.option(
+    "--llm",
+    type=click.Choice(["rules", "openai"]),
+    default=None,
+    help="Extraction backend (default: the configured one).",
+)
 @click.option("--llm-base-url", default=None)
 @click.option("--llm-model", default=None)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_context
-def retry_failed(ctx: click.Context, owner: str | None, limit: int | None, llm: str | None,
-                 llm_base_url: str | None, llm_model: str | None, as_json: bool) -> None:
+def retry_failed(
+    ctx: click.Context,
+    owner: str | None,
+    limit: int | None,
+    llm: str | None,
+    llm_base_url: str | None,
+    llm_model: str | None,
+    as_json: bool,
+) -> None:
     """Process again the spans whose extraction failed (exit code 1 if some fail again)."""
     settings = settings_from(ctx, llm=llm, llm_base_url=llm_base_url, llm_model=llm_model)
     summary = retry_failed_spans(settings, owner=owner, limit=limit, any_extractor=llm is not None)
@@ -179,8 +192,12 @@ def retry_failed(ctx: click.Context, owner: str | None, limit: int | None, llm: 
             f"failed spans: {summary.pending} retried, {summary.done} now done, "
             f"{summary.failed} failed again, {summary.already_done} already done by a later run; "
             f"{summary.llm_calls} LLM request(s)"
-            + (f"; {summary.without_payload} failed span(s) have no stored messages (re-run the "
-               "flow over their source to retry them)" if summary.without_payload else "")
+            + (
+                f"; {summary.without_payload} failed span(s) have no stored messages (re-run the "
+                "flow over their source to retry them)"
+                if summary.without_payload
+                else ""
+            )
         )
     if summary.failed:
         ctx.exit(1)

@@ -88,8 +88,14 @@ def show(ctx: click.Context, name: str, version: int | None, history: bool, as_j
         if history:
             versions = bank.history(name) or [bank.get(name)]
             rows = [
-                {"version": v.version, "status": v.status, "action": v.action, "source": v.source,
-                 "created_at": v.created_at, "description": v.description}
+                {
+                    "version": v.version,
+                    "status": v.status,
+                    "action": v.action,
+                    "source": v.source,
+                    "created_at": v.created_at,
+                    "description": v.description,
+                }
                 for v in versions
             ]
             click.echo(dumps(rows) if as_json else format_text(list(rows[0]), rows, width=70))
@@ -119,8 +125,9 @@ def export(ctx: click.Context, folder: str, active_only: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Validate and report; store nothing.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def import_cmd(ctx: click.Context, paths: tuple[str, ...], force: bool, dry_run: bool,
-               as_json: bool) -> None:
+def import_cmd(
+    ctx: click.Context, paths: tuple[str, ...], force: bool, dry_run: bool, as_json: bool
+) -> None:
     """Validate memory skill files (or folders of them) and store changes as new versions."""
     settings = settings_from(ctx)
     if not dry_run:

@@ -25,13 +25,23 @@ def open_catalog(settings, dim: int | None = None):
 
 @click.command()
 @click.argument("query")
-@click.option("--owner", default=None, help="Search as this owner (its private memories, and fleet ones).")
+@click.option(
+    "--owner", default=None, help="Search as this owner (its private memories, and fleet ones)."
+)
 @click.option("--agent", default=None, help="Search through this agent's policy (readable scopes).")
-@click.option("--session", default=None, help="The reader's session (adds its session-scoped memories).")
+@click.option(
+    "--session", default=None, help="The reader's session (adds its session-scoped memories)."
+)
 @click.option("--k", "k", type=int, default=10, show_default=True)
-@click.option("--strategy", type=click.Choice(["hybrid", "semantic", "keyword"]), default="hybrid",
-              show_default=True)
-@click.option("--now", default=None, help="Event time for recency (ISO 8601); default: the store's latest.")
+@click.option(
+    "--strategy",
+    type=click.Choice(["hybrid", "semantic", "keyword"]),
+    default="hybrid",
+    show_default=True,
+)
+@click.option(
+    "--now", default=None, help="Event time for recency (ISO 8601); default: the store's latest."
+)
 @click.option("--no-record", is_flag=True, help="Do not log the query or update access times.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
@@ -45,11 +55,30 @@ def search(ctx, query, owner, agent, session, k, strategy, now, no_record, as_js
 
     settings = settings_from(ctx)
     hits = search_memories(
-        settings, query, owner=owner, agent=agent, session=session, k=k, strategy=strategy,
-        now=parse_time(now), record=not no_record,
+        settings,
+        query,
+        owner=owner,
+        agent=agent,
+        session=session,
+        k=k,
+        strategy=strategy,
+        now=parse_time(now),
+        record=not no_record,
     )
-    keep = ["text", "score", "owner_id", "kind", "event_ts", "source_message_ids", "id", "status",
-            "scope", "confidence", "reinforcement", "relevance"]
+    keep = [
+        "text",
+        "score",
+        "owner_id",
+        "kind",
+        "event_ts",
+        "source_message_ids",
+        "id",
+        "status",
+        "scope",
+        "confidence",
+        "reinforcement",
+        "relevance",
+    ]
     rows = [{c: h.get(c) for c in keep} for h in hits]
     if as_json:
         click.echo(dumps(rows))
@@ -91,8 +120,17 @@ def stats(ctx, as_json):
     settings = settings_from(ctx)
     cat = open_catalog(settings)
     try:
-        tables = [r["name"] for r in cat.sql("select table_name as name from duckdb_tables() order by 1").to_pylist()]
-        out = {"tables": {t: cat.sql(f'select count(*) as n from "{t}"').to_pylist()[0]["n"] for t in tables}}
+        tables = [
+            r["name"]
+            for r in cat.sql(
+                "select table_name as name from duckdb_tables() order by 1"
+            ).to_pylist()
+        ]
+        out = {
+            "tables": {
+                t: cat.sql(f'select count(*) as n from "{t}"').to_pylist()[0]["n"] for t in tables
+            }
+        }
         out["memories"] = cat.sql("select count(*) as n from memories").to_pylist()[0]["n"]
         for name, q in STATS_SQL.items():
             out[name] = cat.sql(q).to_pylist()
@@ -102,7 +140,9 @@ def stats(ctx, as_json):
         click.echo(dumps(out))
         return
     click.echo(f"memories: {out['memories']}")
-    click.echo(format_text(["table", "rows"], [{"table": k, "rows": v} for k, v in out["tables"].items()]))
+    click.echo(
+        format_text(["table", "rows"], [{"table": k, "rows": v} for k, v in out["tables"].items()])
+    )
     for name in STATS_SQL:
         rows = out[name]
         if rows:

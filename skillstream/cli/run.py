@@ -30,7 +30,9 @@ def parse_pairs(pairs: tuple[str, ...], what: str) -> dict[str, str]:
     return out
 
 
-def make_source(source: str, fmt: str, mapping: dict[str, str], settings, kafka_config=None, tail=None):
+def make_source(
+    source: str, fmt: str, mapping: dict[str, str], settings, kafka_config=None, tail=None
+):
     """A Bytewax source for a path or a ``kafka://`` URI."""
     if source.startswith("kafka://"):
         try:
@@ -42,29 +44,73 @@ def make_source(source: str, fmt: str, mapping: dict[str, str], settings, kafka_
     from skillstream.redact import redactor_for
 
     return FileSource(
-        source, format=fmt, mapping=mapping or None, max_chars=settings.max_message_chars,
+        source,
+        format=fmt,
+        mapping=mapping or None,
+        max_chars=settings.max_message_chars,
         redactor=redactor_for(settings),  # default patterns plus the policies' own (issue 5)
     )
 
 
 @click.command()
-@click.option("--source", help="File, folder, glob or kafka://HOST:PORT/TOPIC. Default: the bundled sample.")
+@click.option(
+    "--source", help="File, folder, glob or kafka://HOST:PORT/TOPIC. Default: the bundled sample."
+)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
-@click.option("--map", "mapping", multiple=True, metavar="FIELD=COLUMN", help="Map a canonical field to an input column.")
-@click.option("--workers", "-w", type=int, default=1, show_default=True, help="Bytewax workers in this process.")
-@click.option("--process-id", "-i", type=int, default=None, help="This process's index in a cluster.")
+@click.option(
+    "--map",
+    "mapping",
+    multiple=True,
+    metavar="FIELD=COLUMN",
+    help="Map a canonical field to an input column.",
+)
+@click.option(
+    "--workers",
+    "-w",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Bytewax workers in this process.",
+)
+@click.option(
+    "--process-id", "-i", type=int, default=None, help="This process's index in a cluster."
+)
 @click.option("--addresses", "-a", default=None, help="Cluster addresses 'host:port;host:port'.")
-@click.option("--recovery-dir", type=click.Path(file_okay=False), default=None, help="Bytewax recovery folder; a rerun resumes from it.")
-@click.option("--llm", type=click.Choice(["rules", "openai"]), default=None, help="Extraction backend.")
+@click.option(
+    "--recovery-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Bytewax recovery folder; a rerun resumes from it.",
+)
+@click.option(
+    "--llm", type=click.Choice(["rules", "openai"]), default=None, help="Extraction backend."
+)
 @click.option("--llm-base-url", default=None)
 @click.option("--llm-model", default=None)
 @click.option("--kafka-config", multiple=True, metavar="KEY=VALUE")
-@click.option("--tail/--no-tail", default=None, help="Kafka: keep reading new messages, or stop at the end.")
+@click.option(
+    "--tail/--no-tail", default=None, help="Kafka: keep reading new messages, or stop at the end."
+)
 @click.option("--events-to", default=None, help="kafka://HOST:PORT/TOPIC for memory change events.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_context
-def run(ctx, source, fmt, mapping, workers, process_id, addresses, recovery_dir, llm, llm_base_url,
-        llm_model, kafka_config, tail, events_to, as_json):
+def run(
+    ctx,
+    source,
+    fmt,
+    mapping,
+    workers,
+    process_id,
+    addresses,
+    recovery_dir,
+    llm,
+    llm_base_url,
+    llm_model,
+    kafka_config,
+    tail,
+    events_to,
+    as_json,
+):
     """Read conversations, cut spans, extract memories and store them."""
     from bytewax.recovery import RecoveryConfig
     from bytewax.run import cli_main
@@ -75,7 +121,9 @@ def run(ctx, source, fmt, mapping, workers, process_id, addresses, recovery_dir,
     settings = settings_from(ctx, llm=llm, llm_base_url=llm_base_url, llm_model=llm_model)
     kafka_pairs = parse_pairs(kafka_config, "--kafka-config")
     if kafka_pairs:  # the source and the event sink both read settings.kafka_config
-        settings = dataclasses.replace(settings, kafka_config={**settings.kafka_config, **kafka_pairs})
+        settings = dataclasses.replace(
+            settings, kafka_config={**settings.kafka_config, **kafka_pairs}
+        )
     if not source:
         source = str(default_sample())
         if not Path(source).exists():
@@ -85,8 +133,9 @@ def run(ctx, source, fmt, mapping, workers, process_id, addresses, recovery_dir,
     Path(settings.catalog).parent.mkdir(parents=True, exist_ok=True)
 
     src = make_source(source, fmt, parse_pairs(mapping, "--map"), settings, kafka_pairs, tail)
-    parts = build_flow(settings, src, workers=workers, events_to=events_to,
-                       reconcile=process_id in (None, 0))
+    parts = build_flow(
+        settings, src, workers=workers, events_to=events_to, reconcile=process_id in (None, 0)
+    )
 
     recovery = None
     if recovery_dir:
@@ -158,7 +207,9 @@ def _watch(stop: threading.Event) -> None:
         c = progress.snapshot()
         if bar is not None:
             bar.n = c.get("messages", 0)
-            bar.set_postfix(spans=c.get("spans_done", 0), memories=c.get("memory_changes", 0), refresh=False)
+            bar.set_postfix(
+                spans=c.get("spans_done", 0), memories=c.get("memory_changes", 0), refresh=False
+            )
             bar.refresh()
         elif time.monotonic() - last >= 10:
             last = time.monotonic()

@@ -49,7 +49,9 @@ def list_cmd(ctx, owner, include_archived, as_json):
 @skills.command("show")
 @click.argument("name")
 @_owner_option
-@click.option("--json", "as_json", is_flag=True, help="Print the record as JSON instead of SKILL.md.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the record as JSON instead of SKILL.md."
+)
 @click.pass_context
 def show(ctx, name, owner, as_json):
     """Print a task skill's SKILL.md (counts as a use)."""
@@ -74,9 +76,13 @@ def save(ctx, path, owner):
 
 @skills.command("patch")
 @click.argument("name")
-@click.option("--section", "-s", required=True,
-              help="description, triggers, procedure, pitfalls, preferences, examples, tools, "
-                   "verification, or scripts/<file> / references/<file>.")
+@click.option(
+    "--section",
+    "-s",
+    required=True,
+    help="description, triggers, procedure, pitfalls, preferences, examples, tools, "
+    "verification, or scripts/<file> / references/<file>.",
+)
 @click.option("--text", "-t", required=True, help="New content ('-' reads standard input).")
 @click.option("--append", is_flag=True, help="Add to the section instead of replacing it.")
 @_owner_option
@@ -86,7 +92,9 @@ def patch(ctx, name, section, text, append, owner):
     if text == "-":
         text = click.get_text_stream("stdin").read()
     skill = _api(ctx, owner).patch(name, section, text, append=append)
-    click.echo(f"patched {skill.owner_id}/{skill.name} to version {skill.version}: {skill.package_url}")
+    click.echo(
+        f"patched {skill.owner_id}/{skill.name} to version {skill.version}: {skill.package_url}"
+    )
 
 
 @skills.command("delete")
@@ -118,7 +126,9 @@ def export(ctx, folder, owner):
 def import_cmd(ctx, zip_path, owner):
     """Import a task-skill package <name>.zip (checked before anything is written)."""
     skill = _api(ctx, owner).import_zip(zip_path)
-    click.echo(f"imported {skill.owner_id}/{skill.name} version {skill.version}: {skill.package_url}")
+    click.echo(
+        f"imported {skill.owner_id}/{skill.name} version {skill.version}: {skill.package_url}"
+    )
 
 
 @click.command("mcp")
@@ -133,14 +143,30 @@ def mcp_cmd(ctx, owner):
 
 @click.command("skills")
 @click.argument("path", type=click.Path(exists=True, dir_okay=False))
-@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None,
-              help="Also write the result as JSON to this file.")
-@click.option("--llm", type=click.Choice(["rules", "openai"]), default=None, help="Distiller backend.")
-@click.option("--per-task", type=int, default=None, help="Use only the first N dialogues of each task.")
-@click.option("--embed-threads", type=int, default=1, show_default=True,
-              help="Torch threads for embedding. The run makes many small sequential embedding "
-                   "calls, where extra threads mostly add synchronisation (0: torch's default).")
-@click.option("--write", is_flag=True, help="Store the distilled task skills in the home and publish them.")
+@click.option(
+    "--json",
+    "json_out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also write the result as JSON to this file.",
+)
+@click.option(
+    "--llm", type=click.Choice(["rules", "openai"]), default=None, help="Distiller backend."
+)
+@click.option(
+    "--per-task", type=int, default=None, help="Use only the first N dialogues of each task."
+)
+@click.option(
+    "--embed-threads",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Torch threads for embedding. The run makes many small sequential embedding "
+    "calls, where extra threads mostly add synchronisation (0: torch's default).",
+)
+@click.option(
+    "--write", is_flag=True, help="Store the distilled task skills in the home and publish them."
+)
 @click.pass_context
 def eval_skills(ctx, path, json_out, llm, per_task, embed_threads, write):
     """Task-skill evaluation on STAR dialogues: skills, tasks, purity, recall@1, llm_calls."""

@@ -23,7 +23,6 @@ Example:
 from __future__ import annotations
 
 import builtins
-
 import contextlib
 import logging
 from datetime import UTC, datetime
@@ -50,10 +49,19 @@ log = logging.getLogger(__name__)
 
 DEFAULT_OWNER = "default"
 PATCH_SECTIONS = {
-    "description": "description", "when": "description", "when-to-use": "description",
-    "title": "title", "triggers": "triggers", "procedure": "procedure", "steps": "procedure",
-    "experience": "experience", "pitfalls": "experience", "preferences": "preferences",
-    "examples": "examples", "tools": "tools", "verification": "verification",
+    "description": "description",
+    "when": "description",
+    "when-to-use": "description",
+    "title": "title",
+    "triggers": "triggers",
+    "procedure": "procedure",
+    "steps": "procedure",
+    "experience": "experience",
+    "pitfalls": "experience",
+    "preferences": "preferences",
+    "examples": "examples",
+    "tools": "tools",
+    "verification": "verification",
 }
 """``--section`` names and the field each edits; ``scripts/<file>`` and ``references/<file>``
 set one file of the package."""
@@ -70,8 +78,9 @@ class TaskSkillAPI:
         clock: Current time.
     """
 
-    def __init__(self, settings: Settings, *, owner: str | None = None, embed: Any = None,
-                 clock: Any = None) -> None:
+    def __init__(
+        self, settings: Settings, *, owner: str | None = None, embed: Any = None, clock: Any = None
+    ) -> None:
         self.settings = settings
         self.owner = owner
         self._embed = embed
@@ -91,7 +100,9 @@ class TaskSkillAPI:
         dim = None
         if create:
             dim = int(self.embed(["dim"]).shape[1])
-        return TaskSkillIndex.open(self.settings.lancedb, storage_options(self.settings), dim, create=create)
+        return TaskSkillIndex.open(
+            self.settings.lancedb, storage_options(self.settings), dim, create=create
+        )
 
     def _owner(self, owner: str | None) -> str | None:
         return owner if owner is not None else self.owner
@@ -100,7 +111,11 @@ class TaskSkillAPI:
         from skillstream.storage.home import open_stores
         from skillstream.storage.sinks import write_results
 
-        dim = len(results[0].skill.vector) if results and results[0].skill and results[0].skill.vector else 384
+        dim = (
+            len(results[0].skill.vector)
+            if results and results[0].skill and results[0].skill.vector
+            else 384
+        )
         if not self.settings.home.startswith(("s3://", "oss://", "memory://")):
             Path(self.settings.home).mkdir(parents=True, exist_ok=True)
         with open_stores(self.settings, dim) as stores:
@@ -111,14 +126,25 @@ class TaskSkillAPI:
         return core.finish(skill)
 
     # ------------------------------------------------------------------ reading
-    def list(self, owner: str | None = None, *, include_archived: bool = False) -> list[dict[str, Any]]:
+    def list(
+        self, owner: str | None = None, *, include_archived: bool = False
+    ) -> list[dict[str, Any]]:
         """The progressive-disclosure index: owner, name, description (and version) of each task skill."""
         statuses = ("active", "archived") if include_archived else ("active",)
         skills = self._index().list(self._owner(owner), statuses)
-        return [{"owner_id": s.owner_id, "name": s.name, "description": s.description,
-                 "version": s.version} for s in skills]
+        return [
+            {
+                "owner_id": s.owner_id,
+                "name": s.name,
+                "description": s.description,
+                "version": s.version,
+            }
+            for s in skills
+        ]
 
-    def get(self, name: str, owner: str | None = None, *, include_deleted: bool = False) -> TaskSkill:
+    def get(
+        self, name: str, owner: str | None = None, *, include_deleted: bool = False
+    ) -> TaskSkill:
         """One task skill by name (no usage bump).
 
         Raises:
@@ -130,10 +156,14 @@ class TaskSkillAPI:
             found = [s for s in found if s.status != "deleted"]
         if not found:
             who = f" of owner {owner!r}" if owner is not None else ""
-            raise InputError(f"no task skill named {name!r}{who}; 'skillstream skills list' shows the names")
+            raise InputError(
+                f"no task skill named {name!r}{who}; 'skillstream skills list' shows the names"
+            )
         if len(found) > 1:
             owners = sorted(s.owner_id for s in found)
-            raise InputError(f"task skill {name!r} exists for several owners {owners}; pass --owner")
+            raise InputError(
+                f"task skill {name!r} exists for several owners {owners}; pass --owner"
+            )
         return found[0]
 
     def show(self, name: str, owner: str | None = None) -> TaskSkill:
@@ -159,7 +189,8 @@ class TaskSkillAPI:
         with contextlib.closing(cat):
             cat.con.execute(
                 "UPDATE task_skills SET times_used = coalesce(times_used, 0) + 1, last_used_at = ? "
-                "WHERE id = ?", [now, skill_id],
+                "WHERE id = ?",
+                [now, skill_id],
             )
 
     def package(self, name: str, owner: str | None = None) -> bytes:
@@ -169,12 +200,21 @@ class TaskSkillAPI:
             raise InputError(f"task skill {name!r} has no published package")
         return self.publisher.read(skill.package_url)
 
-    def search(self, query: str, owner: str | None = None, k: int = 5) -> builtins.list[dict[str, Any]]:
+    def search(
+        self, query: str, owner: str | None = None, k: int = 5
+    ) -> builtins.list[dict[str, Any]]:
         """Hybrid search over name, description and triggers (name, description, score)."""
         vec = self.embed([query])[0]
         hits = self._index().search(query, vec, owner_id=self._owner(owner), k=k)
-        return [{"owner_id": s.owner_id, "name": s.name, "description": s.description,
-                 "score": round(score, 6)} for s, score in hits]
+        return [
+            {
+                "owner_id": s.owner_id,
+                "name": s.name,
+                "description": s.description,
+                "score": round(score, 6),
+            }
+            for s, score in hits
+        ]
 
     # ------------------------------------------------------------------ writing
     def save(self, skill: TaskSkill, *, change: str = "saved") -> TaskSkill:
@@ -205,13 +245,17 @@ class TaskSkillAPI:
         p = Path(path)
         folder = p.parent if p.name == "SKILL.md" else p
         if not (folder / "SKILL.md").is_file():
-            raise InputError(f"{path}: expected a task-skill folder holding SKILL.md, or a SKILL.md file")
+            raise InputError(
+                f"{path}: expected a task-skill folder holding SKILL.md, or a SKILL.md file"
+            )
         files = {}
         for f in sorted(folder.rglob("*")):
             rel = f.relative_to(folder).as_posix()
             if f.is_symlink():
                 raise InputError(f"{path}: {rel} is a symbolic link; links are not accepted")
-            if f.is_file() and (rel == "SKILL.md" or rel.split("/")[0] in ("scripts", "references")):
+            if f.is_file() and (
+                rel == "SKILL.md" or rel.split("/")[0] in ("scripts", "references")
+            ):
                 files[rel] = f.read_bytes()
         name = self._name_in(files)
         problems = validate_files(name, files)
@@ -222,10 +266,13 @@ class TaskSkillAPI:
     def import_zip(self, path: str | Path | bytes, owner: str | None = None) -> TaskSkill:
         """Import ``<name>.zip`` after every safety check (see ``imports.read_zip``)."""
         _, files = read_zip(path)
-        return self.save(skill_from_files(files, self._owner(owner) or DEFAULT_OWNER), change="imported")
+        return self.save(
+            skill_from_files(files, self._owner(owner) or DEFAULT_OWNER), change="imported"
+        )
 
-    def patch(self, name: str, section: str, text: str, owner: str | None = None, *,
-              append: bool = False) -> TaskSkill:
+    def patch(
+        self, name: str, section: str, text: str, owner: str | None = None, *, append: bool = False
+    ) -> TaskSkill:
         """Replace (or append to) one section of a task skill; a new version."""
         skill = self.get(name, owner).copy()
         key = section.strip().lower()
@@ -238,7 +285,9 @@ class TaskSkillAPI:
             field = PATCH_SECTIONS[key]
             if field in ("description", "title"):
                 value = text.strip()
-                setattr(skill, field, f"{getattr(skill, field)} {value}".strip() if append else value)
+                setattr(
+                    skill, field, f"{getattr(skill, field)} {value}".strip() if append else value
+                )
             else:
                 items = section_items(text) if field != "examples" else [text.strip()]
                 if field == "triggers":
@@ -273,7 +322,9 @@ class TaskSkillAPI:
         names = [s.name for s in skills]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
-            raise InputError(f"task skills {dup} exist for several owners; export one owner at a time with --owner")
+            raise InputError(
+                f"task skills {dup} exist for several owners; export one owner at a time with --owner"
+            )
         return [write_folder(folder, s.name, package_files(s)) for s in skills]
 
     @staticmethod

@@ -111,7 +111,10 @@ class OwnerTaskSkills:
 
     def copy(self) -> OwnerTaskSkills:
         return OwnerTaskSkills(
-            self.owner_id, {k: v.copy() for k, v in self.skills.items()}, set(self.segments), self.run_id
+            self.owner_id,
+            {k: v.copy() for k, v in self.skills.items()},
+            set(self.segments),
+            self.run_id,
         )
 
     def names(self) -> set[str]:
@@ -171,27 +174,45 @@ class TaskSkillDistiller:
         return state
 
     # ------------------------------------------------------------------ work
-    def distill_block(self, state: OwnerTaskSkills, block: ConversationBlock) -> list[TaskSkillResult]:
+    def distill_block(
+        self, state: OwnerTaskSkills, block: ConversationBlock
+    ) -> list[TaskSkillResult]:
         """Distil one block into results (one per task segment that was not skipped)."""
         try:
             segments, calls = self.distiller.chunk(block)
         except TerminalError as e:
             calls = list(getattr(e, "calls", []))
-            return [TaskSkillResult(block.owner_id, "failed", conversation_id=block.conversation_id,
-                                    llm_calls=calls, error=str(e))]
+            return [
+                TaskSkillResult(
+                    block.owner_id,
+                    "failed",
+                    conversation_id=block.conversation_id,
+                    llm_calls=calls,
+                    error=str(e),
+                )
+            ]
         results = [self.distill_segment(state, seg) for seg in segments]
         if calls:
             if results:
                 results[0].llm_calls = calls + results[0].llm_calls
             else:
-                results.append(TaskSkillResult(block.owner_id, "gated", conversation_id=block.conversation_id,
-                                               llm_calls=calls))
+                results.append(
+                    TaskSkillResult(
+                        block.owner_id,
+                        "gated",
+                        conversation_id=block.conversation_id,
+                        llm_calls=calls,
+                    )
+                )
         return results
 
     def distill_segment(self, state: OwnerTaskSkills, segment: TaskSegment) -> TaskSkillResult:
         """Distil one task segment against the owner's task skills (mutates ``state``)."""
-        base: dict[str, Any] = dict(owner_id=segment.owner_id, segment_id=segment.segment_id,
-                                    conversation_id=segment.conversation_id)
+        base: dict[str, Any] = dict(
+            owner_id=segment.owner_id,
+            segment_id=segment.segment_id,
+            conversation_id=segment.conversation_id,
+        )
         if segment.segment_id in state.segments:
             return TaskSkillResult(action="skipped", **base)
         if self.min_steps and procedural_steps(segment) < self.min_steps:
@@ -208,17 +229,27 @@ class TaskSkillDistiller:
         try:
             draft, calls = self.distiller.propose(segment, recall_for)
         except TerminalError as e:
-            return TaskSkillResult(action="failed", llm_calls=list(getattr(e, "calls", [])), error=str(e), **base)
+            return TaskSkillResult(
+                action="failed", llm_calls=list(getattr(e, "calls", [])), error=str(e), **base
+            )
         if draft is None:
             return TaskSkillResult(action="gated", llm_calls=calls, **base)
         if draft.update_of and draft.update_of not in recalled:
-            log.info("draft for %s names %s, which was not recalled: distilled as a new task skill",
-                     segment.segment_id, draft.update_of)
+            log.info(
+                "draft for %s names %s, which was not recalled: distilled as a new task skill",
+                segment.segment_id,
+                draft.update_of,
+            )
             draft.update_of = None
         existing = state.skills.get(draft.update_of) if draft.update_of else None
         skill = apply_draft(
-            draft, existing, owner_id=state.owner_id, taken_names=state.names(), now=self.clock(),
-            segment_id=segment.segment_id, conversation_id=segment.conversation_id,
+            draft,
+            existing,
+            owner_id=state.owner_id,
+            taken_names=state.names(),
+            now=self.clock(),
+            segment_id=segment.segment_id,
+            conversation_id=segment.conversation_id,
             distiller=self.distiller.name,
         )
         if self.full:

@@ -88,8 +88,15 @@ def apply_draft(
     """The next version of ``existing`` (or a new task skill) after ``draft``."""
     if existing is None:
         name = unique_name(draft.name or draft.title or "task", owner_id, taken_names)
-        skill = TaskSkill(id=skill_id(owner_id, name), owner_id=owner_id, name=name, version=0,
-                          created_at=now, distiller=distiller, lang=draft.lang)
+        skill = TaskSkill(
+            id=skill_id(owner_id, name),
+            owner_id=owner_id,
+            name=name,
+            version=0,
+            created_at=now,
+            distiller=distiller,
+            lang=draft.lang,
+        )
         _replace(skill, draft)
         skill.stats = _fold_stats({}, draft.stats)
     else:
@@ -124,8 +131,15 @@ def _replace(skill: TaskSkill, draft: Draft) -> None:
         value = getattr(draft, name)
         if value:
             setattr(skill, name, value)
-    for name in ("triggers", "procedure", "experience", "preferences", "examples", "tools",
-                 "verification"):
+    for name in (
+        "triggers",
+        "procedure",
+        "experience",
+        "preferences",
+        "examples",
+        "tools",
+        "verification",
+    ):
         setattr(skill, name, _dedupe(getattr(draft, name)))
     for name in ("scripts", "references", "planned_scripts", "planned_references"):
         value = getattr(draft, name)

@@ -52,8 +52,9 @@ class Split:
     task_of: dict[str, str]
 
 
-def split_dialogues(dialogues: list[dict[str, Any]], train_share: float = 0.7,
-                    per_task: int | None = None) -> Split:
+def split_dialogues(
+    dialogues: list[dict[str, Any]], train_share: float = 0.7, per_task: int | None = None
+) -> Split:
     """Single-task dialogues, per task the first ``train_share`` (rounded) for distillation.
 
     Args:
@@ -135,8 +136,14 @@ def evaluate_star(
             "a STAR JSONL file (see connectors.star)"
         )
     distiller = make_distiller(settings, cached, backend)
-    core = TaskSkillDistiller(distiller, cached, publisher=None, full=False,
-                              min_steps=settings.distill_min_steps, recall_k=settings.distill_recall_k)
+    core = TaskSkillDistiller(
+        distiller,
+        cached,
+        publisher=None,
+        full=False,
+        min_steps=settings.distill_min_steps,
+        recall_k=settings.distill_recall_k,
+    )
     state = OwnerTaskSkills(OWNER)
     train_blocks = [block_of(d) for d in split.train]
     test_blocks = [block_of(d) for d in split.test]
@@ -193,8 +200,9 @@ def evaluate_star(
 
 def query_of(block: ConversationBlock, settings: Settings) -> str:
     """The recall query for a held-out dialogue (see the module docstring)."""
-    for seg in segment_block(block, lambda texts: _no_embed(texts),
-                             shift_threshold=-1.0):  # one segment: no embedding needed
+    for seg in segment_block(
+        block, lambda texts: _no_embed(texts), shift_threshold=-1.0
+    ):  # one segment: no embedding needed
         draft = draft_of(seg)
         if draft is not None:
             return draft.search_text()

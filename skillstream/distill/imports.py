@@ -53,7 +53,9 @@ def read_zip(
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile as e:
-        raise InputError(f"{label} is not a zip archive ({e}); expected <name>.zip holding <name>/SKILL.md") from None
+        raise InputError(
+            f"{label} is not a zip archive ({e}); expected <name>.zip holding <name>/SKILL.md"
+        ) from None
     infos = zf.infolist()
     if len(infos) > max_members:
         raise InputError(f"{label} holds {len(infos)} members; at most {max_members} are accepted")
@@ -65,7 +67,9 @@ def read_zip(
         _check_path(name, label)
         mode = info.external_attr >> 16
         if stat.S_ISLNK(mode):
-            raise InputError(f"{label}: member {name!r} is a symbolic link; links are not accepted in a task-skill package")
+            raise InputError(
+                f"{label}: member {name!r} is a symbolic link; links are not accepted in a task-skill package"
+            )
         if mode and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
             raise InputError(f"{label}: member {name!r} is not a regular file")
         if info.file_size > max_member_bytes:
@@ -75,7 +79,9 @@ def read_zip(
             )
         total += info.file_size
         if total > max_total_bytes:
-            raise InputError(f"{label}: members add up to more than {max_total_bytes} bytes uncompressed")
+            raise InputError(
+                f"{label}: members add up to more than {max_total_bytes} bytes uncompressed"
+            )
         tops.add(name.split("/", 1)[0])
         if not info.is_dir():
             members.append(info)
@@ -86,7 +92,9 @@ def read_zip(
     folder = tops.pop()
     problem = name_problem(folder)
     if problem:
-        raise InputError(f"{label}: the folder {folder!r} is not a valid task-skill name: {problem}")
+        raise InputError(
+            f"{label}: the folder {folder!r} is not a valid task-skill name: {problem}"
+        )
     files: dict[str, bytes] = {}
     for info in members:
         if "/" not in info.filename:
@@ -95,7 +103,9 @@ def read_zip(
         with zf.open(info) as fh:
             content = fh.read(max_member_bytes + 1)
         if len(content) > max_member_bytes:  # the header lied about the size
-            raise InputError(f"{label}: member {info.filename!r} is larger than {max_member_bytes} bytes")
+            raise InputError(
+                f"{label}: member {info.filename!r} is larger than {max_member_bytes} bytes"
+            )
         files[rel] = content
     problems = validate_files(folder, files)
     if problems:
@@ -107,7 +117,9 @@ def _check_path(name: str, label: str) -> None:
     clean = name.replace("\\", "/")
     parts = clean.split("/")
     if clean.startswith("/") or (len(clean) > 1 and clean[1] == ":"):
-        raise InputError(f"{label}: member {name!r} has an absolute path; members must be relative paths")
+        raise InputError(
+            f"{label}: member {name!r} has an absolute path; members must be relative paths"
+        )
     if ".." in parts:
         raise InputError(f"{label}: member {name!r} climbs out of the folder with '..'")
     if "\\" in name:

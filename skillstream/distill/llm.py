@@ -86,7 +86,9 @@ EXTRACT_SCHEMA: dict[str, Any] = {
 SCRIPTS_SCHEMA = {"type": "object", "properties": {"scripts": _STR_MAP}, "required": ["scripts"]}
 TOOLS_SCHEMA = {"type": "object", "properties": {"tools": _STR_LIST}, "required": ["tools"]}
 REFERENCES_SCHEMA = {
-    "type": "object", "properties": {"references": _STR_MAP}, "required": ["references"]
+    "type": "object",
+    "properties": {"references": _STR_MAP},
+    "required": ["references"],
 }
 
 
@@ -100,8 +102,14 @@ class LLMDistiller:
         detail_workers: Concurrent requests of the full-mode details.
     """
 
-    def __init__(self, backend: ChatBackend, embed: Embed | None = None, *,
-                 shift_threshold: float = 0.2, detail_workers: int = 3) -> None:
+    def __init__(
+        self,
+        backend: ChatBackend,
+        embed: Embed | None = None,
+        *,
+        shift_threshold: float = 0.2,
+        detail_workers: int = 3,
+    ) -> None:
         self.backend = backend
         self.embed = embed
         self.name = getattr(backend, "name", "llm")
@@ -113,7 +121,9 @@ class LLMDistiller:
         if not exchanges(block):
             return [], []
         lang = detect_language(" ".join(m.text for m in block.messages))
-        lines = [f"[{i}] {m.role} ({m.speaker}): {_clip(m.text)}" for i, m in enumerate(block.messages)]
+        lines = [
+            f"[{i}] {m.role} ({m.speaker}): {_clip(m.text)}" for i, m in enumerate(block.messages)
+        ]
         n = len(block.messages)
 
         def validate(data: Any) -> list[tuple[str, list[int]]]:
@@ -127,7 +137,9 @@ class LLMDistiller:
                     raise ValueError("every task needs a non-empty name")
                 positions: list[int] = []
                 for r in t.get("ranges") or []:
-                    if not (isinstance(r, list) and len(r) == 2 and all(isinstance(x, int) for x in r)):
+                    if not (
+                        isinstance(r, list) and len(r) == 2 and all(isinstance(x, int) for x in r)
+                    ):
                         raise ValueError(f"a range must be [first, last], got {r!r}")
                     a, b = r
                     if not 0 <= a <= b < n:
@@ -148,22 +160,28 @@ class LLMDistiller:
         segments = []
         for name, positions in response.data:
             text = " ".join(block.messages[i].text for i in positions)
-            segments.append(TaskSegment.of(block, positions, title=name, lang=detect_language(text)))
+            segments.append(
+                TaskSegment.of(block, positions, title=name, lang=detect_language(text))
+            )
         segments.sort(key=lambda s: s.positions[0])
         return segments, list(response.calls)
 
     # ------------------------------------------------------------------ extraction
-    def propose(self, segment: TaskSegment, recall: Callable[[str], list[RecallHit]]
-                ) -> tuple[Draft | None, list[LLMCall]]:
+    def propose(
+        self, segment: TaskSegment, recall: Callable[[str], list[RecallHit]]
+    ) -> tuple[Draft | None, list[LLMCall]]:
         """A complete task-skill draft from one ``distill_extract`` call."""
         users = [m.text for m in segment.messages if m.role == "user"][:3]
         hits = recall("\n".join([segment.title, *users]))[:MAX_EXISTING]
         ids = {h.skill.id for h in hits}
         lang = segment.lang
         prompt = render(
-            "distill_extract", lang,
+            "distill_extract",
+            lang,
             task=segment.title or "(unnamed)",
-            messages="\n".join(f"{m.role} ({m.speaker}): {_clip(m.text)}" for m in segment.messages),
+            messages="\n".join(
+                f"{m.role} ({m.speaker}): {_clip(m.text)}" for m in segment.messages
+            ),
             existing=_existing(hits, lang),
         )
 
@@ -196,8 +214,12 @@ class LLMDistiller:
                 lang=lang,
             )
 
-        request = ChatRequest("distill_extract", (("user", prompt),), schema=EXTRACT_SCHEMA,
-                              span_id=segment.segment_id)
+        request = ChatRequest(
+            "distill_extract",
+            (("user", prompt),),
+            schema=EXTRACT_SCHEMA,
+            span_id=segment.segment_id,
+        )
         response = self.backend.chat(request, validate)
         return response.data, list(response.calls)
 
@@ -211,21 +233,38 @@ class LLMDistiller:
             return "\n".join(f"- {k}: {v}" for k, v in items.items()) or "-"
 
         jobs = {
-            "scripts": (render("distill_scripts", lang, skill=text, planned=planned(skill.planned_scripts)),
-                        SCRIPTS_SCHEMA, lambda d: _files(d.get("scripts"), "scripts")),
-            "tools": (render("distill_tools", lang, skill=text), TOOLS_SCHEMA,
-                      lambda d: _strings(d.get("tools"), "tools")),
-            "references": (render("distill_references", lang, skill=text,
-                                  planned=planned(skill.planned_references)),
-                           REFERENCES_SCHEMA, lambda d: _files(d.get("references"), "references")),
+            "scripts": (
+                render("distill_scripts", lang, skill=text, planned=planned(skill.planned_scripts)),
+                SCRIPTS_SCHEMA,
+                lambda d: _files(d.get("scripts"), "scripts"),
+            ),
+            "tools": (
+                render("distill_tools", lang, skill=text),
+                TOOLS_SCHEMA,
+                lambda d: _strings(d.get("tools"), "tools"),
+            ),
+            "references": (
+                render(
+                    "distill_references",
+                    lang,
+                    skill=text,
+                    planned=planned(skill.planned_references),
+                ),
+                REFERENCES_SCHEMA,
+                lambda d: _files(d.get("references"), "references"),
+            ),
         }
 
         def ask(key: str) -> Any:
             prompt, schema, check = jobs[key]
-            req = ChatRequest(f"distill_{key}", (("user", prompt),), schema=schema, span_id=skill.id)
+            req = ChatRequest(
+                f"distill_{key}", (("user", prompt),), schema=schema, span_id=skill.id
+            )
             return self.backend.chat(req, lambda d: check(d if isinstance(d, dict) else {}))
 
-        with ThreadPoolExecutor(max_workers=self.detail_workers, thread_name_prefix="distill-details") as pool:
+        with ThreadPoolExecutor(
+            max_workers=self.detail_workers, thread_name_prefix="distill-details"
+        ) as pool:
             futures = {key: pool.submit(ask, key) for key in jobs}
             answers = {key: f.result() for key, f in futures.items()}
         out = skill.copy()
@@ -233,7 +272,9 @@ class LLMDistiller:
         out.tools = answers["tools"].data or out.tools
         out.references = {**out.references, **answers["references"].data}
         out.planned_scripts = {k: v for k, v in out.planned_scripts.items() if k not in out.scripts}
-        out.planned_references = {k: v for k, v in out.planned_references.items() if k not in out.references}
+        out.planned_references = {
+            k: v for k, v in out.planned_references.items() if k not in out.references
+        }
         calls = [c for key in jobs for c in answers[key].calls]
         return out, calls
 
@@ -261,7 +302,9 @@ def _files(value: Any, field: str) -> dict[str, str]:
     out = {}
     for name, text in value.items():
         if not FILE_NAME.match(str(name)):
-            raise ValueError(f'"{field}": {name!r} is not a plain file name (letters, digits, . _ -)')
+            raise ValueError(
+                f'"{field}": {name!r} is not a plain file name (letters, digits, . _ -)'
+            )
         out[str(name)] = str(text)
     return out
 
@@ -273,8 +316,13 @@ def _existing(hits: list[RecallHit], lang: str) -> str:
     for h in hits:
         s = h.skill
         doc = {
-            "id": s.id, "name": s.name, "description": s.description, "procedure": s.procedure,
-            "experience": s.experience, "preferences": s.preferences, "examples": s.examples[:2],
+            "id": s.id,
+            "name": s.name,
+            "description": s.description,
+            "procedure": s.procedure,
+            "experience": s.experience,
+            "preferences": s.preferences,
+            "examples": s.examples[:2],
         }
         blocks.append(json.dumps(doc, ensure_ascii=False, indent=1))
     return "\n".join(blocks)
@@ -282,8 +330,12 @@ def _existing(hits: list[RecallHit], lang: str) -> str:
 
 def _skill_text(skill: TaskSkill) -> str:
     doc = {
-        "name": skill.name, "title": skill.title, "description": skill.description,
-        "procedure": skill.procedure, "experience": skill.experience, "tools": skill.tools,
+        "name": skill.name,
+        "title": skill.title,
+        "description": skill.description,
+        "procedure": skill.procedure,
+        "experience": skill.experience,
+        "tools": skill.tools,
         "verification": skill.verification,
     }
     return json.dumps(doc, ensure_ascii=False, indent=1)

@@ -86,8 +86,12 @@ def build_server(settings: Settings, owner: str, *, api: TaskSkillAPI | None = N
         """Create or replace a task skill. `content` is the markdown body with sections such as
         '## Procedure' (numbered steps), '## Pitfalls and experience', '## User preferences',
         '## Tools', '## Verification'."""
-        front = yaml.safe_dump({"name": name, "description": description}, sort_keys=False,
-                               allow_unicode=True, width=10_000).strip()
+        front = yaml.safe_dump(
+            {"name": name, "description": description},
+            sort_keys=False,
+            allow_unicode=True,
+            width=10_000,
+        ).strip()
         text = f"---\n{front}\n---\n\n{content.strip()}\n"
         problems = validate_skill_md(text, name)
         if problems:
@@ -119,8 +123,12 @@ def build_server(settings: Settings, owner: str, *, api: TaskSkillAPI | None = N
         except (ValueError, FileNotFoundError):
             return []
         return [
-            {"text": h.get("text"), "kind": h.get("kind"), "score": h.get("score"),
-             "event_ts": h["event_ts"].isoformat() if h.get("event_ts") else None}
+            {
+                "text": h.get("text"),
+                "kind": h.get("kind"),
+                "score": h.get("score"),
+                "event_ts": h["event_ts"].isoformat() if h.get("event_ts") else None,
+            }
             for h in hits
         ]
 

@@ -36,7 +36,9 @@ from skillstream.distill.record import DESCRIPTION_MAX, TaskSkill, name_problem,
 from skillstream.errors import InputError
 from skillstream.redact import DEFAULT_REDACTOR
 
-FRONTMATTER_KEYS = frozenset({"name", "description", "license", "compatibility", "metadata", "allowed-tools"})
+FRONTMATTER_KEYS = frozenset(
+    {"name", "description", "license", "compatibility", "metadata", "allowed-tools"}
+)
 BODY_MAX_LINES = 500
 FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
@@ -84,7 +86,15 @@ def redact_skill(skill: TaskSkill) -> TaskSkill:
     out = skill.copy()
     for name in ("title", "description"):
         setattr(out, name, redact(getattr(out, name)))
-    for name in ("triggers", "procedure", "experience", "preferences", "examples", "tools", "verification"):
+    for name in (
+        "triggers",
+        "procedure",
+        "experience",
+        "preferences",
+        "examples",
+        "tools",
+        "verification",
+    ):
         setattr(out, name, [redact(x) for x in getattr(out, name)])
     for name in ("scripts", "references", "planned_scripts", "planned_references"):
         setattr(out, name, {k: redact(v) for k, v in getattr(out, name).items()})
@@ -101,7 +111,11 @@ def render_skill_md(skill: TaskSkill) -> str:
         "title": skill.title or skill.name,
         "lang": skill.lang,
     }
-    front = {"name": skill.name, "description": skill.description or skill.title or skill.name, "metadata": meta}
+    front = {
+        "name": skill.name,
+        "description": skill.description or skill.title or skill.name,
+        "metadata": meta,
+    }
     head = yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=10_000).strip()
     lines = ["---", head, "---", "", f"# {skill.title or skill.name}", ""]
 
@@ -123,11 +137,15 @@ def render_skill_md(skill: TaskSkill) -> str:
         examples.extend([f"### Example {i}", "", f"{fence}markdown", ex.strip(), fence, ""])
     section("Examples", examples[:-1] if examples else [])
     scripts = [f"- `scripts/{n}`" for n in sorted(skill.scripts)]
-    scripts += [f"- planned `{n}`: {_one_line(p)}" for n, p in sorted(skill.planned_scripts.items())]
+    scripts += [
+        f"- planned `{n}`: {_one_line(p)}" for n, p in sorted(skill.planned_scripts.items())
+    ]
     section("Scripts", scripts)
     section("Tools", [f"- {_one_line(t)}" for t in skill.tools])
     refs = [f"- `references/{n}`" for n in sorted(skill.references)]
-    refs += [f"- planned `{n}`: {_one_line(p)}" for n, p in sorted(skill.planned_references.items())]
+    refs += [
+        f"- planned `{n}`: {_one_line(p)}" for n, p in sorted(skill.planned_references.items())
+    ]
     section("References", refs)
     section("Verification", [f"- {_one_line(v)}" for v in skill.verification])
     return redact("\n".join(lines).rstrip() + "\n")
@@ -208,7 +226,7 @@ def split_frontmatter(text: str) -> tuple[dict[str, Any], str]:
         raise InputError(f"SKILL.md frontmatter is not valid YAML: {e}") from None
     if not isinstance(data, dict):
         raise InputError("SKILL.md frontmatter must be a YAML mapping of keys to values")
-    return data, text[m.end():]
+    return data, text[m.end() :]
 
 
 def validate_skill_md(text: str, folder: str | None = None) -> list[str]:
@@ -220,8 +238,10 @@ def validate_skill_md(text: str, folder: str | None = None) -> list[str]:
     problems = []
     extra = sorted(set(map(str, front)) - FRONTMATTER_KEYS)
     if extra:
-        problems.append(f"frontmatter keys {extra} are not allowed; allowed: {sorted(FRONTMATTER_KEYS)} "
-                        "(put other fields under 'metadata')")
+        problems.append(
+            f"frontmatter keys {extra} are not allowed; allowed: {sorted(FRONTMATTER_KEYS)} "
+            "(put other fields under 'metadata')"
+        )
     name = front.get("name")
     problem = name_problem(name)
     if problem:
@@ -249,7 +269,9 @@ def validate_skill_md(text: str, folder: str | None = None) -> list[str]:
         if key in front and not isinstance(front[key], str):
             problems.append(f"'{key}' must be text")
     if len(body.splitlines()) > BODY_MAX_LINES:
-        problems.append(f"the body has {len(body.splitlines())} lines; keep it under {BODY_MAX_LINES}")
+        problems.append(
+            f"the body has {len(body.splitlines())} lines; keep it under {BODY_MAX_LINES}"
+        )
     return problems
 
 
@@ -298,7 +320,9 @@ def validate_zip(data: bytes) -> list[str]:
     if len(tops) != 1:
         return [f"the archive must hold exactly one top folder, found {sorted(tops)}"]
     top = tops.pop()
-    files = {n.split("/", 1)[1]: zf.read(n) for n in zf.namelist() if not n.endswith("/") and "/" in n}
+    files = {
+        n.split("/", 1)[1]: zf.read(n) for n in zf.namelist() if not n.endswith("/") and "/" in n
+    }
     return validate_files(top, files)
 
 
@@ -314,7 +338,12 @@ def parse_skill_md(text: str) -> tuple[dict[str, Any], dict[str, str]]:
         f = _FENCE.match(line)
         if f and fence is None:
             fence = f.group(1)
-        elif f and fence and line.strip() == fence[0] * len(f.group(1)) and len(f.group(1)) >= len(fence):
+        elif (
+            f
+            and fence
+            and line.strip() == fence[0] * len(f.group(1))
+            and len(f.group(1)) >= len(fence)
+        ):
             fence = None
         m = re.match(r"^##\s+(.+?)\s*#*\s*$", line) if fence is None and not f else None
         if m and not line.startswith("###"):
@@ -363,7 +392,12 @@ def examples_of(text: str) -> list[str]:
             continue
         if f and fence is None:
             fence = f.group(1)
-        elif f and fence and line.strip() == fence[0] * len(f.group(1)) and len(f.group(1)) >= len(fence):
+        elif (
+            f
+            and fence
+            and line.strip() == fence[0] * len(f.group(1))
+            and len(f.group(1)) >= len(fence)
+        ):
             fence = None
         if not blocks:
             blocks.append([])
@@ -394,10 +428,15 @@ def skill_from_files(files: Mapping[str, bytes], owner_id: str) -> TaskSkill:
     name = str(front.get("name", ""))
     meta = front.get("metadata") or {}
     meta = meta if isinstance(meta, dict) else {}
-    skill = TaskSkill(id=skill_id(owner_id, name), owner_id=owner_id, name=name,
-                      description=str(front.get("description", "")).strip(),
-                      title=str(meta.get("title") or name.replace("-", " ").capitalize()),
-                      lang=str(meta.get("lang") or "en"), distiller="manual")
+    skill = TaskSkill(
+        id=skill_id(owner_id, name),
+        owner_id=owner_id,
+        name=name,
+        description=str(front.get("description", "")).strip(),
+        title=str(meta.get("title") or name.replace("-", " ").capitalize()),
+        lang=str(meta.get("lang") or "en"),
+        distiller="manual",
+    )
     triggers = str(meta.get("triggers") or "")
     skill.triggers = [t.strip() for t in triggers.split(",") if t.strip()]
     for key, value in sections.items():
@@ -417,8 +456,12 @@ def skill_from_files(files: Mapping[str, bytes], owner_id: str) -> TaskSkill:
         if folder in ("scripts", "references") and FILE_NAME.match(fname):
             target = skill.scripts if folder == "scripts" else skill.references
             target[fname] = data.decode("utf-8", errors="replace")
-    skill.planned_scripts = {k: v for k, v in skill.planned_scripts.items() if k not in skill.scripts}
-    skill.planned_references = {k: v for k, v in skill.planned_references.items() if k not in skill.references}
+    skill.planned_scripts = {
+        k: v for k, v in skill.planned_scripts.items() if k not in skill.scripts
+    }
+    skill.planned_references = {
+        k: v for k, v in skill.planned_references.items() if k not in skill.references
+    }
     return skill
 
 

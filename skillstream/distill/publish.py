@@ -88,7 +88,9 @@ class Publisher:
 
     def publish(self, skill: TaskSkill) -> str:
         """Write the task skill's zip at its version's path and return the file's URL."""
-        return self.store.put(package_path(skill.owner_id, skill.name, skill.version), build_zip(skill))
+        return self.store.put(
+            package_path(skill.owner_id, skill.name, skill.version), build_zip(skill)
+        )
 
     def read(self, url_or_path: str) -> bytes:
         """The bytes of a published package (by the URL stored with the skill, or its path)."""
@@ -101,4 +103,4 @@ class Publisher:
         """Relative paths of every published version of one task skill, oldest first."""
         prefix = f"{owner_dir(owner_id)}/{name}/v"
         found = [p for p in self.store.list(prefix) if p.endswith(f"/{name}.zip")]
-        return sorted(found, key=lambda p: int(p[len(prefix):].split("/", 1)[0] or 0))
+        return sorted(found, key=lambda p: int(p[len(prefix) :].split("/", 1)[0] or 0))

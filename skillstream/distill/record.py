@@ -160,7 +160,12 @@ class TaskSkill:
 
     def search_text(self) -> str:
         """What recall and full-text search see: title, name, description and triggers."""
-        parts = [self.title, self.name.replace("-", " "), self.description, ", ".join(self.triggers)]
+        parts = [
+            self.title,
+            self.name.replace("-", " "),
+            self.description,
+            ", ".join(self.triggers),
+        ]
         return "\n".join(p for p in parts if p)
 
     def copy(self) -> TaskSkill:
@@ -179,7 +184,11 @@ class TaskSkill:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            out[f.name] = json.dumps(value, ensure_ascii=False, sort_keys=True) if f.name in _JSON_FIELDS else value
+            out[f.name] = (
+                json.dumps(value, ensure_ascii=False, sort_keys=True)
+                if f.name in _JSON_FIELDS
+                else value
+            )
         out["search_text"] = self.search_text()
         return out
 
@@ -211,7 +220,9 @@ class TaskSkill:
         return out
 
 
-_JSON_FIELDS = frozenset({"scripts", "references", "planned_scripts", "planned_references", "stats"})
+_JSON_FIELDS = frozenset(
+    {"scripts", "references", "planned_scripts", "planned_references", "stats"}
+)
 _LIST_FIELDS = frozenset(LIST_SECTIONS) | {"source_conversation_ids", "source_segment_ids"}
 
 
@@ -253,7 +264,9 @@ class TaskSegment:
     lang: str = "en"
 
     @classmethod
-    def of(cls, block: ConversationBlock, positions: list[int], title: str = "", lang: str = "en") -> TaskSegment:
+    def of(
+        cls, block: ConversationBlock, positions: list[int], title: str = "", lang: str = "en"
+    ) -> TaskSegment:
         pos = sorted(set(positions))
         msgs = tuple(block.messages[i] for i in pos)
         sid = prefixed_id("tseg", block.conversation_id, [m.message_id for m in msgs])

@@ -60,7 +60,9 @@ class RulesDistiller:
 
     name = "rules"
 
-    def __init__(self, embed: Embed, *, merge_threshold: float = 0.55, shift_threshold: float = 0.2) -> None:
+    def __init__(
+        self, embed: Embed, *, merge_threshold: float = 0.55, shift_threshold: float = 0.2
+    ) -> None:
         self.embed = embed
         self.merge_threshold = merge_threshold
         self.shift_threshold = shift_threshold
@@ -276,7 +278,9 @@ def _verb_object(sentence: str) -> str | None:
     return None
 
 
-_PREPOSITIONS = frozenset("in on at to from for with about of by into near around before after".split())
+_PREPOSITIONS = frozenset(
+    "in on at to from for with about of by into near around before after".split()
+)
 _REQUEST_CUE = re.compile(
     r"\b(?:can|could|would|will) you\b|\bhelp me\b|\bhow (?:do|can|should) (?:i|we)\b|"
     r"\bi(?:'d| would) like\b|\bi (?:need|want|have|wanna)\b|\bwe (?:need|want|have)\b|"

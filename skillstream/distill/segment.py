@@ -107,7 +107,8 @@ def segment_block(
     if not groups:
         return []
     users = [
-        " ".join(block.messages[i].text for i in g if block.messages[i].role == "user") for g in groups
+        " ".join(block.messages[i].text for i in g if block.messages[i].role == "user")
+        for g in groups
     ]
     if not any(is_request(u) for u in users[1:]):
         # no later turn asks for something new: one task, nothing to embed

@@ -10,7 +10,6 @@ answer is a pitfall with its fix, a user's "I prefer / I always want" is a prefe
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Iterable
 
 from skillstream.rules.statements import STOPWORDS, is_question, is_small_talk, split_sentences
@@ -69,8 +68,12 @@ _LEAD_ZH = re.compile(
     r"(?:第[一二三四五六七八九十\d]+步|[（(]?\d+[)）.、]|[一二三四五六七八九十]+、)?[：:，,]?"
     r"(?:首先|先|然后|接着|再|之后|随后|最后|另外|同时|其次)?[，,]?"
 )
-_ORDINAL_ZH = re.compile(r"^(?:第[一二三四五六七八九十\d]+步|\d+[.、)]|首先|先|然后|接着|之后|最后|其次)")
-_IMPERATIVE_ZH = re.compile(r"^(?:请|记得|务必|一定要|要|需要|别|不要|千万别|先|把|用|将|确保|检查|运行|打开|点击|安装|输入)")
+_ORDINAL_ZH = re.compile(
+    r"^(?:第[一二三四五六七八九十\d]+步|\d+[.、)]|首先|先|然后|接着|之后|最后|其次)"
+)
+_IMPERATIVE_ZH = re.compile(
+    r"^(?:请|记得|务必|一定要|要|需要|别|不要|千万别|先|把|用|将|确保|检查|运行|打开|点击|安装|输入)"
+)
 _ASK_ZH = re.compile(r"(?:请问|请提供|请告诉|您的.{0,6}(?:是|叫)|能告诉|可以告诉).*")
 
 
@@ -110,7 +113,12 @@ def step_of(sentence: str, role: str) -> str | None:
     if first in ("don't", "do", "never", "always", "avoid") and len(words) > 2:
         return _trim(_upper_first(s))
     if first in IMPERATIVE_VERBS and (len(words) >= 2 or ordered):
-        if role == "assistant" and first in _ASK_VERBS and len(words) > 1 and words[1].lower() == "your":
+        if (
+            role == "assistant"
+            and first in _ASK_VERBS
+            and len(words) > 1
+            and words[1].lower() == "your"
+        ):
             return "Ask for " + _trim(" ".join(s.split()[1:]))  # "Please provide your rank."
         return _trim(_upper_first(s))
     if ordered and len(words) >= 3 and role == "assistant":
@@ -140,7 +148,7 @@ def count_steps(messages: Iterable[object]) -> int:
     """Procedural sentences in messages: the assistant's steps and anyone's ordered items."""
     n = 0
     for m in messages:
-        role, text = getattr(m, "role"), getattr(m, "text")
+        role, text = m.role, m.text
         for s in sentences(text):
             if step_of(s, role) and (role == "assistant" or is_ordered(s)):
                 n += 1
@@ -149,7 +157,9 @@ def count_steps(messages: Iterable[object]) -> int:
 
 def is_ordered(sentence: str) -> bool:
     """Whether a sentence starts with a sequence marker ("First", "2.", "然后")."""
-    return bool(_ORDINAL_ZH.match(sentence) if _CJK.search(sentence) else _ORDINAL_EN.match(sentence))
+    return bool(
+        _ORDINAL_ZH.match(sentence) if _CJK.search(sentence) else _ORDINAL_EN.match(sentence)
+    )
 
 
 # ----------------------------------------------------------------------------- other material
@@ -167,9 +177,14 @@ _PREFERENCE_EN = [
     (re.compile(r"^(?:i|we) (?:really )?(?:like|love|enjoy) ", re.I), "Likes "),
     (re.compile(r"^(?:i|we) (?:hate|dislike|can'?t stand) ", re.I), "Dislikes "),
     (re.compile(r"^(?:please )?(?:always|never) ", re.I), None),
-    (re.compile(r"^(?:i|we) (?:want|need) (?:it|them|this|that|you) to (?:always )?", re.I), "Wants it to "),
+    (
+        re.compile(r"^(?:i|we) (?:want|need) (?:it|them|this|that|you) to (?:always )?", re.I),
+        "Wants it to ",
+    ),
 ]
-_PREFERENCE_ZH = re.compile(r"^(?:我|我们)?(?:喜欢|更喜欢|偏好|希望|总是|一直|习惯|不喜欢|讨厌|不要|不想|宁愿)")
+_PREFERENCE_ZH = re.compile(
+    r"^(?:我|我们)?(?:喜欢|更喜欢|偏好|希望|总是|一直|习惯|不喜欢|讨厌|不要|不想|宁愿)"
+)
 _VERIFY = re.compile(
     r"\b(?:check|verify|make sure|ensure|confirm|test|validate|returns? \d{3}|health)\b|检查|确认|验证|确保",
     re.IGNORECASE,
@@ -202,7 +217,7 @@ def preference_of(sentence: str) -> str | None:
     for rx, repl in _PREFERENCE_EN:
         m = rx.match(s)
         if m:
-            rest = s[m.end():]
+            rest = s[m.end() :]
             if len(re.findall(r"[A-Za-z]+", rest)) < 2:
                 return None
             text = (repl + rest) if repl else _upper_first(s)
@@ -215,7 +230,9 @@ def is_verification(step: str) -> bool:
     return bool(_VERIFY.search(step))
 
 
-_PROSE = frozenset("and then with to or first again before after so if when on in for it the a .".split())
+_PROSE = frozenset(
+    "and then with to or first again before after so if when on in for it the a .".split()
+)
 
 
 def commands_in(text: str) -> list[str]:
@@ -262,7 +279,9 @@ GENERIC_TERMS = frozenset(
 )
 _TERM_EN = re.compile(r"[a-z][a-z0-9'-]*[a-z0-9]|[a-z]")
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
-_ZH_FUNCTION = frozenset("的了是在和与到把被就都也还吗呢吧啊很我你他她它们这那个时候后前每次再先请要会能让给从对")
+_ZH_FUNCTION = frozenset(
+    "的了是在和与到把被就都也还吗呢吧啊很我你他她它们这那个时候后前每次再先请要会能让给从对"
+)
 """Function characters: a character bigram holding one is rarely a term."""
 _CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]+")
 
@@ -277,8 +296,11 @@ def terms(text: str) -> list[str]:
             continue
         out.append(stem(w))
     for run in _CJK_RUN.findall(text):
-        out.extend(b for b in (run[i : i + 2] for i in range(max(1, len(run) - 1)))
-                   if not set(b) & _ZH_FUNCTION)
+        out.extend(
+            b
+            for b in (run[i : i + 2] for i in range(max(1, len(run) - 1)))
+            if not set(b) & _ZH_FUNCTION
+        )
     return [t for t in out if t and t not in GENERIC_TERMS]
 
 

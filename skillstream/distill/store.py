@@ -18,7 +18,6 @@ never lost to a concurrent distillation, and the catalog copy catches up on the 
 from __future__ import annotations
 
 import builtins
-
 import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -69,7 +68,9 @@ TASK_SKILL_FIELDS = [
 ]
 """Columns of a task skill (``scripts``, ``references``, ``planned_*`` and ``stats`` are JSON)."""
 
-TASK_SKILLS = sch._schema(TASK_SKILL_FIELDS, "id", "Current version of every task skill (the vector lives in LanceDB).")
+TASK_SKILLS = sch._schema(
+    TASK_SKILL_FIELDS, "id", "Current version of every task skill (the vector lives in LanceDB)."
+)
 TASK_SKILL_VERSIONS = sch._schema(
     [
         pa.field("version_id", pa.string(), nullable=False),
@@ -94,8 +95,9 @@ sch.register_table(VERSIONS, TASK_SKILL_VERSIONS)
 
 def lance_schema(dim: int) -> pa.Schema:
     """Schema of the LanceDB ``task_skills`` table for vectors of width ``dim``."""
-    return sch._schema(TASK_SKILL_FIELDS + [sch.vector_field(dim)], "id",
-                       "Task skills as search sees them.")
+    return sch._schema(
+        TASK_SKILL_FIELDS + [sch.vector_field(dim)], "id", "Task skills as search sees them."
+    )
 
 
 def catalog_row(skill: TaskSkill) -> dict[str, Any]:
@@ -105,8 +107,13 @@ def catalog_row(skill: TaskSkill) -> dict[str, Any]:
     return row
 
 
-def version_row(skill: TaskSkill, change: str, *, segment_id: str | None = None,
-                conversation_id: str | None = None) -> dict[str, Any]:
+def version_row(
+    skill: TaskSkill,
+    change: str,
+    *,
+    segment_id: str | None = None,
+    conversation_id: str | None = None,
+) -> dict[str, Any]:
     """The ``task_skill_versions`` row of a task skill's current version."""
     return {
         "version_id": version_id(skill.id, skill.version),
@@ -142,16 +149,31 @@ class TaskSkillIndex:
             dim = _existing_dim(db)
         if dim is None:
             if create:
-                raise InputError("the task_skills table does not exist yet; give the vector width to create it")
+                raise InputError(
+                    "the task_skills table does not exist yet; give the vector width to create it"
+                )
             dim = 1
             create = False
         self.dim = dim
-        self.table = LanceTable(db, TABLE, lance_schema(dim), key="id", fts_columns=("search_text",),
-                                version_column="version", create=create)
+        self.table = LanceTable(
+            db,
+            TABLE,
+            lance_schema(dim),
+            key="id",
+            fts_columns=("search_text",),
+            version_column="version",
+            create=create,
+        )
 
     @classmethod
-    def open(cls, uri: str, storage_options: dict | None = None, dim: int | None = None,
-             *, create: bool = True) -> TaskSkillIndex:
+    def open(
+        cls,
+        uri: str,
+        storage_options: dict | None = None,
+        dim: int | None = None,
+        *,
+        create: bool = True,
+    ) -> TaskSkillIndex:
         return cls(connect(uri, storage_options), dim, create=create)
 
     # ------------------------------------------------------------------ writing
@@ -164,7 +186,9 @@ class TaskSkillIndex:
         rows = []
         for s in items:
             if s.vector is None or len(s.vector) != self.dim:
-                raise InputError(f"task skill {s.name!r} needs a vector of {self.dim} dimensions before it is stored")
+                raise InputError(
+                    f"task skill {s.name!r} needs a vector of {self.dim} dimensions before it is stored"
+                )
             row = s.row()
             used, last = usage.get(s.id, (0, None))
             row["times_used"] = max(int(row.get("times_used") or 0), used)
@@ -177,15 +201,19 @@ class TaskSkillIndex:
     def _usage(self, ids: Sequence[str]) -> dict[str, tuple[int, datetime | None]]:
         if not self.table.exists:
             return {}
-        got = self.table.scan(filters.is_in("id", ids), columns=["id", "times_used", "last_used_at"])
+        got = self.table.scan(
+            filters.is_in("id", ids), columns=["id", "times_used", "last_used_at"]
+        )
         return {r["id"]: (int(r["times_used"] or 0), r["last_used_at"]) for r in got.to_pylist()}
 
     def bump_usage(self, skill_id: str, when: datetime) -> None:
         """Add one to ``times_used`` and set ``last_used_at`` (no new version)."""
         self.table._require().update(
             where=filters.eq("id", skill_id),
-            values_sql={"times_used": "coalesce(times_used, 0) + 1",
-                        "last_used_at": f"CAST({filters.literal(when.isoformat())} AS TIMESTAMP)"},
+            values_sql={
+                "times_used": "coalesce(times_used, 0) + 1",
+                "last_used_at": f"CAST({filters.literal(when.isoformat())} AS TIMESTAMP)",
+            },
         )
 
     # ------------------------------------------------------------------ reading
@@ -197,15 +225,22 @@ class TaskSkillIndex:
         """The stored task skills with these ids (any status)."""
         if not ids:
             return []
-        return [TaskSkill.from_row(r) for r in self.table.scan(filters.is_in("id", list(ids))).to_pylist()]
+        return [
+            TaskSkill.from_row(r)
+            for r in self.table.scan(filters.is_in("id", list(ids))).to_pylist()
+        ]
 
     def find(self, owner_id: str | None, name: str) -> list[TaskSkill]:
         """Task skills called ``name`` (of one owner, or of every owner when ``owner_id`` is None)."""
-        where = filters.where_all(filters.eq("name", name),
-                                  filters.eq("owner_id", owner_id) if owner_id is not None else None)
+        where = filters.where_all(
+            filters.eq("name", name),
+            filters.eq("owner_id", owner_id) if owner_id is not None else None,
+        )
         return [TaskSkill.from_row(r) for r in self.table.scan(where).to_pylist()]
 
-    def list(self, owner_id: str | None = None, statuses: Sequence[str] | None = ("active",)) -> list[TaskSkill]:
+    def list(
+        self, owner_id: str | None = None, statuses: Sequence[str] | None = ("active",)
+    ) -> list[TaskSkill]:
         """Task skills (of one owner or all), sorted by owner and name."""
         where = filters.where_all(
             filters.eq("owner_id", owner_id) if owner_id is not None else None,
@@ -214,8 +249,15 @@ class TaskSkillIndex:
         out = [TaskSkill.from_row(r) for r in self.table.scan(where).to_pylist()]
         return sorted(out, key=lambda s: (s.owner_id, s.name))
 
-    def search(self, text: str | None, vector: Any = None, *, owner_id: str | None = None, k: int = 5,
-               statuses: Sequence[str] = ("active",)) -> builtins.list[tuple[TaskSkill, float]]:
+    def search(
+        self,
+        text: str | None,
+        vector: Any = None,
+        *,
+        owner_id: str | None = None,
+        k: int = 5,
+        statuses: Sequence[str] = ("active",),
+    ) -> builtins.list[tuple[TaskSkill, float]]:
         """Hybrid search (vector + BM25 on ``search_text``, RRF-fused), best first."""
         where = filters.where_all(
             filters.eq("owner_id", owner_id) if owner_id is not None else None,

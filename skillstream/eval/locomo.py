@@ -146,8 +146,14 @@ class Build:
 def home_settings(settings: Settings, home: Path, llm: str, *, summaries: bool = False) -> Settings:
     """``settings`` pointed at a fresh local home: every store under it, no storage options."""
     return dataclasses.replace(
-        settings, home=str(home), lancedb_uri="", catalog_path="", artifacts_uri="",
-        storage_options={}, llm=llm, session_summaries=summaries,
+        settings,
+        home=str(home),
+        lancedb_uri="",
+        catalog_path="",
+        artifacts_uri="",
+        storage_options={},
+        llm=llm,
+        session_summaries=summaries,
     )
 
 
@@ -208,8 +214,9 @@ def build_home(settings: Settings, input_path: Path, system: str) -> Build:
     source = FileSource(str(input_path), format="locomo", max_chars=settings.max_message_chars)
     progress.reset()
     t0 = time.perf_counter()
-    parts = build_flow(settings, source, executor=_executor(settings, system),
-                       flow_id=f"eval-{system}")
+    parts = build_flow(
+        settings, source, executor=_executor(settings, system), flow_id=f"eval-{system}"
+    )
     run_main(parts.flow)
     out = Build(seconds=time.perf_counter() - t0)
     counts = progress.snapshot()
@@ -309,7 +316,9 @@ class LocomoEval:
             embedder = get_embedder(self.settings.embed_model, self.settings.embed_batch)
             for sample in samples:
                 sid = str(sample["sample_id"])
-                questions = load_questions(sample, qa_by_sample.get(sid, []), self.options.categories)
+                questions = load_questions(
+                    sample, qa_by_sample.get(sid, []), self.options.categories
+                )
                 self._conversation(root, sample, questions, embedder, grader)
         finally:
             close = getattr(backend, "close", None)
@@ -319,8 +328,14 @@ class LocomoEval:
                 tmp.cleanup()
         return self._result(samples, time.perf_counter() - t0, backend is not None)
 
-    def _conversation(self, root: Path, sample: dict[str, Any], questions: list[Question],
-                      embedder: Any, grader: QAGrader | None) -> None:
+    def _conversation(
+        self,
+        root: Path,
+        sample: dict[str, Any],
+        questions: list[Question],
+        embedder: Any,
+        grader: QAGrader | None,
+    ) -> None:
         from skillstream.search import MemorySearch
         from skillstream.storage.lance import MemoryIndex
 
@@ -358,13 +373,19 @@ class LocomoEval:
     @staticmethod
     def _record(q: Question) -> dict[str, Any]:
         return {
-            "sample_id": q.sample_id, "index": q.index, "category": q.qa.category,
-            "question": q.qa.question, "gold": q.qa.answer, "evidence": q.evidence,
-            "evidence_dropped": q.dropped, "evidence_repaired": q.repaired,
+            "sample_id": q.sample_id,
+            "index": q.index,
+            "category": q.qa.category,
+            "question": q.qa.question,
+            "gold": q.qa.answer,
+            "evidence": q.evidence,
+            "evidence_dropped": q.dropped,
+            "evidence_repaired": q.repaired,
         }
 
-    def _retrieve(self, searcher: Any, owner: str, questions: list[Question], now: Any
-                  ) -> list[list[dict[str, Any]]]:
+    def _retrieve(
+        self, searcher: Any, owner: str, questions: list[Question], now: Any
+    ) -> list[list[dict[str, Any]]]:
         depth = max(max(self.options.ks), self.qa_k)
 
         def one(q: Question) -> list[dict[str, Any]]:
@@ -381,14 +402,23 @@ class LocomoEval:
                 q.evidence, [h.get("source_message_ids") or [] for h in hits[:k]]
             )
         out["retrieved"] = [
-            {"text": h.get("text"), "source_message_ids": list(h.get("source_message_ids") or []),
-             "score": h.get("score")}
+            {
+                "text": h.get("text"),
+                "source_message_ids": list(h.get("source_message_ids") or []),
+                "score": h.get("score"),
+            }
             for h in hits[: max(self.options.ks)]
         ]
         return out
 
-    def _answer(self, grader: QAGrader, system: str, records: list[dict[str, Any]],
-                questions: list[Question], hits: list[list[dict[str, Any]]]) -> None:
+    def _answer(
+        self,
+        grader: QAGrader,
+        system: str,
+        records: list[dict[str, Any]],
+        questions: list[Question],
+        hits: list[list[dict[str, Any]]],
+    ) -> None:
         t0 = time.perf_counter()
 
         def one(i: int):
@@ -454,8 +484,10 @@ class LocomoEval:
         has_base = "baseline" in self.systems
         cost = {s: self._cost(s) for s in self.systems}
         calls = sum(c["build"]["llm_calls"] + c["answer"]["llm_calls"] for c in cost.values())
-        by_cat = {str(c): sum(1 for r in self.records if r["category"] == c)
-                  for c in self.options.categories}
+        by_cat = {
+            str(c): sum(1 for r in self.records if r["category"] == c)
+            for c in self.options.categories
+        }
         return {
             "overall": self._summary("ours", self.records, qa),
             "per_category": self._per_category("ours", qa),
@@ -473,12 +505,22 @@ class LocomoEval:
                 "questions_by_category": by_cat,
                 "questions_without_evidence": sum(1 for r in self.records if not r["evidence"]),
                 "evidence_repaired": [
-                    {"sample_id": r["sample_id"], "question": r["index"], "ids": r["evidence_repaired"]}
-                    for r in self.records if r["evidence_repaired"]
+                    {
+                        "sample_id": r["sample_id"],
+                        "question": r["index"],
+                        "ids": r["evidence_repaired"],
+                    }
+                    for r in self.records
+                    if r["evidence_repaired"]
                 ],
                 "evidence_dropped": [
-                    {"sample_id": r["sample_id"], "question": r["index"], "ids": r["evidence_dropped"]}
-                    for r in self.records if r["evidence_dropped"]
+                    {
+                        "sample_id": r["sample_id"],
+                        "question": r["index"],
+                        "ids": r["evidence_dropped"],
+                    }
+                    for r in self.records
+                    if r["evidence_dropped"]
                 ],
             },
             "config": {
@@ -493,8 +535,8 @@ class LocomoEval:
                 "embed_model": self.settings.embed_model,
                 "span_tokens": self.settings.span_tokens,
                 "retriever": "skillstream search (MemorySearch, hybrid vector + full-text with RRF, "
-                             "re-ranked; owner-filtered), recall@k on the first k of one ranked "
-                             "list per question",
+                "re-ranked; owner-filtered), recall@k on the first k of one ranked "
+                "list per question",
                 "session_summaries": self.options.session_summaries,
             },
         }

@@ -116,7 +116,9 @@ def _apply(word: str, rules: Sequence[Rule]) -> str:
 def _step1a(word: str) -> str:
     if word.endswith("ies") and len(word) == 4:
         return word[:-3] + "ie"
-    return _apply(word, (("sses", "ss", None), ("ies", "i", None), ("ss", "ss", None), ("s", "", None)))
+    return _apply(
+        word, (("sses", "ss", None), ("ies", "i", None), ("ss", "ss", None), ("s", "", None))
+    )
 
 
 def _step1b(word: str) -> str:

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from skillstream.eval.scoring import ABSTENTION_ANSWER, gold_for_category, is_abstention
 from skillstream.lang import detect_language
 from skillstream.llm import ChatBackend, ChatRequest, LLMFailure
 from skillstream.model import LLMCall
 from skillstream.prompts import render
-from skillstream.eval.scoring import ABSTENTION_ANSWER, gold_for_category, is_abstention
 
 ANSWER_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -63,7 +63,9 @@ class Usage:
         for r in rows:
             self.row(r.cached, r.status, r.prompt_tokens, r.completion_tokens)
 
-    def row(self, cached: bool, status: str, prompt_tokens: int | None, completion: int | None) -> None:
+    def row(
+        self, cached: bool, status: str, prompt_tokens: int | None, completion: int | None
+    ) -> None:
         """Count one ``llm_calls`` row."""
         if cached:
             self.cached += 1
@@ -73,7 +75,7 @@ class Usage:
         self.prompt_tokens += int(prompt_tokens or 0)
         self.completion_tokens += int(completion or 0)
 
-    def merge(self, other: "Usage") -> None:
+    def merge(self, other: Usage) -> None:
         for name in ("calls", "cached", "failed", "prompt_tokens", "completion_tokens"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
@@ -142,11 +144,17 @@ class QAGrader:
         """
         lang = detect_language(question)
         prompt = render(
-            "eval_answer", lang, memories=format_memories(hits), question=question,
+            "eval_answer",
+            lang,
+            memories=format_memories(hits),
+            question=question,
             abstain=ABSTENTION_ANSWER,
         )
         req = ChatRequest(
-            "eval_answer", (("user", prompt),), schema=ANSWER_SCHEMA, temperature=0.0,
+            "eval_answer",
+            (("user", prompt),),
+            schema=ANSWER_SCHEMA,
+            temperature=0.0,
             max_tokens=ANSWER_MAX_TOKENS,
         )
         resp = self.backend.chat(req, _answer_value)
@@ -161,7 +169,10 @@ class QAGrader:
         lang = detect_language(question)
         prompt = render("eval_judge", lang, question=question, gold=gold, answer=answer)
         req = ChatRequest(
-            "eval_judge", (("user", prompt),), schema=JUDGE_SCHEMA, temperature=0.0,
+            "eval_judge",
+            (("user", prompt),),
+            schema=JUDGE_SCHEMA,
+            temperature=0.0,
             max_tokens=JUDGE_MAX_TOKENS,
         )
         resp = self.backend.chat(req, _verdict_value)

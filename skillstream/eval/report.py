@@ -51,12 +51,19 @@ def markdown(result: dict[str, Any], chart_name: str | None = None) -> str:
         f"Ours: the memory flow with the `{cfg['build_llm']}` executor. Baseline: "
         f"`{cfg['baseline']}` (every turn stored verbatim, same flow, store and retriever).",
         f"Retriever: {cfg['retriever']}. Embeddings: `{cfg['embed_model']}`.",
-        "Session summaries: " + ("on." if cfg.get("session_summaries") else
-                                 "off (a summary memory cites every turn of its session, so one "
-                                 "retrieved summary would count the whole session as recalled)."),
-        (f"QA: answers from the top {cfg['qa_k']} memories by `{cfg['llm']}` "
-         f"(`{cfg['llm_model']}`){', judged by the same model' if cfg['judge'] else ''}."
-         if qa else "QA: no LLM configured (offline run): F1 and judge not measured."),
+        "Session summaries: "
+        + (
+            "on."
+            if cfg.get("session_summaries")
+            else "off (a summary memory cites every turn of its session, so one "
+            "retrieved summary would count the whole session as recalled)."
+        ),
+        (
+            f"QA: answers from the top {cfg['qa_k']} memories by `{cfg['llm']}` "
+            f"(`{cfg['llm_model']}`){', judged by the same model' if cfg['judge'] else ''}."
+            if qa
+            else "QA: no LLM configured (offline run): F1 and judge not measured."
+        ),
         "",
         "## Overall",
         "",
@@ -65,10 +72,14 @@ def markdown(result: dict[str, Any], chart_name: str | None = None) -> str:
     ]
     for m in metrics:
         b = base.get(m) if base else None
-        lines.append(f"| {_label(m)} | {_fmt(result['overall'].get(m))} | {_fmt(b)} | "
-                     f"{_diff(result['overall'].get(m), b)} |")
+        lines.append(
+            f"| {_label(m)} | {_fmt(result['overall'].get(m))} | {_fmt(b)} | "
+            f"{_diff(result['overall'].get(m), b)} |"
+        )
     lines += ["", "## Per category", ""]
-    head = "| category | questions |" + "".join(f" {_label(m)} ours | {_label(m)} base |" for m in metrics)
+    head = "| category | questions |" + "".join(
+        f" {_label(m)} ours | {_label(m)} base |" for m in metrics
+    )
     lines += [head, "|---|---:|" + "---:|---:|" * len(metrics)]
     for c, ours_row in result["per_category"].items():
         brow = base_pc.get(c, {})
@@ -96,17 +107,27 @@ def markdown(result: dict[str, Any], chart_name: str | None = None) -> str:
     row("prompt tokens to answer and judge", "answer", "prompt_tokens")
     row("completion tokens to answer and judge", "answer", "completion_tokens")
     row("answer time (s)", "answer", "seconds")
-    lines += ["", f"Total LLM calls: {result['llm_calls']}. Wall time: {result['seconds']:.1f} s.",
-              "", "## Notes on the data", ""]
+    lines += [
+        "",
+        f"Total LLM calls: {result['llm_calls']}. Wall time: {result['seconds']:.1f} s.",
+        "",
+        "## Notes on the data",
+        "",
+    ]
     lines.append(
         f"- Evidence recall averages over questions with usable evidence; "
         f"{data['questions_without_evidence']} question(s) have none and count only for F1/judge."
     )
     lines.append('- Evidence strings that hold two ids ("D8:6; D9:17") are split in two when read.')
-    for note, key in (("repaired", "evidence_repaired"), ("dropped (no such turn)", "evidence_dropped")):
+    for note, key in (
+        ("repaired", "evidence_repaired"),
+        ("dropped (no such turn)", "evidence_dropped"),
+    ):
         items = data[key]
         if items:
-            listed = "; ".join(f"{x['sample_id']} q{x['question']}: {', '.join(x['ids'])}" for x in items)
+            listed = "; ".join(
+                f"{x['sample_id']} q{x['question']}: {', '.join(x['ids'])}" for x in items
+            )
             lines.append(f"- Evidence ids {note}: {listed}.")
     if chart_name:
         lines += ["", f"![ours vs baseline per category]({chart_name})"]
@@ -135,13 +156,18 @@ def chart(result: dict[str, Any], path: str | Path) -> Path:
     fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 4.0), squeeze=False)
     width = 0.38
     for ax, m in zip(axes[0], metrics):
-        ours = [result["per_category"][c].get(m) or 0.0 for c in cats] + [result["overall"].get(m) or 0.0]
+        ours = [result["per_category"][c].get(m) or 0.0 for c in cats] + [
+            result["overall"].get(m) or 0.0
+        ]
         xs = list(range(len(labels)))
         bars = [ax.bar([x - width / 2 for x in xs], ours, width, label="ours", color=OURS_COLOR)]
         if base:
             other = [base_pc.get(c, {}).get(m) or 0.0 for c in cats] + [base.get(m) or 0.0]
-            bars.append(ax.bar([x + width / 2 for x in xs], other, width, label="raw turns",
-                               color=BASE_COLOR))
+            bars.append(
+                ax.bar(
+                    [x + width / 2 for x in xs], other, width, label="raw turns", color=BASE_COLOR
+                )
+            )
         for group in bars:
             ax.bar_label(group, fmt="%.2f", fontsize=7, padding=1)
         ax.set_title(_label(m))
@@ -153,8 +179,12 @@ def chart(result: dict[str, Any], path: str | Path) -> Path:
     handles, names = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, names, loc="upper right", ncols=2, fontsize=8, frameon=False)
     n = result["dataset"]["questions"]
-    fig.suptitle(f"LoCoMo: ours ({result['config']['build_llm']}) vs raw-turn baseline, {n} questions",
-                 fontsize=10, x=0.02, ha="left")
+    fig.suptitle(
+        f"LoCoMo: ours ({result['config']['build_llm']}) vs raw-turn baseline, {n} questions",
+        fontsize=10,
+        x=0.02,
+        ha="left",
+    )
     fig.tight_layout(rect=(0, 0, 1, 0.94))
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)

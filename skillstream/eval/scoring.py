@@ -130,7 +130,9 @@ def evidence_recall(evidence: Sequence[str], retrieved: Iterable[Sequence[str]])
 _DIA_ID = re.compile(r"^D\s*:?\s*(\d+)\s*:\s*0*(\d+)$")
 
 
-def clean_evidence(evidence: Iterable[str], known: set[str] | frozenset[str]) -> tuple[list[str], list[str]]:
+def clean_evidence(
+    evidence: Iterable[str], known: set[str] | frozenset[str]
+) -> tuple[list[str], list[str]]:
     """Keep the evidence ids that name a real turn, repairing the malformed ones that can be.
 
     The LoCoMo file holds a few malformed entries: two ids in one string (``"D8:6; D9:17"``, already

@@ -27,6 +27,13 @@ from skillstream.lifecycle.rules import LifecycleRules
 from skillstream.lifecycle.states import EVENTS, STATUSES
 
 __all__ = [
-    "EVENTS", "STATUSES", "LifecycleRules", "MaintenanceTick", "Policy", "PolicySet", "Reader",
-    "can_read", "maintain_owner",
+    "EVENTS",
+    "STATUSES",
+    "LifecycleRules",
+    "MaintenanceTick",
+    "Policy",
+    "PolicySet",
+    "Reader",
+    "can_read",
+    "maintain_owner",
 ]

@@ -74,10 +74,29 @@ register_table(TABLE, CONTRADICTIONS)
 
 KEEP_A, KEEP_B, DISCARD_BOTH, UNRESOLVED = "keep-a", "keep-b", "discard-both", "unresolved"
 CONFLICT_KINDS = frozenset({"fact", "preference", "plan", "opinion"})
-SINGLE_VALUED = frozenset({
-    "name", "origin", "home", "job", "age", "birthday", "diet", "allergy", "relationship", "study",
-    "名字", "籍贯", "住址", "工作", "年龄", "饮食", "过敏", "感情", "学业",
-})
+SINGLE_VALUED = frozenset(
+    {
+        "name",
+        "origin",
+        "home",
+        "job",
+        "age",
+        "birthday",
+        "diet",
+        "allergy",
+        "relationship",
+        "study",
+        "名字",
+        "籍贯",
+        "住址",
+        "工作",
+        "年龄",
+        "饮食",
+        "过敏",
+        "感情",
+        "学业",
+    }
+)
 SAME_THING_SIMILARITY = 0.75
 
 _NEGATION = re.compile(
@@ -194,14 +213,26 @@ def invalidate(log: ChangeLog, loser: Memory, winner: Memory, rule: str, at: dat
     start = loser.valid_from or loser.created_at or at
     win = winner.valid_from or winner.created_at or at
     log.transition(
-        loser, ARCHIVED, INVALIDATED, f"contradicted by {winner.id} ({rule})", at,
+        loser,
+        ARCHIVED,
+        INVALIDATED,
+        f"contradicted by {winner.id} ({rule})",
+        at,
         valid_to=max(start, win),
     )
 
 
 def row(
-    a: Memory, b: Memory, description: str, resolution: str, rule: str | None,
-    *, detected_at: datetime, detected_by: str, span_id: str | None, recorded_at: datetime,
+    a: Memory,
+    b: Memory,
+    description: str,
+    resolution: str,
+    rule: str | None,
+    *,
+    detected_at: datetime,
+    detected_by: str,
+    span_id: str | None,
+    recorded_at: datetime,
     resolved_at: datetime | None = None,
 ) -> dict[str, Any]:
     """A ``contradictions`` row (the id hashes the owner and both memory ids)."""
@@ -225,7 +256,12 @@ def row(
 
 
 def settle(
-    log: ChangeLog, a: Memory, b: Memory, description: str, at: datetime, rules: LifecycleRules,
+    log: ChangeLog,
+    a: Memory,
+    b: Memory,
+    description: str,
+    at: datetime,
+    rules: LifecycleRules,
 ) -> str:
     """Record the contradiction between ``a`` and ``b`` detected at ``at`` and apply its resolution.
 
@@ -237,9 +273,21 @@ def settle(
         invalidate(log, a, b, rule or "", at)
     elif resolution == KEEP_A:
         invalidate(log, b, a, rule or "", at)
-    log.add_rows(TABLE, [row(
-        a, b, description, resolution, rule, detected_at=at, detected_by=log.actor,
-        span_id=log.span_id, recorded_at=log.recorded_at,
-        resolved_at=None if resolution == UNRESOLVED else at,
-    )])
+    log.add_rows(
+        TABLE,
+        [
+            row(
+                a,
+                b,
+                description,
+                resolution,
+                rule,
+                detected_at=at,
+                detected_by=log.actor,
+                span_id=log.span_id,
+                recorded_at=log.recorded_at,
+                resolved_at=None if resolution == UNRESOLVED else at,
+            )
+        ],
+    )
     return resolution

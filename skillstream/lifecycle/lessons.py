@@ -100,9 +100,13 @@ def lesson_op(outcome: Any, message: Message, lang: str, confidence: float) -> M
     elif kind == "score":
         score, top = outcome.get("score"), outcome.get("max", 1.0)
         if not _number(score) or not _number(top) or top <= 0:
-            raise ValueError("a score outcome needs a number 'score' (and a positive 'max', default 1)")
+            raise ValueError(
+                "a score outcome needs a number 'score' (and a positive 'max', default 1)"
+            )
         good = score / top >= 0.5
-        text = words["good" if good else "poor"].format(task=shown, score=f"{score:g}", max=f"{top:g}")
+        text = words["good" if good else "poor"].format(
+            task=shown, score=f"{score:g}", max=f"{top:g}"
+        )
         if feedback:
             text += words["more"].format(feedback=feedback)
     else:

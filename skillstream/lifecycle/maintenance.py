@@ -27,9 +27,9 @@ Frozen memories are left alone by every step.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Callable
 
 from skillstream.lifecycle.rules import LifecycleRules
 from skillstream.lifecycle.states import ACTIVATED, ARCHIVED, DECAYED, EXPIRED, ChangeLog
@@ -93,8 +93,14 @@ def _decay(log: ChangeLog, m: Memory, at: datetime, rules: LifecycleRules) -> No
         k0 = m.decay_steps + max(1, math.ceil(round(m.confidence / rules.decay_step, 6)))
         when = _step_time(m, k0, rules)
         log.transition(
-            m, EXPIRED, EXPIRED, f"confidence decayed to 0 (unused since {touch:%Y-%m-%d})", when,
-            confidence=0.0, decay_steps=k0, valid_to=when if m.valid_to is None else m.valid_to,
+            m,
+            EXPIRED,
+            EXPIRED,
+            f"confidence decayed to 0 (unused since {touch:%Y-%m-%d})",
+            when,
+            confidence=0.0,
+            decay_steps=k0,
+            valid_to=when if m.valid_to is None else m.valid_to,
         )
         return
     when = _step_time(m, due, rules)
@@ -107,7 +113,9 @@ def _decay(log: ChangeLog, m: Memory, at: datetime, rules: LifecycleRules) -> No
     log.log(m, DECAYED, f"unused since {touch:%Y-%m-%d}: confidence -{lost:g}", when, old)
 
 
-def enforce_capacity(log: ChangeLog, state: OwnerMemories, at: datetime, rules: LifecycleRules) -> int:
+def enforce_capacity(
+    log: ChangeLog, state: OwnerMemories, at: datetime, rules: LifecycleRules
+) -> int:
     """Archive what is over the type capacities and the policies' per-scope maxima."""
     archived = 0
     live = [m for m in state.items.values() if m.status == ACTIVATED]
@@ -145,9 +153,7 @@ def maintain_owner(
     token_count: Callable[[str], int] | None = None,
 ) -> MaintenanceResult | None:
     """Maintain one owner's memories at event time ``at``; ``None`` when nothing changed."""
-    log = ChangeLog(
-        state.owner_id, "maintenance", None, actor, recorded_at or datetime.now(UTC)
-    )
+    log = ChangeLog(state.owner_id, "maintenance", None, actor, recorded_at or datetime.now(UTC))
     if rules.summaries:  # first, so a summary of an old session ages like its session did
         summarize(log, state, at, rules, embed, close_all=close_sessions, token_count=token_count)
     for m in sorted(state.items.values(), key=lambda m: (m.created_at or at, m.id)):
@@ -156,8 +162,12 @@ def maintain_owner(
     if not log.events:
         return None
     return MaintenanceResult(
-        owner_id=state.owner_id, at=at, memories=list(log.changed.values()), events=log.events,
-        extras=log.extras, actor=actor,
+        owner_id=state.owner_id,
+        at=at,
+        memories=list(log.changed.values()),
+        events=log.events,
+        extras=log.extras,
+        actor=actor,
     )
 
 
@@ -165,7 +175,9 @@ class Maintenance:
     """The pipeline's maintenance hook: runs :func:`maintain_owner` for a ``MaintenanceTick``."""
 
     def __init__(
-        self, rules: LifecycleRules, embed: Embed | None = None,
+        self,
+        rules: LifecycleRules,
+        embed: Embed | None = None,
         token_count: Callable[[str], int] | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
@@ -176,6 +188,11 @@ class Maintenance:
 
     def __call__(self, state: OwnerMemories, tick: MaintenanceTick) -> MaintenanceResult | None:
         return maintain_owner(
-            state, tick.at, self.rules, embed=self.embed, close_sessions=tick.close_sessions,
-            recorded_at=self.clock(), token_count=self.token_count,
+            state,
+            tick.at,
+            self.rules,
+            embed=self.embed,
+            close_sessions=tick.close_sessions,
+            recorded_at=self.clock(),
+            token_count=self.token_count,
         )

@@ -46,8 +46,12 @@ from skillstream.storage import filters
 SCOPES = ("private", "fleet", "session")
 DEFAULT_AGENT = "*"
 _KEYS = {
-    "readable_scopes", "writable_scopes", "default_scope", "max_items_per_scope",
-    "default_expiry", "sensitive_patterns",
+    "readable_scopes",
+    "writable_scopes",
+    "default_scope",
+    "max_items_per_scope",
+    "default_expiry",
+    "sensitive_patterns",
 }
 
 
@@ -111,7 +115,9 @@ class Policy:
             expiry = parse_duration(data.get("default_expiry"))
         except InputError as e:
             raise ConfigError(f"{where}.default_expiry: {e}") from None
-        patterns = patterns_from_config(data.get("sensitive_patterns"), f"{where}.sensitive_patterns")
+        patterns = patterns_from_config(
+            data.get("sensitive_patterns"), f"{where}.sensitive_patterns"
+        )
         return cls(agent, readable, writable, default_scope, tuple(pairs), expiry, patterns)
 
 
@@ -153,9 +159,14 @@ def _policy_set(data_json: str) -> PolicySet:
     data = json.loads(data_json)
     if not isinstance(data, Mapping):
         raise ConfigError(f"policies: expected a table of agent policies, got {data!r}")
-    default = Policy.from_config(DEFAULT_AGENT, data[DEFAULT_AGENT]) if DEFAULT_AGENT in data else Policy()
+    default = (
+        Policy.from_config(DEFAULT_AGENT, data[DEFAULT_AGENT])
+        if DEFAULT_AGENT in data
+        else Policy()
+    )
     named = tuple(
-        (agent, Policy.from_config(agent, table)) for agent, table in sorted(data.items())
+        (agent, Policy.from_config(agent, table))
+        for agent, table in sorted(data.items())
         if agent != DEFAULT_AGENT
     )
     return PolicySet(named, default)

@@ -12,8 +12,9 @@ log; the flow would otherwise overwrite the access times with its own copy of th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -47,8 +48,14 @@ register_table(TABLE, QUERIES)
 
 
 def query_row(
-    reader: Reader, query: str, strategy: str, k: int, result_ids: Sequence[str],
-    executed_at: datetime | None, recorded_at: datetime, redactor: Redactor,
+    reader: Reader,
+    query: str,
+    strategy: str,
+    k: int,
+    result_ids: Sequence[str],
+    executed_at: datetime | None,
+    recorded_at: datetime,
+    redactor: Redactor,
 ) -> dict[str, Any]:
     """One ``queries`` row; a query matching a ``reject`` pattern is stored as its pattern names."""
     text, _, rejected = redactor.check(query)
@@ -56,8 +63,14 @@ def query_row(
         text = " ".join(f"[REJECTED:{n}]" for n in sorted(set(rejected)))
     return {
         "query_id": prefixed_id(
-            "qry", reader.owner_id, reader.agent_id, reader.session_id, text, strategy,
-            executed_at, recorded_at,
+            "qry",
+            reader.owner_id,
+            reader.agent_id,
+            reader.session_id,
+            text,
+            strategy,
+            executed_at,
+            recorded_at,
         ),
         "owner_id": reader.owner_id,
         "agent_id": reader.agent_id,

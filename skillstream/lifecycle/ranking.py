@@ -27,7 +27,9 @@ _LOG11 = math.log(11.0)
 
 def recency(hit: dict[str, Any], now: datetime | None, rules: LifecycleRules) -> float:
     """``0.5 ** (age / half-life)``; 1 for a memory confirmed at or after ``now``."""
-    t = latest(*(hit.get(c) for c in ("valid_from", "created_at", "updated_at", "last_reinforced_at")))
+    t = latest(
+        *(hit.get(c) for c in ("valid_from", "created_at", "updated_at", "last_reinforced_at"))
+    )
     if t is None or now is None:
         return 0.0
     age = (now - t).total_seconds()

@@ -11,8 +11,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -33,8 +33,14 @@ def clamp_confidence(value: float, rules: LifecycleRules) -> float:
 
 
 def reinforce(
-    log: ChangeLog, m: Memory, at: datetime, rules: LifecycleRules, reason: str,
-    *, expiry: timedelta | None = None, source_ids: Sequence[str] = (),
+    log: ChangeLog,
+    m: Memory,
+    at: datetime,
+    rules: LifecycleRules,
+    reason: str,
+    *,
+    expiry: timedelta | None = None,
+    source_ids: Sequence[str] = (),
 ) -> None:
     """Reinforce ``m`` at event time ``at`` and log a ``reinforced`` event."""
     old = m.copy()
@@ -97,15 +103,27 @@ class NearDuplicates:
 
 
 def merge_into(
-    log: ChangeLog, dup: Memory, into: Memory, similarity: float, at: datetime, rules: LifecycleRules,
-    *, expiry: timedelta | None = None,
+    log: ChangeLog,
+    dup: Memory,
+    into: Memory,
+    similarity: float,
+    at: datetime,
+    rules: LifecycleRules,
+    *,
+    expiry: timedelta | None = None,
 ) -> None:
     """Fold the new ``dup`` into ``into``: ``dup`` becomes ``merged``, ``into`` is reinforced."""
     log.transition(
-        dup, MERGED, MERGED, f"near-duplicate of {into.id} (cosine {similarity:.3f})", at,
+        dup,
+        MERGED,
+        MERGED,
+        f"near-duplicate of {into.id} (cosine {similarity:.3f})",
+        at,
         merged_into=into.id,
     )
-    reinforce(log, into, at, rules, f"merged {dup.id}", expiry=expiry, source_ids=dup.source_message_ids)
+    reinforce(
+        log, into, at, rules, f"merged {dup.id}", expiry=expiry, source_ids=dup.source_message_ids
+    )
 
 
 def _age_key(m: Memory) -> tuple:

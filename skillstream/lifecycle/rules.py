@@ -90,7 +90,9 @@ def rank_weights(overrides: dict[str, float] | None) -> tuple[tuple[str, float],
     weights = dict(DEFAULT_WEIGHTS)
     for name, value in (overrides or {}).items():
         if name not in DEFAULT_WEIGHTS:
-            raise ConfigError(f"rank_weights: unknown weight {name!r}; known: {sorted(DEFAULT_WEIGHTS)}")
+            raise ConfigError(
+                f"rank_weights: unknown weight {name!r}; known: {sorted(DEFAULT_WEIGHTS)}"
+            )
         try:
             v = float(value)
         except (TypeError, ValueError):

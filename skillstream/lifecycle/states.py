@@ -50,8 +50,19 @@ DECAYED = "decayed"
 UNFROZEN = "unfrozen"
 REFUSED = "refused"
 EVENTS = (
-    CREATED, UPDATED, REINFORCED, MERGED, ARCHIVED, INVALIDATED, REACTIVATED, DECAYED, EXPIRED,
-    DELETED, FROZEN, UNFROZEN, REFUSED,
+    CREATED,
+    UPDATED,
+    REINFORCED,
+    MERGED,
+    ARCHIVED,
+    INVALIDATED,
+    REACTIVATED,
+    DECAYED,
+    EXPIRED,
+    DELETED,
+    FROZEN,
+    UNFROZEN,
+    REFUSED,
 )
 
 TRANSITIONS: dict[str, frozenset[str]] = {
@@ -76,7 +87,9 @@ def check_transition(current: str, to: str) -> None:
         raise TransitionError(f"unknown memory status {current!r}; known: {', '.join(STATUSES)}")
     if to not in allowed:
         can = ", ".join(sorted(allowed)) or "nothing (final state)"
-        raise TransitionError(f"a memory in status {current!r} cannot become {to!r}; it can become: {can}")
+        raise TransitionError(
+            f"a memory in status {current!r} cannot become {to!r}; it can become: {can}"
+        )
 
 
 def snapshot(m: Memory) -> str:
@@ -124,8 +137,15 @@ class ChangeLog:
     seq: int = 0
 
     def log(
-        self, m: Memory, event: str, reason: str, at: datetime | None, old: Memory | None = None,
-        actor: str | None = None, *, changed: bool = True,
+        self,
+        m: Memory,
+        event: str,
+        reason: str,
+        at: datetime | None,
+        old: Memory | None = None,
+        actor: str | None = None,
+        *,
+        changed: bool = True,
     ) -> MemoryEvent:
         """Append one event for ``m`` (already changed) and, unless told not to, mark it changed."""
         self.seq += 1
@@ -160,7 +180,14 @@ class ChangeLog:
             self.extras.setdefault(table, []).extend(rows)
 
     def transition(
-        self, m: Memory, to: str, event: str, reason: str, at: datetime, *, actor: str | None = None,
+        self,
+        m: Memory,
+        to: str,
+        event: str,
+        reason: str,
+        at: datetime,
+        *,
+        actor: str | None = None,
         **fields: Any,
     ) -> Memory:
         """Move ``m`` to status ``to`` (checked), set ``fields``, bump the version, log ``event``.

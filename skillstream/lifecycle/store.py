@@ -13,9 +13,10 @@ memories' current confidence and reinforcement.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Iterable
+from typing import Any
 
 from skillstream.errors import InputError
 from skillstream.lifecycle import contradictions as ctr
@@ -23,7 +24,15 @@ from skillstream.lifecycle.maintenance import maintain_owner
 from skillstream.lifecycle.policy import Reader, can_read
 from skillstream.lifecycle.rules import LifecycleRules
 from skillstream.lifecycle.states import (
-    ACTIVATED, ARCHIVED, DELETED, EXPIRED, FROZEN, REACTIVATED, STATUSES, UNFROZEN, ChangeLog,
+    ACTIVATED,
+    ARCHIVED,
+    DELETED,
+    EXPIRED,
+    FROZEN,
+    REACTIVATED,
+    STATUSES,
+    UNFROZEN,
+    ChangeLog,
 )
 from skillstream.memories import OwnerMemories
 from skillstream.model import MaintenanceResult
@@ -97,8 +106,14 @@ def maintain_home(
             continue
         state = states[owner] = load_owner(stores, owner)
         r = maintain_owner(
-            state, at, rules, embed=embed, close_sessions=close_sessions, actor=actor,
-            recorded_at=recorded, token_count=token_count,
+            state,
+            at,
+            rules,
+            embed=embed,
+            close_sessions=close_sessions,
+            actor=actor,
+            recorded_at=recorded,
+            token_count=token_count,
         )
         if r is not None:
             results.append(r)
@@ -113,8 +128,13 @@ def maintain_home(
 
 
 def _recheck_contradictions(
-    stores: Any, states: dict[str, OwnerMemories], at: datetime, rules: LifecycleRules,
-    actor: str, recorded: datetime, report: MaintainReport,
+    stores: Any,
+    states: dict[str, OwnerMemories],
+    at: datetime,
+    rules: LifecycleRules,
+    actor: str,
+    recorded: datetime,
+    report: MaintainReport,
 ) -> list[MaintenanceResult]:
     rows = stores.catalog.sql(
         f"SELECT * FROM {ctr.TABLE} WHERE resolution = ? ORDER BY detected_at, contradiction_id",
@@ -145,18 +165,32 @@ def _recheck_contradictions(
         else:
             resolution = ctr.KEEP_A if live_a else ctr.KEEP_B if live_b else ctr.DISCARD_BOTH
             rule = "lifecycle"
-        row.update(resolution=resolution, rule=rule, resolved_at=at, recorded_at=recorded,
-                   winner_id={ctr.KEEP_A: a.id, ctr.KEEP_B: b.id}.get(resolution))
+        row.update(
+            resolution=resolution,
+            rule=rule,
+            resolved_at=at,
+            recorded_at=recorded,
+            winner_id={ctr.KEEP_A: a.id, ctr.KEEP_B: b.id}.get(resolution),
+        )
         log.add_rows(ctr.TABLE, [row])
         report.contradictions[resolution] += 1
     return [
-        MaintenanceResult(owner, at, list(log.changed.values()), log.events, log.extras, actor=actor)
-        for owner, log in sorted(logs.items()) if log.events or log.extras
+        MaintenanceResult(
+            owner, at, list(log.changed.values()), log.events, log.extras, actor=actor
+        )
+        for owner, log in sorted(logs.items())
+        if log.events or log.extras
     ]
 
 
 def set_status(
-    stores: Any, memory_ids: Iterable[str], to: str, *, at: datetime, reason: str, actor: str = "cli",
+    stores: Any,
+    memory_ids: Iterable[str],
+    to: str,
+    *,
+    at: datetime,
+    reason: str,
+    actor: str = "cli",
 ) -> list[MaintenanceResult]:
     """Freeze (``frozen``), unfreeze (``activated``) or forget (``deleted``) memories and write it.
 
@@ -177,13 +211,17 @@ def set_status(
         if to == ACTIVATED:
             event = UNFROZEN if m.status == FROZEN else REACTIVATED
         else:
-            event = {FROZEN: FROZEN, DELETED: DELETED, ARCHIVED: ARCHIVED, EXPIRED: EXPIRED}.get(to, to)
+            event = {FROZEN: FROZEN, DELETED: DELETED, ARCHIVED: ARCHIVED, EXPIRED: EXPIRED}.get(
+                to, to
+            )
         if to == DELETED:
             log.transition(m, to, event, reason, at, valid_to=m.valid_to or at)
         else:
             log.transition(m, to, event, reason, at)
     results = [
-        MaintenanceResult(owner, at, list(log.changed.values()), log.events, log.extras, actor=actor)
+        MaintenanceResult(
+            owner, at, list(log.changed.values()), log.events, log.extras, actor=actor
+        )
         for owner, log in sorted(logs.items())
     ]
     if results:
@@ -200,7 +238,10 @@ def _get(stores: Any, memory_id: str) -> Any:
 
 
 def get_memory(
-    catalog: Any, memory_id: str, reader: Reader | None = None, rules: LifecycleRules | None = None,
+    catalog: Any,
+    memory_id: str,
+    reader: Reader | None = None,
+    rules: LifecycleRules | None = None,
 ) -> dict[str, Any] | None:
     """One memory row (without vector) as ``reader`` may see it; ``None`` if missing or hidden."""
     rows = catalog.sql("SELECT * FROM memory_meta WHERE id = ?", [memory_id]).to_pylist()
@@ -214,7 +255,10 @@ def get_memory(
 
 
 def history(
-    catalog: Any, memory_id: str, reader: Reader | None = None, rules: LifecycleRules | None = None,
+    catalog: Any,
+    memory_id: str,
+    reader: Reader | None = None,
+    rules: LifecycleRules | None = None,
 ) -> list[dict[str, Any]]:
     """The lifecycle events of a memory in order (empty when ``reader`` may not see it)."""
     if reader is not None and get_memory(catalog, memory_id, reader, rules) is None:
@@ -228,7 +272,12 @@ def history(
 
 
 def list_contradictions(
-    catalog: Any, *, now: datetime | None, older_than: Any, owner: str | None = None, all_: bool = False,
+    catalog: Any,
+    *,
+    now: datetime | None,
+    older_than: Any,
+    owner: str | None = None,
+    all_: bool = False,
 ) -> list[dict[str, Any]]:
     """Contradictions, oldest first: unresolved ones detected at least ``older_than`` before
     ``now`` (every one with ``all_``)."""

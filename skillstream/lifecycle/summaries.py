@@ -19,8 +19,9 @@ someone who could not read the fact itself.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -106,7 +107,8 @@ def build(owner_id: str, session_id: str, items: list[Memory]) -> tuple[Memory, 
     none = "无" if lang == "zh" else "various things"
     narrative_facts = "\n".join(f"- {f}" for f in facts)
     text = render(
-        "lifecycle_summary", lang,
+        "lifecycle_summary",
+        lang,
         date=start.strftime("%Y-%m-%d"),
         speakers=_join(speakers, lang) or ("参与者" if lang == "zh" else "the participants"),
         topics=_join(topics, lang) or none,
@@ -153,8 +155,14 @@ def build(owner_id: str, session_id: str, items: list[Memory]) -> tuple[Memory, 
 
 
 def summarize(
-    log: ChangeLog, state: OwnerMemories, at: datetime, rules: LifecycleRules,
-    embed: Embed | None, *, close_all: bool = False, token_count: Callable[[str], int] | None = None,
+    log: ChangeLog,
+    state: OwnerMemories,
+    at: datetime,
+    rules: LifecycleRules,
+    embed: Embed | None,
+    *,
+    close_all: bool = False,
+    token_count: Callable[[str], int] | None = None,
 ) -> int:
     """Write or refresh the summaries of the owner's closed sessions; returns how many changed."""
     todo: list[tuple[Memory, dict[str, Any], Memory | None]] = []
@@ -165,7 +173,8 @@ def summarize(
         last = items[-1].created_at
         assert last is not None  # sessions() keeps only memories with a creation time
         if current is not None and (
-            current.status != ACTIVATED or (current.created_at is not None and last <= current.created_at)
+            current.status != ACTIVATED
+            or (current.created_at is not None and last <= current.created_at)
         ):
             continue  # up to date: no memory of the session is newer than the summary
         memory, table_row = build(state.owner_id, session_id, items)
@@ -184,17 +193,33 @@ def summarize(
             target = memory
         else:
             old = current.copy()
-            for name in ("text", "tags", "source_message_ids", "span_id", "event_ts", "scope", "lang",
-                         "created_at"):
+            for name in (
+                "text",
+                "tags",
+                "source_message_ids",
+                "span_id",
+                "event_ts",
+                "scope",
+                "lang",
+                "created_at",
+            ):
                 setattr(current, name, getattr(memory, name))
             current.updated_at = memory.updated_at
             if vectors is not None:
                 current.vector = memory.vector
             current.version += 1
-            log.log(current, UPDATED, "session summary refreshed with later memories", memory.updated_at, old)
+            log.log(
+                current,
+                UPDATED,
+                "session summary refreshed with later memories",
+                memory.updated_at,
+                old,
+            )
             target = current
         table_row["version"] = target.version
-        table_row["token_count"] = token_count(target.text) if token_count else len(target.text.split())
+        table_row["token_count"] = (
+            token_count(target.text) if token_count else len(target.text.split())
+        )
         table_row["recorded_at"] = log.recorded_at
         rows.append(table_row)
     log.add_rows(TABLE, rows)

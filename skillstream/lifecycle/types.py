@@ -56,9 +56,13 @@ def capacities(overrides: Mapping[str, int] | None = None) -> tuple[tuple[str, i
     caps = dict(DEFAULT_CAPACITIES)
     for name, value in (overrides or {}).items():
         if name not in MEMORY_TYPES:
-            raise ConfigError(f"memory_capacities: unknown memory type {name!r}; known: {MEMORY_TYPES}")
+            raise ConfigError(
+                f"memory_capacities: unknown memory type {name!r}; known: {MEMORY_TYPES}"
+            )
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ConfigError(f"memory_capacities.{name}: expected a whole number >= 0, got {value!r}")
+            raise ConfigError(
+                f"memory_capacities.{name}: expected a whole number >= 0, got {value!r}"
+            )
         caps[name] = value
     return tuple(caps.items())
 
@@ -70,6 +74,7 @@ def touched_at(m: Memory) -> datetime | None:
 
 def eviction_order(memories: Iterable[Memory]) -> list[Memory]:
     """Memories from the first to archive to the last: least valuable, then oldest, then id."""
+
     def key(m: Memory) -> tuple:
         t = touched_at(m)
         return (round(m.confidence, 6), m.reinforcement, t.timestamp() if t else 0.0, m.id)

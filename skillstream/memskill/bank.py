@@ -203,8 +203,11 @@ class MemorySkillBank:
         for f in files:
             cur = latest.get(f.version.name)
             if (
-                not force and cur is not None and f.based_on is not None
-                and f.based_on < cur.version and cur.content() != f.version.content()
+                not force
+                and cur is not None
+                and f.based_on is not None
+                and f.based_on < cur.version
+                and cur.content() != f.version.content()
             ):
                 raise InputError(
                     f"{f.path}: the file was exported from version {f.based_on} of "
@@ -259,8 +262,12 @@ class MemorySkillBank:
 
     def usage(self) -> dict[str, int]:
         """Spans (status ``done``) each memory skill was selected for, from the span ledger."""
-        rels = {r["table_name"] for r in self.catalog.sql(
-            "SELECT table_name FROM information_schema.tables").to_pylist()}
+        rels = {
+            r["table_name"]
+            for r in self.catalog.sql(
+                "SELECT table_name FROM information_schema.tables"
+            ).to_pylist()
+        }
         if "spans" not in rels:
             return {}
         rows = self.catalog.sql(

@@ -185,8 +185,10 @@ class TorchScorer:
                 f"of {state.shape[0]} and skill vectors of {skill_vectors.shape[1]}"
             )
         with torch.no_grad():
-            out = self.net(torch.from_numpy(np.ascontiguousarray(state, dtype=np.float32)),
-                           torch.from_numpy(np.ascontiguousarray(skill_vectors, dtype=np.float32)))
+            out = self.net(
+                torch.from_numpy(np.ascontiguousarray(state, dtype=np.float32)),
+                torch.from_numpy(np.ascontiguousarray(skill_vectors, dtype=np.float32)),
+            )
         return out.numpy().astype(np.float64)
 
 

@@ -128,8 +128,12 @@ def memory_line(i: int, m: Memory) -> str:
 
 
 def render_prompt(
-    span: Span, span_text: str, retrieved: Sequence[Memory], skills: Sequence[MemorySkill],
-    *, blocks: bool = False,
+    span: Span,
+    span_text: str,
+    retrieved: Sequence[Memory],
+    skills: Sequence[MemorySkill],
+    *,
+    blocks: bool = False,
 ) -> tuple[str, str]:
     """The (system, user) messages for one span.
 
@@ -148,8 +152,12 @@ def render_prompt(
         memories = prompts.render("memskill_no_memories", lang).strip()
     blocks_text = "\n\n".join(
         prompts.render(
-            "memskill_skill", lang, skill_name=s.name, description=s.description,
-            action=s.action.upper(), instruction=s.instruction.strip(),
+            "memskill_skill",
+            lang,
+            skill_name=s.name,
+            description=s.description,
+            action=s.action.upper(),
+            instruction=s.instruction.strip(),
         ).strip()
         for s in skills
     )
@@ -158,9 +166,15 @@ def render_prompt(
     if blocks:
         output += "\n\n" + prompts.render("memskill_output_blocks", lang).strip()
     user = prompts.render(
-        "memskill_extract", lang, date=start.date().isoformat(),
-        weekday=_WEEKDAYS.get(lang, _WEEKDAYS["en"])[start.weekday()], span=span_text.strip(),
-        memories=memories, skills=blocks_text, actions=actions, output=output,
+        "memskill_extract",
+        lang,
+        date=start.date().isoformat(),
+        weekday=_WEEKDAYS.get(lang, _WEEKDAYS["en"])[start.weekday()],
+        span=span_text.strip(),
+        memories=memories,
+        skills=blocks_text,
+        actions=actions,
+        output=output,
     )
     return prompts.render("memskill_system", lang).strip(), user.strip() + "\n"
 
@@ -341,8 +355,11 @@ def check_operations(
             continue
         if action not in by_action:
             rejected.append(
-                (shown, f"action {action} is not allowed by the selected memory skills "
-                        f"(allowed: {allowed})")
+                (
+                    shown,
+                    f"action {action} is not allowed by the selected memory skills "
+                    f"(allowed: {allowed})",
+                )
             )
             continue
         named = item.get("skill")
@@ -361,17 +378,19 @@ def check_operations(
         if action == "INSERT":
             kind = str(item.get("kind") or "fact").strip().lower()
             key = _clean_text(item.get("key"))[:200] or None
-            ops.append(MemoryOp(
-                op=Op.INSERT,
-                text=text,
-                kind=kind if kind in KINDS else "fact",
-                key=key,
-                tags=_tags(item.get("tags")),
-                event_ts=parse_event_time(item.get("event_time")),
-                source_message_ids=msg_ids,
-                reason=reason,
-                memory_skill=skill,
-            ))
+            ops.append(
+                MemoryOp(
+                    op=Op.INSERT,
+                    text=text,
+                    kind=kind if kind in KINDS else "fact",
+                    key=key,
+                    tags=_tags(item.get("tags")),
+                    event_ts=parse_event_time(item.get("event_time")),
+                    source_message_ids=msg_ids,
+                    reason=reason,
+                    memory_skill=skill,
+                )
+            )
             continue
         index = _index(item.get("index"))
         if index is None:
@@ -394,15 +413,28 @@ def check_operations(
             continue
         changed[target.id] = (len(ops), action)
         if action == "UPDATE":
-            ops.append(MemoryOp(
-                op=Op.UPDATE, text=text, kind=target.kind, target_id=target.id,
-                source_message_ids=msg_ids, reason=reason, memory_skill=skill,
-            ))
+            ops.append(
+                MemoryOp(
+                    op=Op.UPDATE,
+                    text=text,
+                    kind=target.kind,
+                    target_id=target.id,
+                    source_message_ids=msg_ids,
+                    reason=reason,
+                    memory_skill=skill,
+                )
+            )
         else:
-            ops.append(MemoryOp(
-                op=Op.DELETE, target_id=target.id, kind=target.kind,
-                source_message_ids=msg_ids, reason=reason, memory_skill=skill,
-            ))
+            ops.append(
+                MemoryOp(
+                    op=Op.DELETE,
+                    target_id=target.id,
+                    kind=target.kind,
+                    source_message_ids=msg_ids,
+                    reason=reason,
+                    memory_skill=skill,
+                )
+            )
     return ops, rejected
 
 

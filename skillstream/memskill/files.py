@@ -95,7 +95,7 @@ def read_skill_file(path: str | Path) -> SkillFile:
                 "export` for the layout"
             )
         data = _yaml(p, m.group(1))
-        sections = _sections(p, text[m.end():])
+        sections = _sections(p, text[m.end() :])
     return _validated(p, data, sections)
 
 
@@ -128,7 +128,7 @@ def _sections(p: Path, body: str) -> dict[str, Any]:
         if key in out:
             raise InputError(f"{p}: section '## {m.group(1).strip()}' appears twice")
         end = marks[i + 1].start() if i + 1 < len(marks) else len(body)
-        out[key] = body[m.end(): end].strip()
+        out[key] = body[m.end() : end].strip()
     return out
 
 
@@ -163,11 +163,15 @@ def _validated(p: Path, data: dict[str, Any], sections: dict[str, Any]) -> Skill
             f"{MAX_DESCRIPTION_CHARS} (details belong in the sections)"
         )
     based_on = data.get("version")
-    if based_on is not None and (isinstance(based_on, bool) or not isinstance(based_on, int)
-                                 or based_on < 1):
+    if based_on is not None and (
+        isinstance(based_on, bool) or not isinstance(based_on, int) or based_on < 1
+    ):
         raise InputError(f"{p}: 'version' must be a positive integer, got {based_on!r}")
-    missing = [title for key, title in SECTIONS if not isinstance(sections.get(key), str)
-               or not sections[key].strip()]
+    missing = [
+        title
+        for key, title in SECTIONS
+        if not isinstance(sections.get(key), str) or not sections[key].strip()
+    ]
     if missing:
         raise InputError(
             f"{p}: missing or empty sections: {missing}; every memory skill needs "
@@ -180,8 +184,13 @@ def _validated(p: Path, data: dict[str, Any], sections: dict[str, Any]) -> Skill
                 f"{MAX_SECTION_CHARS})"
             )
     version = MemorySkillVersion(
-        name=name, version=based_on or 0, description=desc, action=action, status=status,
-        source="import", **{key: sections[key].strip() for key, _ in SECTIONS},
+        name=name,
+        version=based_on or 0,
+        description=desc,
+        action=action,
+        status=status,
+        source="import",
+        **{key: sections[key].strip() for key, _ in SECTIONS},
     )
     return SkillFile(str(p), version, based_on)
 

@@ -42,5 +42,8 @@ def render(name: str, lang: str = "en", **variables: object) -> str:
 def variables(name: str, lang: str = "en") -> set[str]:
     """The placeholder names a template uses."""
     tpl = load(name, lang)
-    return {m.group("named") or m.group("braced") for m in tpl.pattern.finditer(tpl.template)
-            if m.group("named") or m.group("braced")}
+    return {
+        m.group("named") or m.group("braced")
+        for m in tpl.pattern.finditer(tpl.template)
+        if m.group("named") or m.group("braced")
+    }

@@ -72,8 +72,8 @@ def head_overlap(a: str, b: str) -> bool:
     if _CJK.search(a) or _CJK.search(b):
         if a in b or b in a:
             return True
-        grams = {a[i:i + 2] for i in range(len(a) - 1)}
-        return any(b[i:i + 2] in grams for i in range(len(b) - 1))
+        grams = {a[i : i + 2] for i in range(len(a) - 1)}
+        return any(b[i : i + 2] in grams for i in range(len(b) - 1))
     return bool(set(a.split()) & set(b.split()))
 
 
@@ -214,13 +214,43 @@ _CORRECTION = re.compile(
 )
 
 _CORRECTION_HINTS = (
-    "actually", "correction", "sorry", "oops", "wait", "scratch", "meant", "instead", "resched",
-    "turns out", "changed", "moved", "pushed", "postponed", "forward", "not ",
+    "actually",
+    "correction",
+    "sorry",
+    "oops",
+    "wait",
+    "scratch",
+    "meant",
+    "instead",
+    "resched",
+    "turns out",
+    "changed",
+    "moved",
+    "pushed",
+    "postponed",
+    "forward",
+    "not ",
 )
 _NEGATION_HINTS = (
-    "cancel", "called off", "scrapped", "dropped", "gave up", "quit", "stopped", "backed out",
-    "pulled out", "decided against", "broke off", "no longer", "anymore", "any more", "any longer",
-    "decided not", "after all", "changed my mind", "changed our mind",
+    "cancel",
+    "called off",
+    "scrapped",
+    "dropped",
+    "gave up",
+    "quit",
+    "stopped",
+    "backed out",
+    "pulled out",
+    "decided against",
+    "broke off",
+    "no longer",
+    "anymore",
+    "any more",
+    "any longer",
+    "decided not",
+    "after all",
+    "changed my mind",
+    "changed our mind",
 )
 
 
@@ -291,9 +321,12 @@ def np_head(obj: str, n: int = 1, with_pp: bool = False) -> str:
     np = [singular(t) for t in np if t not in STOPWORDS and not t.isdigit()]
     head = np[-n:]
     if with_pp and stop in ("to", "in", "at", "for", "into") and i + 1 < len(toks):
-        rest = [singular(t) for t in toks[i + 1:] if t not in _SKIP_LEAD and t not in STOPWORDS]
-        rest = [t for t in rest if t not in _STOP_NP and t not in _MONTH_WORDS and not t.isdigit()
-                and t not in _PUNCT]
+        rest = [singular(t) for t in toks[i + 1 :] if t not in _SKIP_LEAD and t not in STOPWORDS]
+        rest = [
+            t
+            for t in rest
+            if t not in _STOP_NP and t not in _MONTH_WORDS and not t.isdigit() and t not in _PUNCT
+        ]
         if rest and rest[0] not in head:
             head = head + rest[:1]
     return " ".join(head)
@@ -303,7 +336,7 @@ def _positive_en(low: str) -> tuple[str, str | None]:
     """The statement with its negation removed, and the object of a cancel verb if any."""
     m = _at(_CANCEL, low, _anchors(low))
     if m:
-        return low[m.end():].strip(), low[m.end():].strip()
+        return low[m.end() :].strip(), low[m.end() :].strip()
     s = re.sub(r"\bno longer\s+", "", low)
     s = re.sub(r"\s*\b(?:anymore|any more|any longer|after all)\b", "", s)
     s = re.sub(r"\bdecided not to\b", "am going to", s)
@@ -319,13 +352,33 @@ def _positive_en(low: str) -> tuple[str, str | None]:
 
 # What a cancelled/quit object means when it names a slot ("I quit my job").
 _SLOT_NOUNS = {
-    "job": "job", "career": "job", "position": "job", "apartment": "home", "house": "home",
-    "flat": "home", "lease": "home", "engagement": "relationship", "marriage": "relationship",
-    "relationship": "relationship", "studies": "study", "study": "study", "degree": "study",
-    "major": "study", "diet": "diet",
+    "job": "job",
+    "career": "job",
+    "position": "job",
+    "apartment": "home",
+    "house": "home",
+    "flat": "home",
+    "lease": "home",
+    "engagement": "relationship",
+    "marriage": "relationship",
+    "relationship": "relationship",
+    "studies": "study",
+    "study": "study",
+    "degree": "study",
+    "major": "study",
+    "diet": "diet",
 }
-_SLOT_ZH_NAMES = {"name": "名字", "origin": "籍贯", "home": "住址", "job": "工作", "age": "年龄",
-                  "diet": "饮食", "allergy": "过敏", "relationship": "感情", "study": "学业"}
+_SLOT_ZH_NAMES = {
+    "name": "名字",
+    "origin": "籍贯",
+    "home": "住址",
+    "job": "工作",
+    "age": "年龄",
+    "diet": "饮食",
+    "allergy": "过敏",
+    "relationship": "感情",
+    "study": "学业",
+}
 
 
 def _classify_en(text: str) -> tuple[str, str, bool]:
@@ -335,10 +388,13 @@ def _classify_en(text: str) -> tuple[str, str, bool]:
     if m and m.lastgroup:
         return "fact", m.lastgroup, True
     found: list[tuple[int, int, str, re.Match[str]]] = []
-    for order, (kind, pat, start) in enumerate((
-        ("preference", _PREF, _PREF_START), ("plan", _PLAN, _PLAN_START),
-        ("event", _EVENT, _EVENT_START),
-    )):
+    for order, (kind, pat, start) in enumerate(
+        (
+            ("preference", _PREF, _PREF_START),
+            ("plan", _PLAN, _PLAN_START),
+            ("event", _EVENT, _EVENT_START),
+        )
+    ):
         m = start.match(low) or _at(pat, low, anchors)
         if m is None and kind == "preference" and "favo" in low:
             m = _PREF_FAV2.search(low)
@@ -353,7 +409,7 @@ def _classify_en(text: str) -> tuple[str, str, bool]:
     if found:
         found.sort(key=lambda f: (f[0], f[1]))
         _, _, kind, m = found[0]
-        obj = low[m.end():]
+        obj = low[m.end() :]
         if kind == "preference":
             fav = m.groupdict().get("fav")
             if fav:
@@ -365,18 +421,19 @@ def _classify_en(text: str) -> tuple[str, str, bool]:
             return kind, head, bool(head)
         return kind, np_head(obj, n=2, with_pp=True) or _default_head(low), False
     m = _at(_OPINION, low, anchors) or (
-        _OPINION_X.search(low) if any(w in low for w in ("opinion", "view", "imo", "personally",
-                                                          "to me")) else None
+        _OPINION_X.search(low)
+        if any(w in low for w in ("opinion", "view", "imo", "personally", "to me"))
+        else None
     )
     if m:
-        words = [singular(w) for w in content_words(low[m.end():])]
+        words = [singular(w) for w in content_words(low[m.end() :])]
         return "opinion", " ".join(words[:2]), False
     m = _at(_MY_IS, low, anchors)
     if m:
         return "fact", singular(m.group("np").split()[-1]), False
     m = _at(_I_AM, low, anchors)
     if m:
-        return "fact", np_head(low[m.end():]) or _default_head(low), False
+        return "fact", np_head(low[m.end() :]) or _default_head(low), False
     if _TIME_PAST.search(low) and _PAST_ANY.search(low):
         return "event", _default_head(low), False
     return "fact", _default_head(low), False
@@ -423,15 +480,22 @@ _ZH_SLOTS: list[tuple[str, re.Pattern[str]]] = [
     ("name", re.compile(r"我叫|我的名字")),
     ("origin", re.compile(r"我来自|我老家|我是.{1,6}人[。！!.]?$")),
     ("home", re.compile(r"我(?:们)?(?:住在|搬到|搬去|搬家|家在|现在住)")),
-    ("job", re.compile(
-        r"我(?:在|于).{1,12}?(?:工作|上班|任职)|我的工作|我(?:换了?|找到了?|辞了?|丢了)(?:新|一份)?工作|"
-        r"我(?:被)?(?:录用|录取|升职|裁员|辞职)|我是(?:一名|一个|个)?.{0,6}(?:老师|教师|医生|护士|工程师|"
-        r"程序员|设计师|律师|会计|经理|厨师|司机|作家|记者|警察|销售|咨询师)")),
+    (
+        "job",
+        re.compile(
+            r"我(?:在|于).{1,12}?(?:工作|上班|任职)|我的工作|我(?:换了?|找到了?|辞了?|丢了)(?:新|一份)?工作|"
+            r"我(?:被)?(?:录用|录取|升职|裁员|辞职)|我是(?:一名|一个|个)?.{0,6}(?:老师|教师|医生|护士|工程师|"
+            r"程序员|设计师|律师|会计|经理|厨师|司机|作家|记者|警察|销售|咨询师)"
+        ),
+    ),
     ("age", re.compile(r"我(?:今年)?(?:\d{1,3}|[一二三四五六七八九十]{1,3})岁")),
     ("diet", re.compile(r"吃素|素食|纯素|吃肉")),
     ("allergy", re.compile(r"过敏")),
     ("relationship", re.compile(r"我(?:结婚|离婚|订婚|单身|恋爱|分手)")),
-    ("study", re.compile(r"我(?:在)?(?:读|上|念)(?:大学|研究生|硕士|博士|本科)|我的专业|我(?:学|读)的是")),
+    (
+        "study",
+        re.compile(r"我(?:在)?(?:读|上|念)(?:大学|研究生|硕士|博士|本科)|我的专业|我(?:学|读)的是"),
+    ),
 ]
 _SLOT_ZH = re.compile("|".join(f"(?P<{slot}>{pat.pattern})" for slot, pat in _ZH_SLOTS))
 _ZH_PREF = re.compile(
@@ -445,13 +509,17 @@ _ZH_PAST = re.compile(r"昨天|前天|上周|上个?星期|上个?月|去年|刚
 _ZH_OPINION = re.compile(r"我(?:觉得|认为|相信|感觉|看来)|在我看来")
 _ZH_CANCEL = re.compile(r"(?P<v>取消了?|放弃了?|退出了?|戒了)")
 _ZH_NEGATED = re.compile(r"不再|不.{1,6}了[。！!.]?$|不打算|不准备|不想.{0,6}了")
-_ZH_CORRECTION = re.compile(r"其实|实际上|更正|改成|改到|改为|换成|换到|推迟到|提前到|我是说|不是.+而是")
+_ZH_CORRECTION = re.compile(
+    r"其实|实际上|更正|改成|改到|改为|换成|换到|推迟到|提前到|我是说|不是.+而是"
+)
 _ZH_TIME = re.compile(
     r"\d+年(?:\d+月(?:\d+日)?)?|大前天|前天|昨天|今天|明天|后天|大后天|今晚|昨晚|明晚|上个?(?:周|星期|礼拜|月)"
     r"[一二三四五六日天末]?|下个?(?:周|星期|礼拜|月)[一二三四五六日天末]?|这个?(?:周|星期|礼拜|月)[一二三四五六日天末]?|"
     r"去年|今年|明年|前年|后年|周末|刚才|刚刚|现在|已经|马上|最近|一直"
 )
-_ZH_LEAD_VERB = re.compile(r"^(?:去|到|在|看|吃|喝|玩|买|做|参加|参观|学习|学|听|打|跟|和|带|给|把|了|的|一起|一个|一次|个)+")
+_ZH_LEAD_VERB = re.compile(
+    r"^(?:去|到|在|看|吃|喝|玩|买|做|参加|参观|学习|学|听|打|跟|和|带|给|把|了|的|一起|一个|一次|个)+"
+)
 _ZH_STOP = re.compile(
     r"[，,。.！!？?；;、：:\s]|因为|所以|然后|但是|可是|而且|还有|并且|改到|改成|改为|换成|推迟|提前|是"
 )
@@ -469,7 +537,7 @@ def _zh_head(obj: str) -> str:
 def _positive_zh(text: str) -> tuple[str, str | None]:
     m = _ZH_CANCEL.search(text)
     if m:
-        return text[m.end():], text[m.end():]
+        return text[m.end() :], text[m.end() :]
     s = text.replace("不再", "")
     s = re.sub(r"不(.{1,6})了([。！!.]?)$", r"\1\2", s)
     s = re.sub(r"不(打算|准备|想)", r"\1", s)
@@ -494,20 +562,20 @@ def _classify_zh(text: str) -> tuple[str, str, bool]:
         _, _, kind, m = found[0]
         if kind == "preference" and m.groupdict().get("fav"):
             return kind, _zh_head(m.group("fav")), True
-        head = _zh_head(text[m.end():])
+        head = _zh_head(text[m.end() :])
         return kind, head, bool(head)
     m = _ZH_EVENT.search(text)
     if m and (_ZH_PAST.search(text) or m.group("v").endswith(("了", "过"))):
-        return "event", _zh_head(text[m.start("v"):]), False
+        return "event", _zh_head(text[m.start("v") :]), False
     m = _ZH_OPINION.search(text)
     if m:
-        return "opinion", _zh_head(text[m.end():]), False
+        return "opinion", _zh_head(text[m.end() :]), False
     m = re.search(r"我的(.{1,4}?)(?:是|叫|在|有)", text)
     if m:
         return "fact", _zh_head(m.group(1)), False
     m = re.search(r"我(?:们)?(?:是|有|在)", text)
     if m:
-        return "fact", _zh_head(text[m.end():]), False
+        return "fact", _zh_head(text[m.end() :]), False
     return "fact", _zh_head(re.sub(r"^[我你他她它们这那]+", "", text)), False
 
 
@@ -519,9 +587,15 @@ _ZH_CUE = re.compile(r"^(?:其实|实际上|更正|更新|对了|哦|嗯)[，,�
 
 def strip_cue(statement: str) -> str:
     """The statement without an opening correction cue ("Actually, ...", "其实，...")."""
-    out = _ZH_CUE.sub("", statement) if _CJK.search(statement[:3]) else re.sub(
-        r"^(?:actually|correction|oops|scratch that|update)\b[\s,:;.!-]*", "", statement,
-        flags=re.IGNORECASE,
+    out = (
+        _ZH_CUE.sub("", statement)
+        if _CJK.search(statement[:3])
+        else re.sub(
+            r"^(?:actually|correction|oops|scratch that|update)\b[\s,:;.!-]*",
+            "",
+            statement,
+            flags=re.IGNORECASE,
+        )
     )
     return out or statement
 

@@ -31,22 +31,60 @@ import re
 from datetime import date, datetime, timedelta
 
 MONTHS = (
-    "January", "February", "March", "April", "May", "June", "July", "August", "September",
-    "October", "November", "December",
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
 )
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
 _NUM_WORDS = {
-    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20,
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "fifteen": 15,
+    "twenty": 20,
     "thirty": 30,
 }
 _VAGUE = {"a few": 3, "few": 3, "several": 3, "a couple of": 2, "a couple": 2, "couple of": 2}
 FEW = 3
 
 _PREPS = {
-    "since", "until", "till", "before", "after", "by", "from", "of", "on", "in", "around", "to",
-    "through", "during", "for", "about",
+    "since",
+    "until",
+    "till",
+    "before",
+    "after",
+    "by",
+    "from",
+    "of",
+    "on",
+    "in",
+    "around",
+    "to",
+    "through",
+    "during",
+    "for",
+    "about",
 }
 
 # A small past-tense detector, used only to pick the direction of a bare weekday.
@@ -125,17 +163,17 @@ _EN_PATTERNS: list[tuple[str, str]] = [
     ("today", r"today(?!['’]s)"),
     ("otherday", r"the other day"),
     ("weekend", r"(?P<wkend>this past|this coming|past|last|next|this|coming) weekend"),
-    ("weekday",
-     rf"(?:(?P<wdrel>this past|this coming|last|next|this|coming|on)\s+)?(?P<wd>{_WD})(?!s)"),
+    (
+        "weekday",
+        rf"(?:(?P<wdrel>this past|this coming|last|next|this|coming|on)\s+)?(?P<wd>{_WD})(?!s)",
+    ),
     ("week", r"(?P<weekrel>this past|last|next|this|previous|coming) week(?!end)"),
     ("month", r"(?P<monthrel>last|next|this|previous|coming) month"),
     ("year", r"(?P<yearrel>last|next|this|previous|coming) year"),
     ("ago", rf"(?P<agon>{_NUM}) (?P<agou>day|week|month|year)s? ago"),
     ("inn", rf"in (?P<innn>{_NUM}) (?P<innu>day|week|month|year)s?(?! ago)"),
 ]
-_EN = re.compile(
-    "|".join(rf"(?P<k_{name}>\b{pat}\b)" for name, pat in _EN_PATTERNS), re.IGNORECASE
-)
+_EN = re.compile("|".join(rf"(?P<k_{name}>\b{pat}\b)" for name, pat in _EN_PATTERNS), re.IGNORECASE)
 
 
 def _weekday_index(name: str) -> int:
@@ -261,13 +299,24 @@ _SUBJECT_NEXT = re.compile(r"\s+(?:was|is|were|will|has|had|seems|seemed)\b", re
 
 
 def _preceded_by_prep(text: str, start: int) -> bool:
-    before = text[max(0, start - 12):start].rstrip().lower()
+    before = text[max(0, start - 12) : start].rstrip().lower()
     word = re.findall(r"[a-z]+$", before)
     return bool(word) and word[0] in _PREPS
 
 
-_EN_TRIGGERS = ("day", "tonight", "tomorrow", "ago", "week", "month", "year", "morning",
-                "afternoon", "evening", "night")
+_EN_TRIGGERS = (
+    "day",
+    "tonight",
+    "tomorrow",
+    "ago",
+    "week",
+    "month",
+    "year",
+    "morning",
+    "afternoon",
+    "evening",
+    "night",
+)
 _ZH_TRIGGERS = re.compile(r"[天日晚早周星礼拜月年]")
 
 
@@ -300,8 +349,19 @@ def _resolve_en(text: str, ref: date) -> tuple[str, date | None]:
 
 # --------------------------------------------------------------------------------------- Chinese
 
-_ZH_DIGITS = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8,
-              "九": 9}
+_ZH_DIGITS = {
+    "零": 0,
+    "一": 1,
+    "二": 2,
+    "两": 2,
+    "三": 3,
+    "四": 4,
+    "五": 5,
+    "六": 6,
+    "七": 7,
+    "八": 8,
+    "九": 9,
+}
 _ZH_WD = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6, "末": 7}
 _ZH_NUM = r"(?:\d{1,3}|[零一二两三四五六七八九十]{1,3}|几)"
 _WEEKWORD = r"(?:周|星期|礼拜)"
@@ -310,8 +370,11 @@ _ZH_PATTERNS: list[tuple[str, str]] = [
     ("zday", r"(?P<zday>大前天|前天|昨天|昨日|今天|今日|明天|明日|大后天|后天)"),
     ("znight", r"(?P<znight>昨晚|今晚|明晚|今早|昨早)"),
     # 周末 only with 上/下/这/本 in front: a bare 周末 is usually a habit ("我周末喜欢爬山").
-    ("zwd", rf"(?P<zwdrel>上上|上|下下|下|这|本)?个?{_WEEKWORD}(?P<zwd>[一二三四五六日天]|"
-            r"(?<=[上下这本个]周)末|(?<=[上下这本个]星期)末|(?<=[上下这本个]礼拜)末)"),
+    (
+        "zwd",
+        rf"(?P<zwdrel>上上|上|下下|下|这|本)?个?{_WEEKWORD}(?P<zwd>[一二三四五六日天]|"
+        r"(?<=[上下这本个]周)末|(?<=[上下这本个]星期)末|(?<=[上下这本个]礼拜)末)",
+    ),
     ("zweek", rf"(?P<zweekrel>上上|上|下下|下|这|本)个?{_WEEKWORD}"),
     ("zmonth", r"(?P<zmonthrel>上上|上|下下|下|这|本)个?月"),
     ("zyear", r"(?P<zyear>前年|去年|今年|明年|后年)"),
@@ -349,8 +412,18 @@ def _zh_resolve(m: re.Match[str], ref: date) -> tuple[str, date] | None:
     kind = (m.lastgroup or "")[2:]
     g = m.group
     if kind == "zday":
-        off = {"大前天": -3, "前天": -2, "昨天": -1, "昨日": -1, "今天": 0, "今日": 0, "明天": 1,
-               "明日": 1, "后天": 2, "大后天": 3}[g("zday")]
+        off = {
+            "大前天": -3,
+            "前天": -2,
+            "昨天": -1,
+            "昨日": -1,
+            "今天": 0,
+            "今日": 0,
+            "明天": 1,
+            "明日": 1,
+            "后天": 2,
+            "大后天": 3,
+        }[g("zday")]
         d = ref + timedelta(days=off)
         return fmt_day_zh(d), d
     if kind == "znight":
@@ -390,7 +463,15 @@ def _zh_resolve(m: re.Match[str], ref: date) -> tuple[str, date] | None:
         unit = g("zagou") if kind == "zago" else g("zinu")
         sign = -1 if kind == "zago" else 1
         n = _zh_count(num)
-        u = "day" if unit == "天" else "month" if unit == "个月" else "year" if unit == "年" else "week"
+        u = (
+            "day"
+            if unit == "天"
+            else "month"
+            if unit == "个月"
+            else "year"
+            if unit == "年"
+            else "week"
+        )
         d = _shift(ref, u, sign * n)
         if num == "几":
             return f"{fmt_day_zh(ref)}的{m.group(0)}", d
@@ -454,4 +535,3 @@ def resolve_dates(text: str, ref: datetime, lang: str) -> tuple[str, datetime | 
         return out, None
     d0 = found[0]
     return out, datetime(d0.year, d0.month, d0.day, tzinfo=ref.tzinfo)
-

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from skillstream.extract import Extraction, ExtractionInput, MemorySkill
 from skillstream.lang import detect_language
@@ -66,6 +66,8 @@ _QUESTION_LEAD = re.compile(
 _CAPTION_LEAD = re.compile(
     r"^(?:a |an )?(?:photo|picture|image|pic|photograph|screenshot) of\s+", re.IGNORECASE
 )
+
+
 def _speaker_name(m: Message, lang: str) -> str:
     if m.role == "assistant":
         return "助手" if lang == "zh" else "the assistant"
@@ -177,8 +179,10 @@ class RulesExecutor:
                 continue
             clean = strip_fillers(sentence, vocatives)
             answer = leading_answer(strip_emoji(sentence)) if i == 0 else None
-            short = question is not None and i == 0 and (
-                answer is not None or 0 < _n_words(clean, lang) <= 6
+            short = (
+                question is not None
+                and i == 0
+                and (answer is not None or 0 < _n_words(clean, lang) <= 6)
             )
             if is_small_talk(sentence, vocatives, clean):
                 if short and answer is not None:
@@ -193,8 +197,9 @@ class RulesExecutor:
             kept.append([clean, answer or "", "q" if short else ""])
         for clean, answer, is_answer in kept:
             if is_answer and question is not None:
-                st = self._answer(m, msgs[j - 1], question, clean, answer, name, subject, lang,
-                                  vocatives)
+                st = self._answer(
+                    m, msgs[j - 1], question, clean, answer, name, subject, lang, vocatives
+                )
             else:
                 st = self._plain(m, clean, name, subject, addressee, lang, vocatives)
             if st is not None:
@@ -204,15 +209,19 @@ class RulesExecutor:
             out.append(self._photo(m, photo, name, subject, vocatives))
         return out
 
-    def _attribute(
-        self, text: str, name: str, addressee: str | None, lang: str
-    ) -> str:
+    def _attribute(self, text: str, name: str, addressee: str | None, lang: str) -> str:
         if lang == "zh":
             return third_person_zh(text, name, addressee)
         return third_person_en(add_subject(text, name) or text, name, addressee)
 
     def _plain(
-        self, m: Message, clean: str, name: str, subject: str, addressee: str | None, lang: str,
+        self,
+        m: Message,
+        clean: str,
+        name: str,
+        subject: str,
+        addressee: str | None,
+        lang: str,
         vocatives: tuple[str, ...],
     ) -> Statement | None:
         if not clean:
@@ -223,13 +232,26 @@ class RulesExecutor:
         if not _mentions(text, name):
             text = said(text, name, lang, vocatives)
         return Statement(
-            _finish(text, lang), cls, subject, name, (m.message_id,), ts,
+            _finish(text, lang),
+            cls,
+            subject,
+            name,
+            (m.message_id,),
+            ts,
             f"{cls.kind} stated by {name}",
         )
 
     def _answer(
-        self, m: Message, prev: Message, question: str, clean: str, answer: str, name: str,
-        subject: str, lang: str, vocatives: tuple[str, ...],
+        self,
+        m: Message,
+        prev: Message,
+        question: str,
+        clean: str,
+        answer: str,
+        name: str,
+        subject: str,
+        lang: str,
+        vocatives: tuple[str, ...],
     ) -> Statement:
         asker = _speaker_name(prev, lang)
         q_clean = strip_fillers(question, vocatives)
@@ -237,15 +259,22 @@ class RulesExecutor:
         q_text = self._attribute(q_resolved, asker, name, lang).rstrip()
         resolved, ts = resolve_dates(clean, m.ts, lang) if clean else ("", None)
         a_text = self._attribute(resolved, name, asker, lang) if resolved else ""
-        word = {"yes": "是的" if lang == "zh" else "yes", "no": "不是" if lang == "zh" else "no"}.get(
-            answer, ""
-        )
+        word = {
+            "yes": "是的" if lang == "zh" else "yes",
+            "no": "不是" if lang == "zh" else "no",
+        }.get(answer, "")
         cls = classify(clean, lang, exclude=vocatives) if clean else Classified("fact", "")
         q_cls = classify(_QUESTION_LEAD.sub("", q_clean), lang, exclude=vocatives)
         if not cls.strong and q_cls.head:
             # The question names what the answer is about ("Did you finish the book?" "Yes!").
-            cls = Classified(cls.kind, q_cls.head, False, cls.negated, cls.correction,
-                             tuple(dict.fromkeys(cls.tags + q_cls.tags))[:8])
+            cls = Classified(
+                cls.kind,
+                q_cls.head,
+                False,
+                cls.negated,
+                cls.correction,
+                tuple(dict.fromkeys(cls.tags + q_cls.tags))[:8],
+            )
         if lang == "zh":
             reply = "，".join(x for x in (word, a_text.rstrip("。")) if x)
             text = f"{asker}问：“{q_text}”{name}回答：{reply}"
@@ -256,7 +285,12 @@ class RulesExecutor:
             reply = ", ".join(x for x in (word, a_core) if x)
             text = f'{_cap(asker)} asked "{q_text}" and {name} answered: {reply}'
         return Statement(
-            _finish(text, lang), cls, subject, name, (prev.message_id, m.message_id), ts or q_ts,
+            _finish(text, lang),
+            cls,
+            subject,
+            name,
+            (prev.message_id, m.message_id),
+            ts or q_ts,
             f"answer by {name} to a question by {asker}",
         )
 
@@ -272,8 +306,15 @@ class RulesExecutor:
         head = np_head(core, n=2) if lang == "en" else core[:4]
         cls = classify(core, lang, exclude=vocatives)
         cls = Classified("event", f"photo {head}".strip(), False, False, False, cls.tags)
-        return Statement(_finish(text, lang), cls, subject, name, (m.message_id,), m.ts,
-                          f"photo shared by {name}")
+        return Statement(
+            _finish(text, lang),
+            cls,
+            subject,
+            name,
+            (m.message_id,),
+            m.ts,
+            f"photo shared by {name}",
+        )
 
     def _assistant(self, msgs: Sequence[Message], j: int, lang: str) -> list[Statement]:
         m = msgs[j]
@@ -288,9 +329,17 @@ class RulesExecutor:
             head = np_head(rest, with_pp=True) if lang == "en" else classify(rest, "zh").head
             tags = tuple(content_words(rest)[:6]) if lang == "en" else (head,) if head else ()
             cls = Classified("fact", head, False, False, False, tags)
-            out.append(Statement(_finish(resolved, lang), cls, "assistant",
-                                  "助手" if lang == "zh" else "the assistant", (m.message_id,), ts,
-                                  "suggestion by the assistant (not the user's preference)"))
+            out.append(
+                Statement(
+                    _finish(resolved, lang),
+                    cls,
+                    "assistant",
+                    "助手" if lang == "zh" else "the assistant",
+                    (m.message_id,),
+                    ts,
+                    "suggestion by the assistant (not the user's preference)",
+                )
+            )
         return out
 
 
@@ -376,7 +425,7 @@ def _suggestion(sentence: str, user: str, lang: str) -> tuple[str, str] | None:
         m = _SUGGEST_ZH.search(sentence)
         if not m:
             return None
-        rest = sentence[m.end():].strip("，,。！!？? ")
+        rest = sentence[m.end() :].strip("，,。！!？? ")
         return f"助手建议{user}{rest}", rest
     s = _SUGGEST_LEAD.sub("", sentence.replace("’", "'").rstrip("?!. "))
     m = _SUGGEST_EN.match(s)
@@ -384,8 +433,8 @@ def _suggestion(sentence: str, user: str, lang: str) -> tuple[str, str] | None:
         return None
     if m.group("modal"):
         rest = third_person_en(s, "the assistant", user)
-        return f"The assistant suggested that {rest[:1].lower() + rest[1:]}", s[m.end():]
-    rest = third_person_en(s[m.end():], "the assistant", user)
+        return f"The assistant suggested that {rest[:1].lower() + rest[1:]}", s[m.end() :]
+    rest = third_person_en(s[m.end() :], "the assistant", user)
     if m.group("rec"):
         return f"The assistant recommended {rest}", rest
     how = m.group("how").lower()

@@ -37,8 +37,17 @@ _PAST_IRREGULAR = frozenset(
 )
 _SAME_FORM = frozenset("read put set cut hit let quit hurt cost spread shut bet burst cast".split())
 _IRREGULAR_3RD = {
-    "am": "is", "are": "is", "have": "has", "do": "does", "go": "goes", "don't": "doesn't",
-    "haven't": "hasn't", "aren't": "isn't", "were": "was", "weren't": "wasn't", "'m": "is",
+    "am": "is",
+    "are": "is",
+    "have": "has",
+    "do": "does",
+    "go": "goes",
+    "don't": "doesn't",
+    "haven't": "hasn't",
+    "aren't": "isn't",
+    "were": "was",
+    "weren't": "wasn't",
+    "'m": "is",
     "be": "is",
 }
 _PAST_HINT = re.compile(
@@ -290,9 +299,9 @@ def add_subject(text: str, speaker: str) -> str | None:
     if m.group("can"):
         first = m.group("can").lower()
         if first in ("wish", "hope"):
-            return f"{speaker} {first}es{lower[len(first):]}"
+            return f"{speaker} {first}es{lower[len(first) :]}"
         if first in ("need to", "want to"):
-            return f"{speaker} {first.split()[0]}s{lower[len(first.split()[0]):]}"
+            return f"{speaker} {first.split()[0]}s{lower[len(first.split()[0]) :]}"
         if first == "have to":
             return f"{speaker} has{lower[4:]}"
         return f"{speaker} {lower}"
@@ -300,5 +309,5 @@ def add_subject(text: str, speaker: str) -> str | None:
         v = m.group("likev").lower()
         if v.endswith("d"):
             return f"{speaker} {lower}"
-        return f"{speaker} {conjugate_3rd(v)}{lower[len(v):]}"
+        return f"{speaker} {conjugate_3rd(v)}{lower[len(v) :]}"
     return f"{speaker} {lower}"

@@ -163,8 +163,9 @@ class Planner:
             if pend is not None:
                 pend.absorb(st, _merge(pend.text, st.text))
                 return
-            if mem is not None and self._update(mem, st, _merge(mem.text, st.text),
-                                                f"corrects {mem.key}", kind=mem.kind):
+            if mem is not None and self._update(
+                mem, st, _merge(mem.text, st.text), f"corrects {mem.key}", kind=mem.kind
+            ):
                 return
         self._insert(st, key)
 
@@ -183,11 +184,21 @@ class Planner:
             target_p.dropped = True  # said and withdrawn within the span: never stored
         elif target_m is not None and "DELETE" in self.allowed:
             self.deletes.add(target_m.id)
-            self.pending.append(_Pending(
-                Op.DELETE, st.text, target_m.kind, target_m.key, st.subject, (), None,
-                st.source_ids, f"{st.name} cancelled or negated {target_m.key}",
-                target_id=target_m.id, name=_op_subject(st.name),
-            ))
+            self.pending.append(
+                _Pending(
+                    Op.DELETE,
+                    st.text,
+                    target_m.kind,
+                    target_m.key,
+                    st.subject,
+                    (),
+                    None,
+                    st.source_ids,
+                    f"{st.name} cancelled or negated {target_m.key}",
+                    target_id=target_m.id,
+                    name=_op_subject(st.name),
+                )
+            )
         self._insert(st, key)
 
     def _insert(self, st: Statement, key: str | None) -> bool:
@@ -198,8 +209,18 @@ class Planner:
         if same is not None and not same.dropped:
             same.absorb(st)
             return True
-        p = _Pending(Op.INSERT, st.text, st.cls.kind, key, st.subject, st.cls.tags, st.event_ts,
-                     st.source_ids, st.reason, name=_op_subject(st.name))
+        p = _Pending(
+            Op.INSERT,
+            st.text,
+            st.cls.kind,
+            key,
+            st.subject,
+            st.cls.tags,
+            st.event_ts,
+            st.source_ids,
+            st.reason,
+            name=_op_subject(st.name),
+        )
         self.pending.append(p)
         self.by_text[norm] = p
         if key is not None:
@@ -215,9 +236,19 @@ class Planner:
         if cur is not None:
             cur.absorb(st, text)
             return True
-        p = _Pending(Op.UPDATE, text, kind or st.cls.kind, mem.key, st.subject, st.cls.tags,
-                     st.event_ts, st.source_ids, reason, target_id=mem.id,
-                     name=_op_subject(st.name))
+        p = _Pending(
+            Op.UPDATE,
+            text,
+            kind or st.cls.kind,
+            mem.key,
+            st.subject,
+            st.cls.tags,
+            st.event_ts,
+            st.source_ids,
+            reason,
+            target_id=mem.id,
+            name=_op_subject(st.name),
+        )
         self.pending.append(p)
         self.updates[mem.id] = p
         return True
@@ -228,19 +259,21 @@ class Planner:
             if p.dropped:
                 continue
             action = p.op.value
-            out.append(MemoryOp(
-                op=p.op,
-                text=p.text,
-                kind=p.kind,
-                key=p.key,
-                subject=p.name or p.subject,
-                tags=p.tags,
-                event_ts=p.event_ts,
-                target_id=p.target_id,
-                source_message_ids=p.source_ids,
-                reason=p.reason,
-                memory_skill=self.allowed.get(action),
-            ))
+            out.append(
+                MemoryOp(
+                    op=p.op,
+                    text=p.text,
+                    kind=p.kind,
+                    key=p.key,
+                    subject=p.name or p.subject,
+                    tags=p.tags,
+                    event_ts=p.event_ts,
+                    target_id=p.target_id,
+                    source_message_ids=p.source_ids,
+                    reason=p.reason,
+                    memory_skill=self.allowed.get(action),
+                )
+            )
         return out
 
 

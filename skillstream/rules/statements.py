@@ -51,8 +51,10 @@ def _split(text: str) -> tuple[str, ...]:
                 w = _LAST_WORD.search(piece.rstrip("\"'”’)]"))
                 if w:
                     word = w.group(1).lower()
-                    if word in _ABBREV or len(word) == 1 or (
-                        "." in word and len(word.replace(".", "")) <= 3
+                    if (
+                        word in _ABBREV
+                        or len(word) == 1
+                        or ("." in word and len(word.replace(".", "")) <= 3)
                     ):
                         continue
             nxt = text[end:].lstrip()[:1]
@@ -83,7 +85,7 @@ def _is_cjk(ch: str) -> bool:
 _Q_END = re.compile(r"[?？][\s\"'”’)\]!.…]*$")
 _ZH_Q_END = re.compile(r"(?:吗|呢|么|嘛)[\s。.!！~～]*$")
 _EMOJI = re.compile(
-    "[\U0001F000-\U0001FAFF\u2600-\u27BF\u2B00-\u2BFF\uFE0F\u200D]+|(?<!\\w)[:;xX]-?[)(DPp]+(?!\\w)"
+    "[\U0001f000-\U0001faff\u2600-\u27bf\u2b00-\u2bff\ufe0f\u200d]+|(?<!\\w)[:;xX]-?[)(DPp]+(?!\\w)"
 )
 
 
@@ -137,7 +139,9 @@ _ANSWER = re.compile(
     re.IGNORECASE,
 )
 _ZH_ANSWER = re.compile(r"^(?P<yes>是的|是啊|对|对啊|对的|嗯|没错|当然|好的)|^(?P<no>不是|没有|不)")
-_ZH_LEAD = re.compile(r"^(?:哈哈+|呵呵+|嘿嘿+|哇+|啊+|哦+|噢+|嗯+|唉|诶|嘿|好的|好吧|对了|是啊|是的|对啊|没错)[，,！!。~～\s]*")
+_ZH_LEAD = re.compile(
+    r"^(?:哈哈+|呵呵+|嘿嘿+|哇+|啊+|哦+|噢+|嗯+|唉|诶|嘿|好的|好吧|对了|是啊|是的|对啊|没错)[，,！!。~～\s]*"
+)
 
 
 def leading_answer(sentence: str) -> str | None:
@@ -183,7 +187,7 @@ def _strip_vocative(s: str, names: tuple[str, ...]) -> str:
         s = s[: m.start()] + (m.group(2) or "")
     m = _VOC_START.match(s)
     if m and _name_like(m.group(1), names):
-        s = s[m.end():]
+        s = s[m.end() :]
     return s.strip()
 
 
@@ -282,7 +286,8 @@ def is_small_talk(sentence: str, names: tuple[str, ...] = (), cleaned: str | Non
 # "Thanks for the support", "Appreciate your help", "Nice idea": politeness about generic things.
 _POLITE_LEAD = re.compile(
     r"^(?:thanks|thank you|thank|appreciate|appreciated|nice|great|cool|good|awesome|always|"
-    r"really|so|such|what)\b", re.IGNORECASE,
+    r"really|so|such|what)\b",
+    re.IGNORECASE,
 )
 _GENERIC_NOUNS = frozenset(
     """support help advice words word encouragement tips tip idea ideas system kindness info

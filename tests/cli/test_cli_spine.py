@@ -19,14 +19,20 @@ def invoke(home, *args):
 def test_run_sql_search_stats_on_the_sample(tmp_path):
     home = tmp_path / "h"
     out = invoke(home, "run", "--json")
-    summary = json.loads(out[out.index("{"):])
-    assert summary["messages"] == 34 and summary["dead_letters"] == 0 and summary["spans_processed"] > 0
+    summary = json.loads(out[out.index("{") :])
+    assert (
+        summary["messages"] == 34
+        and summary["dead_letters"] == 0
+        and summary["spans_processed"] > 0
+    )
 
     n_lance = lancedb.connect(str(home / "lancedb")).open_table("memories").count_rows()
     rows = json.loads(invoke(home, "sql", "select count(*) as n from memories", "--json"))
     assert rows == [{"n": n_lance}] and n_lance > 10
 
-    hits = json.loads(invoke(home, "search", "Lisbon trip", "--owner", "maya", "--k", "3", "--json"))
+    hits = json.loads(
+        invoke(home, "search", "Lisbon trip", "--owner", "maya", "--k", "3", "--json")
+    )
     assert 0 < len(hits) <= 3
     for h in hits:
         assert h["owner_id"] == "maya" and h["source_message_ids"]
@@ -37,7 +43,7 @@ def test_run_sql_search_stats_on_the_sample(tmp_path):
     assert stats["memories"] == n_lance
 
     out = invoke(home, "run", "--json")
-    again = json.loads(out[out.index("{"):])
+    again = json.loads(out[out.index("{") :])
     assert again["spans_processed"] == 0
     assert again["spans_already_processed"] == summary["spans_processed"]
     assert lancedb.connect(str(home / "lancedb")).open_table("memories").count_rows() == n_lance
@@ -48,15 +54,21 @@ def test_sql_csv_and_errors(tmp_path):
     res = CliRunner().invoke(cli, ["--home", str(home), "sql", "select 1"])
     assert res.exit_code != 0 and "no catalog" in str(res.exception or res.output)
     invoke(home, "run")
-    out = invoke(home, "sql", "select kind, count(*) as n from memories group by kind order by kind", "--csv")
+    out = invoke(
+        home, "sql", "select kind, count(*) as n from memories group by kind order by kind", "--csv"
+    )
     assert out.splitlines()[0] == "kind,n"
 
 
 def test_config_masks_credentials_in_option_maps(tmp_path, monkeypatch):
-    monkeypatch.setenv("SKILLSTREAM_KAFKA_CONFIG", json.dumps(
-        {"bootstrap.servers": "127.0.0.1:9092", "sasl.password": "pw-do-not-print"}))
-    monkeypatch.setenv("SKILLSTREAM_STORAGE_OPTIONS", json.dumps(
-        {"region": "us-east-1", "aws_secret_access_key": "sk-do-not-print"}))
+    monkeypatch.setenv(
+        "SKILLSTREAM_KAFKA_CONFIG",
+        json.dumps({"bootstrap.servers": "127.0.0.1:9092", "sasl.password": "pw-do-not-print"}),
+    )
+    monkeypatch.setenv(
+        "SKILLSTREAM_STORAGE_OPTIONS",
+        json.dumps({"region": "us-east-1", "aws_secret_access_key": "sk-do-not-print"}),
+    )
     out = invoke(tmp_path / "home", "config")
     assert "do-not-print" not in out
     shown = json.loads(out)
@@ -67,8 +79,20 @@ def test_config_masks_credentials_in_option_maps(tmp_path, monkeypatch):
 def test_sql_json_and_csv_carry_decimals_intervals_and_uuids(tmp_path):
     home = tmp_path / "home"
     invoke(home, "run")
-    query = ("select 0.5 as half, 12.0 as whole, interval 90 minutes as span, "
-             "'8b9cad0e-1d4f-4c1a-9a62-2f0f3b5a6c7d'::uuid as uid")
+    query = (
+        "select 0.5 as half, 12.0 as whole, interval 90 minutes as span, "
+        "'8b9cad0e-1d4f-4c1a-9a62-2f0f3b5a6c7d'::uuid as uid"
+    )
     rows = json.loads(invoke(home, "sql", query, "--json"))
-    assert rows == [{"half": 0.5, "whole": 12, "span": "P0M0DT5400S", "uid": "8b9cad0e-1d4f-4c1a-9a62-2f0f3b5a6c7d"}]
-    assert invoke(home, "sql", query, "--csv").splitlines()[1] == "0.5,12,P0M0DT5400S,8b9cad0e-1d4f-4c1a-9a62-2f0f3b5a6c7d"
+    assert rows == [
+        {
+            "half": 0.5,
+            "whole": 12,
+            "span": "P0M0DT5400S",
+            "uid": "8b9cad0e-1d4f-4c1a-9a62-2f0f3b5a6c7d",
+        }
+    ]
+    assert (
+        invoke(home, "sql", query, "--csv").splitlines()[1]
+        == "0.5,12,P0M0DT5400S,8b9cad0e-1d4f-4c1a-9a62-2f0f3b5a6c7d"
+    )

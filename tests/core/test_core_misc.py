@@ -1,4 +1,3 @@
-import os
 
 import pytest
 
@@ -6,7 +5,7 @@ from skillstream.config import Settings
 from skillstream.errors import ConfigError
 from skillstream.ids import prefixed_id, stable_id
 from skillstream.lang import detect_language
-from skillstream.redact import Redactor, SensitivePattern, DEFAULT_REDACTOR
+from skillstream.redact import DEFAULT_REDACTOR, Redactor, SensitivePattern
 
 
 def test_stable_id_separates_parts():
@@ -25,7 +24,9 @@ def test_language_detection():
 def test_settings_precedence(tmp_path, monkeypatch):
     home = tmp_path / "h"
     home.mkdir()
-    (home / "skillstream.toml").write_text("span_tokens = 100\nretrieve_k = 7\nllm_model = 'file-model'\n")
+    (home / "skillstream.toml").write_text(
+        "span_tokens = 100\nretrieve_k = 7\nllm_model = 'file-model'\n"
+    )
     monkeypatch.setenv("SKILLSTREAM_SPAN_TOKENS", "200")
     s = Settings.load(home=str(home))
     assert (s.span_tokens, s.retrieve_k, s.llm_model) == (200, 7, "file-model")

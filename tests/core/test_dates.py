@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
 from skillstream.rules.dates import add_months, resolve_dates, shift_months
 
 # Monday, 8 May 2023, 13:56 UTC: the date of the first LoCoMo session.
-REF = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
+REF = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
 
 def day(y: int, m: int, d: int) -> datetime:
-    return datetime(y, m, d, tzinfo=timezone.utc)
+    return datetime(y, m, d, tzinfo=UTC)
 
 
 EN_CASES = [
-    ("I went to a support group yesterday.", "I went to a support group on 7 May 2023.",
-     day(2023, 5, 7)),
+    (
+        "I went to a support group yesterday.",
+        "I went to a support group on 7 May 2023.",
+        day(2023, 5, 7),
+    ),
     ("Yesterday I went there.", "On 7 May 2023 I went there.", day(2023, 5, 7)),
     ("I'm busy today", "I'm busy on 8 May 2023", day(2023, 5, 8)),
     ("We meet tomorrow", "We meet on 9 May 2023", day(2023, 5, 9)),
@@ -101,7 +104,8 @@ def test_chinese_relative_dates(text: str, expected: str, when: datetime) -> Non
 
 def test_text_without_relative_dates_is_unchanged() -> None:
     assert resolve_dates("I love hiking in the mountains.", REF, "en") == (
-        "I love hiking in the mountains.", None
+        "I love hiking in the mountains.",
+        None,
     )
     habit = "I go swimming on Mondays"
     assert resolve_dates(habit, REF, "en") == (habit, None)
@@ -119,6 +123,6 @@ def test_event_time_keeps_the_reference_time_zone() -> None:
 def test_month_arithmetic_clamps_and_wraps() -> None:
     assert shift_months(datetime(2023, 3, 31).date(), -1) == datetime(2023, 2, 28).date()
     assert add_months(datetime(2023, 1, 15).date(), -1) == datetime(2022, 12, 1).date()
-    jan = datetime(2024, 1, 10, tzinfo=timezone.utc)
+    jan = datetime(2024, 1, 10, tzinfo=UTC)
     assert resolve_dates("last month", jan, "en") == ("in December 2023", day(2023, 12, 1))
     assert resolve_dates("上个月", jan, "zh") == ("2023年12月", day(2023, 12, 1))

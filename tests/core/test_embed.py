@@ -12,7 +12,11 @@ from skillstream.errors import ConfigError
 
 
 def test_vectors_are_unit_length_and_match_sentence_transformers(embedder):
-    texts = ["Maya is flying to Lisbon on 3 May 2024.", "short", "Omar deploys the Flask app to staging."]
+    texts = [
+        "Maya is flying to Lisbon on 3 May 2024.",
+        "short",
+        "Omar deploys the Flask app to staging.",
+    ]
     got = embedder.encode(texts)
     want = embedder._model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
     assert got.shape == (3, embedder.dim) and got.dtype == np.float32

@@ -109,7 +109,8 @@ def test_plain_statements_are_neither_negated_nor_corrections() -> None:
 def test_long_statements_do_not_get_strong_keys() -> None:
     c = classify(
         "I moved from Sweden four years ago and since then I've made so many friends here who "
-        "support me.", "en",
+        "support me.",
+        "en",
     )
     assert c.head == "home" and not c.strong
     # A slot noun that is only mentioned is no slot statement.

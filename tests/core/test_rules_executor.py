@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -11,12 +11,12 @@ from skillstream.apply import apply_ops
 from skillstream.extract import ExtractionInput, MemorySkill
 from skillstream.memories import OwnerMemories
 from skillstream.memskill.seeds import DELETE, INSERT, PRIMITIVES, SKIP, UPDATE
-from skillstream.model import MemoryOp, Op, Span
+from skillstream.model import MemoryOp, Span
 from skillstream.rules import RulesExecutor
 from skillstream.spans import SpanBuilder, SpanState
 
-T0 = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)  # a Monday
-NOW = datetime(2024, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)  # a Monday
+NOW = datetime(2024, 1, 1, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -29,10 +29,17 @@ def chat(message_factory):
             speaker, text = turn[0], turn[1]
             role = turn[2] if len(turn) > 2 else "user"
             meta = turn[3] if len(turn) > 3 else None
-            msgs.append(message_factory(
-                text, i=day * 100 + k, role=role, speaker=speaker, session_id=f"s{day}",
-                ts=T0 + timedelta(days=day, minutes=k), metadata=meta,
-            ))
+            msgs.append(
+                message_factory(
+                    text,
+                    i=day * 100 + k,
+                    role=role,
+                    speaker=speaker,
+                    session_id=f"s{day}",
+                    ts=T0 + timedelta(days=day, minutes=k),
+                    metadata=meta,
+                )
+            )
         builder = SpanBuilder(lambda s: len(s.split()), budget=10**9)
         state = SpanState()
         for m in msgs:
@@ -42,8 +49,9 @@ def chat(message_factory):
     return build
 
 
-def run(span: Span, state: OwnerMemories | None = None,
-        skills: list[MemorySkill] | None = None) -> list[MemoryOp]:
+def run(
+    span: Span, state: OwnerMemories | None = None, skills: list[MemorySkill] | None = None
+) -> list[MemoryOp]:
     state = state if state is not None else OwnerMemories(span.owner_id)
     inp = ExtractionInput(span, "", [], list(PRIMITIVES) if skills is None else skills, state)
     return RulesExecutor().execute(inp).ops
@@ -54,68 +62,104 @@ def summary(ops: list[MemoryOp]) -> list[tuple]:
 
 
 def test_first_person_becomes_the_speaker_with_absolute_dates(chat) -> None:
-    span = chat([
-        ("Caroline", "Hey Mel! Good to see you! How have you been?"),
-        ("Melanie", "Hey Caroline! I'm swamped with the kids & work. What's up with you?"),
-        ("Caroline", "I went to a LGBTQ support group yesterday and it was so powerful."),
-        ("Melanie", "Wow, that's cool! I love painting, it helps me relax. "
-                    "We're going camping next month."),
-    ])
+    span = chat(
+        [
+            ("Caroline", "Hey Mel! Good to see you! How have you been?"),
+            ("Melanie", "Hey Caroline! I'm swamped with the kids & work. What's up with you?"),
+            ("Caroline", "I went to a LGBTQ support group yesterday and it was so powerful."),
+            (
+                "Melanie",
+                "Wow, that's cool! I love painting, it helps me relax. "
+                "We're going camping next month.",
+            ),
+        ]
+    )
     ops = run(span)
     assert summary(ops) == [
         ("INSERT", "fact", "melanie|fact|swamped", "Melanie is swamped with the kids & work."),
-        ("INSERT", "event", "caroline|event|support group",
-         "Caroline went to a LGBTQ support group on 7 May 2023 and it was so powerful."),
-        ("INSERT", "preference", "melanie|preference|painting",
-         "Melanie loves painting, it helps Melanie relax."),
-        ("INSERT", "plan", "melanie|plan|camping",
-         "Melanie and others are going camping in June 2023."),
+        (
+            "INSERT",
+            "event",
+            "caroline|event|support group",
+            "Caroline went to a LGBTQ support group on 7 May 2023 and it was so powerful.",
+        ),
+        (
+            "INSERT",
+            "preference",
+            "melanie|preference|painting",
+            "Melanie loves painting, it helps Melanie relax.",
+        ),
+        (
+            "INSERT",
+            "plan",
+            "melanie|plan|camping",
+            "Melanie and others are going camping in June 2023.",
+        ),
     ]
     assert [o.source_message_ids for o in ops] == [("c1-m1",), ("c1-m2",), ("c1-m3",), ("c1-m3",)]
     assert [o.subject for o in ops] == ["Melanie", "Caroline", "Melanie", "Melanie"]
-    assert ops[1].event_ts == datetime(2023, 5, 7, tzinfo=timezone.utc)
-    assert ops[3].event_ts == datetime(2023, 6, 1, tzinfo=timezone.utc)
+    assert ops[1].event_ts == datetime(2023, 5, 7, tzinfo=UTC)
+    assert ops[3].event_ts == datetime(2023, 6, 1, tzinfo=UTC)
     assert ops[0].event_ts is None
     assert all(o.memory_skill == "insert" for o in ops)
     assert ops[1].tags == ("support", "group", "lgbtq", "powerful")
 
 
 def test_small_talk_and_questions_give_no_operations(chat) -> None:
-    span = chat([
-        ("Caroline", "Hey Mel! How are you?"),
-        ("Melanie", "Thanks, Caroline! Haha, sounds good. Talk to you soon!"),
-        ("Caroline", "Did you see the game?"),
-    ])
+    span = chat(
+        [
+            ("Caroline", "Hey Mel! How are you?"),
+            ("Melanie", "Thanks, Caroline! Haha, sounds good. Talk to you soon!"),
+            ("Caroline", "Did you see the game?"),
+        ]
+    )
     assert run(span) == []
 
 
 def test_statement_without_first_person_is_reported_as_said(chat) -> None:
     span = chat([("Melanie", "The transgender stories were so inspiring!")])
     assert summary(run(span)) == [
-        ("INSERT", "fact", "melanie|fact|transgender story",
-         "Melanie said the transgender stories were so inspiring."),
+        (
+            "INSERT",
+            "fact",
+            "melanie|fact|transgender story",
+            "Melanie said the transgender stories were so inspiring.",
+        ),
     ]
 
 
 def test_assistant_suggestions_are_never_the_users_preferences(chat) -> None:
-    span = chat([
-        ("User", "Can you suggest a place for dinner?"),
-        ("Assistant", "You should try the new Thai place on 5th street. I love their curry. "
-                      "How about Sunday?", "assistant"),
-        ("User", "I prefer Italian food, to be honest."),
-    ])
+    span = chat(
+        [
+            ("User", "Can you suggest a place for dinner?"),
+            (
+                "Assistant",
+                "You should try the new Thai place on 5th street. I love their curry. "
+                "How about Sunday?",
+                "assistant",
+            ),
+            ("User", "I prefer Italian food, to be honest."),
+        ]
+    )
     ops = run(span)
     assert summary(ops) == [
-        ("INSERT", "fact", "assistant|fact|place",
-         "The assistant suggested that the user should try the new Thai place on 5th street."),
-        ("INSERT", "fact", "assistant|fact|sunday",
-         "The assistant suggested Sunday, 14 May 2023."),
-        ("INSERT", "preference", "user|preference|food",
-         "The user prefers Italian food, to be honest."),
+        (
+            "INSERT",
+            "fact",
+            "assistant|fact|place",
+            "The assistant suggested that the user should try the new Thai place on 5th street.",
+        ),
+        ("INSERT", "fact", "assistant|fact|sunday", "The assistant suggested Sunday, 14 May 2023."),
+        (
+            "INSERT",
+            "preference",
+            "user|preference|food",
+            "The user prefers Italian food, to be honest.",
+        ),
     ]
     assert [o.subject for o in ops] == ["assistant", "assistant", "user"]
     assert not any(o.subject == "user" and "curry" in o.text for o in ops)
-    assert ops[1].event_ts == datetime(2023, 5, 14, tzinfo=timezone.utc)
+    assert ops[1].event_ts == datetime(2023, 5, 14, tzinfo=UTC)
 
     quiet = RulesExecutor(keep_assistant_suggestions=False)
     inp = ExtractionInput(span, "", [], list(PRIMITIVES), OwnerMemories(span.owner_id))
@@ -127,14 +171,18 @@ def test_correction_updates_and_cancellation_deletes(chat) -> None:
     # or as a new version that supersedes a contradicted value) is apply's business, so the state
     # is read back through its keys.
     state = OwnerMemories("c1")
-    day0 = chat([
-        ("Melanie", "I'm planning a trip to Paris next month."),
-        ("Caroline", "I work at Google. I love coffee."),
-        ("Melanie", "I'm vegetarian."),
-    ])
+    day0 = chat(
+        [
+            ("Melanie", "I'm planning a trip to Paris next month."),
+            ("Caroline", "I work at Google. I love coffee."),
+            ("Melanie", "I'm vegetarian."),
+        ]
+    )
     apply_ops(state, day0, run(day0, state), NOW)
     assert sorted(m.key for m in state.live()) == [
-        "caroline|fact|job", "caroline|preference|coffee", "melanie|fact|diet",
+        "caroline|fact|job",
+        "caroline|preference|coffee",
+        "melanie|fact|diet",
         "melanie|plan|trip paris",
     ]
 
@@ -146,10 +194,13 @@ def test_correction_updates_and_cancellation_deletes(chat) -> None:
     trip = live("melanie|plan|trip paris")
     job = live("caroline|fact|job")
     coffee = live("caroline|preference|coffee")
-    day1 = chat([
-        ("Melanie", "Actually, the trip is on Friday."),
-        ("Caroline", "I moved jobs, I work at Microsoft now. I love iced coffee these days."),
-    ], day=1)
+    day1 = chat(
+        [
+            ("Melanie", "Actually, the trip is on Friday."),
+            ("Caroline", "I moved jobs, I work at Microsoft now. I love iced coffee these days."),
+        ],
+        day=1,
+    )
     ops = run(day1, state)
     assert [(o.op.value, o.target_id, o.memory_skill) for o in ops] == [
         ("UPDATE", trip.id, "update"),
@@ -163,23 +214,32 @@ def test_correction_updates_and_cancellation_deletes(chat) -> None:
         "Caroline loves iced coffee these days.",
     ]
     assert ops[0].kind == "plan"  # a merged correction keeps the kind of what it corrects
-    assert ops[0].event_ts == datetime(2023, 5, 12, tzinfo=timezone.utc)
+    assert ops[0].event_ts == datetime(2023, 5, 12, tzinfo=UTC)
     apply_ops(state, day1, ops, NOW)
     assert live("melanie|plan|trip paris").text == ops[0].text
     assert live("caroline|fact|job").text == ops[1].text
     assert live("caroline|preference|coffee").text == ops[2].text
 
     trip, diet, job = (
-        live("melanie|plan|trip paris"), live("melanie|fact|diet"), live("caroline|fact|job")
+        live("melanie|plan|trip paris"),
+        live("melanie|fact|diet"),
+        live("caroline|fact|job"),
     )
-    day2 = chat([
-        ("Melanie", "I cancelled my trip to Paris. I'm not vegetarian anymore."),
-        ("Caroline", "I no longer work at Microsoft."),
-    ], day=2)
+    day2 = chat(
+        [
+            ("Melanie", "I cancelled my trip to Paris. I'm not vegetarian anymore."),
+            ("Caroline", "I no longer work at Microsoft."),
+        ],
+        day=2,
+    )
     ops = run(day2, state)
     assert [(o.op.value, o.target_id) for o in ops] == [
-        ("DELETE", trip.id), ("INSERT", None), ("DELETE", diet.id), ("INSERT", None),
-        ("DELETE", job.id), ("INSERT", None),
+        ("DELETE", trip.id),
+        ("INSERT", None),
+        ("DELETE", diet.id),
+        ("INSERT", None),
+        ("DELETE", job.id),
+        ("INSERT", None),
     ]
     apply_ops(state, day2, ops, NOW)
     assert (trip.status, diet.status, job.status) == ("deleted", "deleted", "deleted")
@@ -207,11 +267,13 @@ def test_restating_a_memory_reinforces_it(chat) -> None:
 
 
 def test_refinement_within_one_span_is_folded_into_one_insert(chat) -> None:
-    span = chat([
-        ("Caroline", "I love coffee."),
-        ("Melanie", "Me too!"),
-        ("Caroline", "Actually I love iced coffee most."),
-    ])
+    span = chat(
+        [
+            ("Caroline", "I love coffee."),
+            ("Melanie", "Me too!"),
+            ("Caroline", "Actually I love iced coffee most."),
+        ]
+    )
     ops = run(span)
     assert summary(ops) == [
         ("INSERT", "preference", "caroline|preference|coffee", "Caroline loves iced coffee most."),
@@ -234,10 +296,12 @@ def test_only_selected_memory_skills_act(chat) -> None:
 
     only_insert = run(day1, state, [INSERT, SKIP])
     assert [(o.op.value, o.memory_skill) for o in only_insert] == [
-        ("INSERT", "insert"), ("INSERT", "insert"),
+        ("INSERT", "insert"),
+        ("INSERT", "insert"),
     ]
     assert [o.text for o in only_insert] == [
-        "Caroline works at Microsoft now.", "Caroline cancelled Caroline's trip to Paris.",
+        "Caroline works at Microsoft now.",
+        "Caroline cancelled Caroline's trip to Paris.",
     ]
     assert [o.op.value for o in run(day1, state, [UPDATE])] == ["UPDATE"]
     assert [o.op.value for o in run(day1, state, [DELETE])] == ["DELETE"]
@@ -261,36 +325,61 @@ def test_evolved_skill_names_are_reported(chat) -> None:
 
 
 def test_short_answers_pick_up_the_question(chat) -> None:
-    span = chat([
-        ("Melanie", "That painting is lovely. Did you go to the art show last weekend?"),
-        ("Caroline", "Yes, with my sister. It was amazing!"),  # the second sentence is small talk
-        ("Melanie", "Is this your own painting?"),
-        ("Caroline", "Yeah, I painted that lake sunrise last year! It's special to me."),
-        ("Melanie", "Are you coming tomorrow?"),
-        ("Caroline", "Yep!"),
-        ("Melanie", "Did you finish the book?"),
-        ("Caroline", "Yes! I finished it two days ago."),
-    ])
+    span = chat(
+        [
+            ("Melanie", "That painting is lovely. Did you go to the art show last weekend?"),
+            (
+                "Caroline",
+                "Yes, with my sister. It was amazing!",
+            ),  # the second sentence is small talk
+            ("Melanie", "Is this your own painting?"),
+            ("Caroline", "Yeah, I painted that lake sunrise last year! It's special to me."),
+            ("Melanie", "Are you coming tomorrow?"),
+            ("Caroline", "Yep!"),
+            ("Melanie", "Did you finish the book?"),
+            ("Caroline", "Yes! I finished it two days ago."),
+        ]
+    )
     ops = run(span)
     assert summary(ops) == [
         ("INSERT", "fact", "melanie|fact|painting", "Melanie said that painting is lovely."),
-        ("INSERT", "fact", "caroline|fact|art show",
-         'Melanie asked "Did Caroline go to the art show on the weekend before 8 May 2023?" and '
-         "Caroline answered: yes, with Caroline's sister."),
-        ("INSERT", "event", "caroline|event|painting",
-         'Melanie asked "Is this Caroline\'s own painting?" and Caroline answered: yes, Caroline '
-         "painted that lake sunrise in 2022. It's special to Caroline."),
-        ("INSERT", "fact", "caroline|fact|coming",
-         'Melanie asked "Are Caroline coming on 9 May 2023?" and Caroline answered: yes.'),
-        ("INSERT", "event", "caroline|event|finish book",
-         'Melanie asked "Did Caroline finish the book?" and Caroline answered: yes, Caroline '
-         "finished it on 6 May 2023."),
+        (
+            "INSERT",
+            "fact",
+            "caroline|fact|art show",
+            'Melanie asked "Did Caroline go to the art show on the weekend before 8 May 2023?" and '
+            "Caroline answered: yes, with Caroline's sister.",
+        ),
+        (
+            "INSERT",
+            "event",
+            "caroline|event|painting",
+            'Melanie asked "Is this Caroline\'s own painting?" and Caroline answered: yes, Caroline '
+            "painted that lake sunrise in 2022. It's special to Caroline.",
+        ),
+        (
+            "INSERT",
+            "fact",
+            "caroline|fact|coming",
+            'Melanie asked "Are Caroline coming on 9 May 2023?" and Caroline answered: yes.',
+        ),
+        (
+            "INSERT",
+            "event",
+            "caroline|event|finish book",
+            'Melanie asked "Did Caroline finish the book?" and Caroline answered: yes, Caroline '
+            "finished it on 6 May 2023.",
+        ),
     ]
     assert [o.source_message_ids for o in ops] == [
-        ("c1-m0",), ("c1-m0", "c1-m1"), ("c1-m2", "c1-m3"), ("c1-m4", "c1-m5"), ("c1-m6", "c1-m7"),
+        ("c1-m0",),
+        ("c1-m0", "c1-m1"),
+        ("c1-m2", "c1-m3"),
+        ("c1-m4", "c1-m5"),
+        ("c1-m6", "c1-m7"),
     ]
-    assert ops[1].event_ts == datetime(2023, 5, 6, tzinfo=timezone.utc)
-    assert ops[2].event_ts == datetime(2022, 1, 1, tzinfo=timezone.utc)
+    assert ops[1].event_ts == datetime(2023, 5, 6, tzinfo=UTC)
+    assert ops[2].event_ts == datetime(2022, 1, 1, tzinfo=UTC)
 
 
 def test_image_captions_become_photo_events(chat) -> None:
@@ -298,8 +387,12 @@ def test_image_captions_become_photo_events(chat) -> None:
     span = chat([("Melanie", "By the way, take a look at this.", "user", meta)])
     ops = run(span)
     assert summary(ops) == [
-        ("INSERT", "event", "melanie|event|photo painting",
-         "Melanie shared a photo of a painting of a sunset over a lake."),
+        (
+            "INSERT",
+            "event",
+            "melanie|event|photo painting",
+            "Melanie shared a photo of a painting of a sunset over a lake.",
+        ),
     ]
     assert ops[0].event_ts == T0
     assert ops[0].source_message_ids == ("c1-m0",)
@@ -307,18 +400,20 @@ def test_image_captions_become_photo_events(chat) -> None:
 
 def test_chinese_span(chat) -> None:
     state = OwnerMemories("c1")
-    day0 = chat([
-        ("小王", "你好！我喜欢喝咖啡。我打算下个月去巴黎旅行。"),
-        ("小李", "哈哈，太好了"),
-        ("小王", "我昨天和我们家孩子去了公园。"),
-    ])
+    day0 = chat(
+        [
+            ("小王", "你好！我喜欢喝咖啡。我打算下个月去巴黎旅行。"),
+            ("小李", "哈哈，太好了"),
+            ("小王", "我昨天和我们家孩子去了公园。"),
+        ]
+    )
     ops = run(day0, state)
     assert summary(ops) == [
         ("INSERT", "preference", "小王|preference|咖啡", "小王喜欢喝咖啡。"),
         ("INSERT", "plan", "小王|plan|巴黎旅行", "小王打算2023年6月去巴黎旅行。"),
         ("INSERT", "event", "小王|event|公园", "小王2023年5月7日和小王和家人家孩子去了公园。"),
     ]
-    assert ops[1].event_ts == datetime(2023, 6, 1, tzinfo=timezone.utc)
+    assert ops[1].event_ts == datetime(2023, 6, 1, tzinfo=UTC)
     apply_ops(state, day0, ops, NOW)
     day1 = chat([("小王", "我取消了巴黎旅行。其实我更喜欢喝茶。")], day=1)
     ops = run(day1, state)
@@ -333,19 +428,23 @@ def test_chinese_span(chat) -> None:
 
 
 def test_operations_are_deterministic(chat) -> None:
-    span = chat([
-        ("Caroline", "I went to a pottery class yesterday. I love it!"),
-        ("Melanie", "Nice! We're going camping next weekend."),
-    ])
+    span = chat(
+        [
+            ("Caroline", "I went to a pottery class yesterday. I love it!"),
+            ("Melanie", "Nice! We're going camping next weekend."),
+        ]
+    )
     assert run(span) == run(span)
 
 
 def test_chinese_assistant_suggestion_and_generic_user(chat) -> None:
-    span = chat([
-        ("用户", "我下个月要去东京出差。"),
-        ("助手", "好的！建议您住在新宿，交通很方便。", "assistant"),
-        ("用户", "我更喜欢安静的地方。"),
-    ])
+    span = chat(
+        [
+            ("用户", "我下个月要去东京出差。"),
+            ("助手", "好的！建议您住在新宿，交通很方便。", "assistant"),
+            ("用户", "我更喜欢安静的地方。"),
+        ]
+    )
     ops = run(span)
     assert [(o.subject, o.kind, o.key, o.text) for o in ops] == [
         ("user", "plan", "user|plan|东京出差", "用户2023年6月要去东京出差。"),

@@ -35,8 +35,11 @@ from skillstream.rules.person import (
         ("We're meeting friends", None, "Caroline and others are meeting friends"),
         ("Our dog is cute", None, "Caroline's dog is cute"),
         ("You'd be a great counselor!", "Melanie", "Melanie would be a great counselor!"),
-        ("If you like painting, join us", "Melanie",
-         "If Melanie likes painting, join Caroline and others"),
+        (
+            "If you like painting, join us",
+            "Melanie",
+            "If Melanie likes painting, join Caroline and others",
+        ),
         ("I'll send you your photos", "Melanie", "Caroline will send Melanie Melanie's photos"),
         ("You know, I gonna be fine", None, "Caroline going to be fine"),
         ("Thank you", None, "Thank you"),
@@ -98,9 +101,20 @@ def test_said() -> None:
 
 @pytest.mark.parametrize(
     ("verb", "third"),
-    [("love", "loves"), ("go", "goes"), ("watch", "watches"), ("try", "tries"), ("play", "plays"),
-     ("have", "has"), ("am", "is"), ("went", "went"), ("visited", "visited"), ("can", "can"),
-     ("don't", "doesn't"), ("hiking", "hiking")],
+    [
+        ("love", "loves"),
+        ("go", "goes"),
+        ("watch", "watches"),
+        ("try", "tries"),
+        ("play", "plays"),
+        ("have", "has"),
+        ("am", "is"),
+        ("went", "went"),
+        ("visited", "visited"),
+        ("can", "can"),
+        ("don't", "doesn't"),
+        ("hiking", "hiking"),
+    ],
 )
 def test_conjugate_3rd(verb: str, third: str) -> None:
     assert conjugate_3rd(verb) == third

@@ -20,19 +20,29 @@ NAMES = ("caroline", "melanie")
     [
         (
             "Hey Caroline! Good to see you! I'm swamped with the kids & work. What's up with you?",
-            ["Hey Caroline!", "Good to see you!", "I'm swamped with the kids & work.",
-             "What's up with you?"],
+            [
+                "Hey Caroline!",
+                "Good to see you!",
+                "I'm swamped with the kids & work.",
+                "What's up with you?",
+            ],
         ),
         (
             "I met Dr. Smith at 3 p.m. today. It was great... really great! Then e.g. we left.",
-            ["I met Dr. Smith at 3 p.m. today.", "It was great... really great!",
-             "Then e.g. we left."],
+            [
+                "I met Dr. Smith at 3 p.m. today.",
+                "It was great... really great!",
+                "Then e.g. we left.",
+            ],
         ),
         ("Version 3.5 is out. Yes!", ["Version 3.5 is out.", "Yes!"]),
         ("I love J. K. Rowling. She rocks.", ["I love J. K. Rowling.", "She rocks."]),
         ('He said "wow." Then he left.', ['He said "wow."', "Then he left."]),
         ("first line\nsecond line", ["first line", "second line"]),
-        ("我昨天去了超市。买了很多东西！你呢？好的", ["我昨天去了超市。", "买了很多东西！", "你呢？", "好的"]),
+        (
+            "我昨天去了超市。买了很多东西！你呢？好的",
+            ["我昨天去了超市。", "买了很多东西！", "你呢？", "好的"],
+        ),
         ("我喜欢咖啡!你呢?", ["我喜欢咖啡!", "你呢?"]),
         ("", []),
     ],
@@ -59,10 +69,26 @@ def test_is_question(sentence: str, question: bool) -> None:
 @pytest.mark.parametrize(
     "sentence",
     [
-        "Hey Mel!", "Good to see you!", "Thanks, Melanie!", "That's really sweet.", "haha ok",
-        "Totally agree, Mel.", "Talk to you soon!", "Love it!", "Sounds good, see you then.", "Yes",
-        "That's amazing news!", "Take a look at this.", "Long time no see!", "You too!", "ok 👍",
-        "你好！", "哈哈，太好了", "谢谢你！", "好的，没问题", "",
+        "Hey Mel!",
+        "Good to see you!",
+        "Thanks, Melanie!",
+        "That's really sweet.",
+        "haha ok",
+        "Totally agree, Mel.",
+        "Talk to you soon!",
+        "Love it!",
+        "Sounds good, see you then.",
+        "Yes",
+        "That's amazing news!",
+        "Take a look at this.",
+        "Long time no see!",
+        "You too!",
+        "ok 👍",
+        "你好！",
+        "哈哈，太好了",
+        "谢谢你！",
+        "好的，没问题",
+        "",
     ],
 )
 def test_small_talk(sentence: str) -> None:
@@ -72,9 +98,13 @@ def test_small_talk(sentence: str) -> None:
 @pytest.mark.parametrize(
     "sentence",
     [
-        "I'm vegetarian.", "Wow, love that painting!", "The transgender stories were so inspiring!",
+        "I'm vegetarian.",
+        "Wow, love that painting!",
+        "The transgender stories were so inspiring!",
         "I went to a LGBTQ support group yesterday and it was so powerful.",
-        "Congrats on the new job!", "我去了北京", "我喜欢喝咖啡",
+        "Congrats on the new job!",
+        "我去了北京",
+        "我喜欢喝咖啡",
     ],
 )
 def test_not_small_talk(sentence: str) -> None:
@@ -101,8 +131,13 @@ def test_strip_fillers(sentence: str, clean: str) -> None:
 @pytest.mark.parametrize(
     ("sentence", "answer"),
     [
-        ("Yes, last week", "yes"), ("Yep, it was amazing", "yes"), ("No, not yet", "no"),
-        ("Nope.", "no"), ("Nothing much", None), ("I went there", None), ("是的，上周去的", "yes"),
+        ("Yes, last week", "yes"),
+        ("Yep, it was amazing", "yes"),
+        ("No, not yet", "no"),
+        ("Nope.", "no"),
+        ("Nothing much", None),
+        ("I went there", None),
+        ("是的，上周去的", "yes"),
         ("没有，还没去", "no"),
     ],
 )

@@ -17,12 +17,26 @@ T0 = datetime(2025, 5, 6, 14, 0, tzinfo=UTC)
 BUCKET = "task-skills-test"
 
 
-def block(turns: list[tuple[str, str]], *, conversation_id: str = "c1", owner_id: str = "u1",
-          start: datetime = T0, session_id: str = "s1") -> ConversationBlock:
+def block(
+    turns: list[tuple[str, str]],
+    *,
+    conversation_id: str = "c1",
+    owner_id: str = "u1",
+    start: datetime = T0,
+    session_id: str = "s1",
+) -> ConversationBlock:
     """A conversation block from (role, text) pairs, one minute apart."""
     msgs = [
-        Message(f"{conversation_id}-{session_id}-{i}", conversation_id, owner_id, session_id, role,
-                "User" if role == "user" else "Assistant", text, start + timedelta(minutes=i))
+        Message(
+            f"{conversation_id}-{session_id}-{i}",
+            conversation_id,
+            owner_id,
+            session_id,
+            role,
+            "User" if role == "user" else "Assistant",
+            text,
+            start + timedelta(minutes=i),
+        )
         for i, (role, text) in enumerate(turns)
     ]
     return ConversationBlock.of(msgs)
@@ -32,17 +46,32 @@ DEPLOY_1 = [
     ("user", "Can you walk me through deploying our Flask app to the staging server?"),
     ("assistant", "Sure. First, run the test suite with pytest and make sure it passes."),
     ("assistant", "Then build the Docker image with docker build -t app:staging ."),
-    ("assistant", "Next, push the image to the registry with docker push registry.local/app:staging."),
-    ("assistant", "Finally, restart the service on staging with systemctl restart app and check the health endpoint."),
+    (
+        "assistant",
+        "Next, push the image to the registry with docker push registry.local/app:staging.",
+    ),
+    (
+        "assistant",
+        "Finally, restart the service on staging with systemctl restart app and check the health endpoint.",
+    ),
     ("user", "It failed at the push step with an authentication error."),
-    ("assistant", "Log in to the registry first with docker login registry.local, then push again."),
+    (
+        "assistant",
+        "Log in to the registry first with docker login registry.local, then push again.",
+    ),
     ("user", "That worked. I always want the health check to run before we announce a deploy."),
 ]
 DEPLOY_2 = [
     ("user", "We need to deploy the Flask app to staging again today."),
     ("assistant", "Run pytest first, then build the image with docker build -t app:staging ."),
-    ("assistant", "Log in with docker login registry.local and push with docker push registry.local/app:staging."),
-    ("assistant", "Restart the service with systemctl restart app and verify the health endpoint returns 200."),
+    (
+        "assistant",
+        "Log in with docker login registry.local and push with docker push registry.local/app:staging.",
+    ),
+    (
+        "assistant",
+        "Restart the service with systemctl restart app and verify the health endpoint returns 200.",
+    ),
     ("user", "Great, I prefer that we post the result in the #deploys channel afterwards."),
 ]
 SMALL_TALK = [

@@ -13,7 +13,6 @@ import pytest
 from click.testing import CliRunner
 
 from skillstream.cli import cli
-from skillstream.config import Settings
 from skillstream.distill.package import build_zip, validate_dir, validate_zip
 from skillstream.distill.record import TaskSkill
 from skillstream.errors import InputError
@@ -23,7 +22,9 @@ pytestmark = pytest.mark.slow
 
 
 def invoke(home: Path, *args: str, input: str | None = None):
-    result = CliRunner().invoke(cli, ["--home", str(home), *args], input=input, catch_exceptions=True)
+    result = CliRunner().invoke(
+        cli, ["--home", str(home), *args], input=input, catch_exceptions=True
+    )
     return result
 
 
@@ -51,7 +52,7 @@ def sample_home(tmp_path_factory) -> Path:
     """A home after the default run (`skillstream run`) on the bundled sample."""
     home = tmp_path_factory.mktemp("sample") / "home"
     out = ok(home, "run", "--json")
-    assert json.loads(out[out.index("{"):])["messages"] == 34
+    assert json.loads(out[out.index("{") :])["messages"] == 34
     return home
 
 
@@ -71,13 +72,25 @@ def test_the_default_run_publishes_spec_valid_task_skill_zips(sample_home):
     root = sample_home / "artifacts" / "task-skills"
     for rel in zips(sample_home):
         assert validate_zip((root / rel).read_bytes()) == [], rel
-    versions = rows(sample_home, "select name, version, change, package_url from task_skill_versions order by version")
+    versions = rows(
+        sample_home,
+        "select name, version, change, package_url from task_skill_versions order by version",
+    )
     assert [(r["name"], r["version"], r["change"]) for r in versions] == [
-        ("deploy-flask-app", 1, "created"), ("deploy-flask-app", 2, "updated")]
+        ("deploy-flask-app", 1, "created"),
+        ("deploy-flask-app", 2, "updated"),
+    ]
     assert versions[0]["package_url"] == (root / zips(sample_home)[0]).as_uri()
-    (current,) = rows(sample_home, "select owner_id, name, version, status, package_url from task_skills")
-    assert current == {"owner_id": "omar", "name": "deploy-flask-app", "version": 2, "status": "active",
-                       "package_url": (root / zips(sample_home)[1]).as_uri()}
+    (current,) = rows(
+        sample_home, "select owner_id, name, version, status, package_url from task_skills"
+    )
+    assert current == {
+        "owner_id": "omar",
+        "name": "deploy-flask-app",
+        "version": 2,
+        "status": "active",
+        "package_url": (root / zips(sample_home)[1]).as_uri(),
+    }
 
 
 def test_a_second_run_over_the_same_input_adds_no_version(home):
@@ -97,17 +110,30 @@ def test_list_and_show_with_usage_counts(home):
     assert shown["times_used"] == 2 and shown["last_used_at"]
     assert rows(home, "select times_used from task_skills")[0]["times_used"] == 2
     missing = invoke(home, "skills", "show", "no-such-skill")
-    assert isinstance(missing.exception, InputError) and "no task skill named 'no-such-skill'" in str(missing.exception)
+    assert isinstance(
+        missing.exception, InputError
+    ) and "no task skill named 'no-such-skill'" in str(missing.exception)
 
 
 def test_patch_delete_export_and_save_make_versions_and_keep_packages(home, tmp_path):
-    out = ok(home, "skills", "patch", "deploy-flask-app", "--section", "pitfalls",
-             "--text", "Never deploy on Fridays.", "--append")
+    out = ok(
+        home,
+        "skills",
+        "patch",
+        "deploy-flask-app",
+        "--section",
+        "pitfalls",
+        "--text",
+        "Never deploy on Fridays.",
+        "--append",
+    )
     assert "to version 3" in out
     skill_md = ok(home, "skills", "show", "deploy-flask-app")
     assert "- Never deploy on Fridays." in skill_md and "version: '3'" in skill_md
     bad = invoke(home, "skills", "patch", "deploy-flask-app", "--section", "budget", "--text", "x")
-    assert isinstance(bad.exception, InputError) and "unknown section 'budget'" in str(bad.exception)
+    assert isinstance(bad.exception, InputError) and "unknown section 'budget'" in str(
+        bad.exception
+    )
 
     export = tmp_path / "export"
     ok(home, "skills", "export", str(export))
@@ -120,12 +146,21 @@ def test_patch_delete_export_and_save_make_versions_and_keep_packages(home, tmp_
 
     secret = "sk-" + "Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2"
     md = export / "deploy-flask-app" / "SKILL.md"
-    md.write_text(md.read_text().replace("## Procedure\n", f"## Procedure\n\n0. Export OPENAI_API_KEY={secret}\n"))
+    md.write_text(
+        md.read_text().replace(
+            "## Procedure\n", f"## Procedure\n\n0. Export OPENAI_API_KEY={secret}\n"
+        )
+    )
     out = ok(home, "skills", "save", str(export / "deploy-flask-app"), "--owner", "omar")
     assert "version 5" in out
     changes = rows(home, "select version, change from task_skill_versions order by version")
     assert [(r["version"], r["change"]) for r in changes] == [
-        (1, "created"), (2, "updated"), (3, "patched"), (4, "deleted"), (5, "saved")]
+        (1, "created"),
+        (2, "updated"),
+        (3, "patched"),
+        (4, "deleted"),
+        (5, "saved"),
+    ]
     v5 = (home / "artifacts/task-skills/omar/deploy-flask-app/v5/deploy-flask-app.zip").read_bytes()
     body = zipfile.ZipFile(io.BytesIO(v5)).read("deploy-flask-app/SKILL.md").decode()
     assert secret not in body and "[REDACTED:openai_key]" in body
@@ -146,15 +181,42 @@ GOOD_MD = b"---\nname: fix-printer\ndescription: Fix a jammed office printer.\n-
 REG = stat.S_IFREG | 0o644
 
 
-@pytest.mark.parametrize("entries,message", [
-    ([("fix-printer/SKILL.md", GOOD_MD, REG), ("fix-printer/../../evil.sh", b"x", REG)], "climbs out of the folder with '..'"),
-    ([("fix-printer/SKILL.md", GOOD_MD, REG), ("/etc/cron.d/evil", b"x", REG)], "has an absolute path"),
-    ([("fix-printer/SKILL.md", GOOD_MD, REG), ("fix-printer/scripts/link", b"/etc/passwd", stat.S_IFLNK | 0o777)], "is a symbolic link"),
-    ([("fix-printer/SKILL.md", GOOD_MD, REG), ("fix-printer/references/big.md", b"x" * 1_000_001, REG)], "at most 1000000 are accepted per file"),
-    ([("Fix_Printer/SKILL.md", GOOD_MD.replace(b"fix-printer", b"Fix_Printer"), REG)], "is not a valid task-skill name"),
-    ([("fix-printer/SKILL.md", GOOD_MD.replace(b"name: fix-printer", b"name: other"), REG)], "must equal the folder name"),
-    ([("a/SKILL.md", GOOD_MD, REG), ("b/SKILL.md", GOOD_MD, REG)], "exactly one top folder"),
-])
+@pytest.mark.parametrize(
+    "entries,message",
+    [
+        (
+            [("fix-printer/SKILL.md", GOOD_MD, REG), ("fix-printer/../../evil.sh", b"x", REG)],
+            "climbs out of the folder with '..'",
+        ),
+        (
+            [("fix-printer/SKILL.md", GOOD_MD, REG), ("/etc/cron.d/evil", b"x", REG)],
+            "has an absolute path",
+        ),
+        (
+            [
+                ("fix-printer/SKILL.md", GOOD_MD, REG),
+                ("fix-printer/scripts/link", b"/etc/passwd", stat.S_IFLNK | 0o777),
+            ],
+            "is a symbolic link",
+        ),
+        (
+            [
+                ("fix-printer/SKILL.md", GOOD_MD, REG),
+                ("fix-printer/references/big.md", b"x" * 1_000_001, REG),
+            ],
+            "at most 1000000 are accepted per file",
+        ),
+        (
+            [("Fix_Printer/SKILL.md", GOOD_MD.replace(b"fix-printer", b"Fix_Printer"), REG)],
+            "is not a valid task-skill name",
+        ),
+        (
+            [("fix-printer/SKILL.md", GOOD_MD.replace(b"name: fix-printer", b"name: other"), REG)],
+            "must equal the folder name",
+        ),
+        ([("a/SKILL.md", GOOD_MD, REG), ("b/SKILL.md", GOOD_MD, REG)], "exactly one top folder"),
+    ],
+)
 def test_import_rejects_unsafe_archives_and_writes_nothing(home, tmp_path, entries, message):
     before_zips = zips(home)
     before_rows = rows(home, "select count(*) as n from task_skill_versions")[0]["n"]
@@ -169,13 +231,28 @@ def test_import_rejects_unsafe_archives_and_writes_nothing(home, tmp_path, entri
 
 def test_import_of_a_valid_zip(home, tmp_path):
     good = tmp_path / "fix-printer.zip"
-    good.write_bytes(_zip([("fix-printer/SKILL.md", GOOD_MD, REG), ("fix-printer/scripts/clear.sh", b"echo ok\n", REG)]))
+    good.write_bytes(
+        _zip(
+            [
+                ("fix-printer/SKILL.md", GOOD_MD, REG),
+                ("fix-printer/scripts/clear.sh", b"echo ok\n", REG),
+            ]
+        )
+    )
     out = ok(home, "skills", "import", str(good), "--owner", "lin")
     assert "imported lin/fix-printer version 1" in out
     shown = json.loads(ok(home, "skills", "show", "fix-printer", "--json"))
-    assert shown["procedure"] == ["Open tray 2.", "Remove the paper."] and shown["scripts"] == {"clear.sh": "echo ok\n"}
-    again = build_zip(TaskSkill.new("lin", "fix-printer", description="Fix a jammed office printer.",
-                                    procedure=["Open tray 2."]))
+    assert shown["procedure"] == ["Open tray 2.", "Remove the paper."] and shown["scripts"] == {
+        "clear.sh": "echo ok\n"
+    }
+    again = build_zip(
+        TaskSkill.new(
+            "lin",
+            "fix-printer",
+            description="Fix a jammed office printer.",
+            procedure=["Open tray 2."],
+        )
+    )
     good.write_bytes(again)
     assert "version 2" in ok(home, "skills", "import", str(good), "--owner", "lin")
     assert "lin/fix-printer/v2/fix-printer.zip" in zips(home)

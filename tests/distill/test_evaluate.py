@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from skillstream.cli.task_skills import eval_skills
 from skillstream.config import Settings
-from skillstream.distill.evaluate import evaluate_star, split_dialogues
 from skillstream.connectors.star import load_star_dialogues
+from skillstream.distill.evaluate import evaluate_star, split_dialogues
 
 pytestmark = pytest.mark.slow
 
@@ -34,8 +34,13 @@ TRIVIA = [
     ("Wizard", "Which year was the old bridge built?"),
     ("User", "No idea, {name} would know."),
 ]
-CITIES = [("Paris", "Seine", "Alexis"), ("London", "Thames", "Ben"), ("Vienna", "Danube", "Chloe"),
-          ("Cairo", "Nile", "Dmitri"), ("Budapest", "Danube", "Eva")]
+CITIES = [
+    ("Paris", "Seine", "Alexis"),
+    ("London", "Thames", "Ben"),
+    ("Vienna", "Danube", "Chloe"),
+    ("Cairo", "Nile", "Dmitri"),
+    ("Budapest", "Danube", "Eva"),
+]
 
 
 def star_file(tmp_path):
@@ -45,10 +50,26 @@ def star_file(tmp_path):
         for city, river, name in CITIES:
             events = [{"Agent": "UserGuide", "Action": "instruct", "Text": "guide text"}]
             for i, (agent, text) in enumerate(turns):
-                events.append({"Agent": agent, "Action": "utter", "UnixTime": 1_600_000_000 + 100 * n + i,
-                               "Text": text.format(city=city, river=river, name=name)})
-            lines.append({"DialogueID": n, "Scenario": {"WizardCapabilities": [{"Task": task}], "Domains": [task],
-                                                        "Happy": True, "MultiTask": False}, "Events": events})
+                events.append(
+                    {
+                        "Agent": agent,
+                        "Action": "utter",
+                        "UnixTime": 1_600_000_000 + 100 * n + i,
+                        "Text": text.format(city=city, river=river, name=name),
+                    }
+                )
+            lines.append(
+                {
+                    "DialogueID": n,
+                    "Scenario": {
+                        "WizardCapabilities": [{"Task": task}],
+                        "Domains": [task],
+                        "Happy": True,
+                        "MultiTask": False,
+                    },
+                    "Events": events,
+                }
+            )
             n += 1
     multi = dict(lines[0], DialogueID=99)
     multi["Scenario"] = {"WizardCapabilities": [{"Task": "hotel_book"}, {"Task": "trivia"}]}
@@ -68,17 +89,27 @@ def test_split_is_per_task_and_single_task_only(tmp_path):
 
 
 def test_evaluation_figures(tmp_path, embedder):
-    result = evaluate_star(star_file(tmp_path), Settings(home=str(tmp_path / "home")), embed=embedder.encode)
+    result = evaluate_star(
+        star_file(tmp_path), Settings(home=str(tmp_path / "home")), embed=embedder.encode
+    )
     assert {k: result[k] for k in ("skills", "tasks", "purity", "recall@1", "llm_calls")} == {
-        "skills": 2, "tasks": 2, "purity": 1.0, "recall@1": 1.0, "llm_calls": 0}
+        "skills": 2,
+        "tasks": 2,
+        "purity": 1.0,
+        "recall@1": 1.0,
+        "llm_calls": 0,
+    }
     assert result["segments"] == {"created": 2, "updated": 6}
     assert result["per_task_skills"] == {"hotel_book": 1, "trivia": 1}
 
 
 def test_the_command_prints_and_writes_json(tmp_path):
     out = tmp_path / "out.json"
-    result = CliRunner().invoke(eval_skills, [str(star_file(tmp_path)), "--json", str(out), "--write"],
-                                obj={"home": str(tmp_path / "home")})
+    result = CliRunner().invoke(
+        eval_skills,
+        [str(star_file(tmp_path)), "--json", str(out), "--write"],
+        obj={"home": str(tmp_path / "home")},
+    )
     assert result.exit_code == 0, (result.output, result.exception)
     data = json.loads(out.read_text())
     assert data["skills"] == 2 and data["recall@1"] == 1.0

@@ -26,21 +26,36 @@ def prompt(req: dict) -> str:
 
 def extracted(update_of: str = "", **kw) -> str:
     doc = {
-        "skip": False, "name": "web-app-deployment", "title": "Web app deployment",
+        "skip": False,
+        "name": "web-app-deployment",
+        "title": "Web app deployment",
         "description": "Deploy a web app to staging with tests, image build, push and restart. Use it for staging deploys.",
-        "triggers": ["deploy", "staging"], "procedure": ["Run the tests.", "Build and push the image.", "Restart the service."],
-        "experience": ["Log in to the registry before pushing."], "preferences": ["Run the health check before announcing."],
-        "examples": [], "tools": ["docker"], "verification": ["The health endpoint returns 200."],
-        "planned_scripts": {"deploy.sh": "Build, push and restart."}, "planned_references": {},
-        "update": bool(update_of), "update_of": update_of,
+        "triggers": ["deploy", "staging"],
+        "procedure": ["Run the tests.", "Build and push the image.", "Restart the service."],
+        "experience": ["Log in to the registry before pushing."],
+        "preferences": ["Run the health check before announcing."],
+        "examples": [],
+        "tools": ["docker"],
+        "verification": ["The health endpoint returns 200."],
+        "planned_scripts": {"deploy.sh": "Build, push and restart."},
+        "planned_references": {},
+        "update": bool(update_of),
+        "update_of": update_of,
     }
     doc.update(kw)
     return json.dumps(doc)
 
 
 def make(stub: OpenAIStub, tmp_path, **kw) -> tuple[TaskSkillDistiller, OpenAIBackend]:
-    settings = Settings(home=str(tmp_path), llm="openai", llm_base_url=stub.url, llm_model=STUB_MODEL,
-                        llm_timeout_s=5.0, llm_max_retries=2, llm_cache=False)
+    settings = Settings(
+        home=str(tmp_path),
+        llm="openai",
+        llm_base_url=stub.url,
+        llm_model=STUB_MODEL,
+        llm_timeout_s=5.0,
+        llm_max_retries=2,
+        llm_cache=False,
+    )
     backend = OpenAIBackend(settings, backoff_base_s=0.001, backoff_max_s=0.01)
     distiller = make_distiller(settings, embed=None, backend=backend)
     assert isinstance(distiller, LLMDistiller)
@@ -65,7 +80,10 @@ def test_chunk_extract_and_an_update_of_a_recalled_skill(tmp_path):
             state["first"] = True
             return extracted()
         existing_id = text.split('"id": "')[1].split('"')[0]  # the recalled skill's id, as shown
-        return extracted(update_of=existing_id, procedure=["Run the tests.", "Log in, then build and push.", "Restart."])
+        return extracted(
+            update_of=existing_id,
+            procedure=["Run the tests.", "Log in, then build and push.", "Restart."],
+        )
 
     with OpenAIStub(script) as stub:
         core, _ = make(stub, tmp_path)
@@ -95,22 +113,42 @@ def test_an_update_naming_an_unrecalled_skill_becomes_a_new_skill(tmp_path):
 
 
 def test_bad_ranges_are_asked_again_and_chit_chat_costs_no_call(tmp_path):
-    answers = [json.dumps({"tasks": [{"name": "Deploy", "ranges": [[0, 99]]}]}),
-               json.dumps({"tasks": [{"name": "Deploy", "ranges": [[0, 3], [5, 6]]}]}),
-               extracted()]
+    answers = [
+        json.dumps({"tasks": [{"name": "Deploy", "ranges": [[0, 99]]}]}),
+        json.dumps({"tasks": [{"name": "Deploy", "ranges": [[0, 3], [5, 6]]}]}),
+        extracted(),
+    ]
     with OpenAIStub(answers) as stub:
         core, _ = make(stub, tmp_path)
         (r,) = core.distill_block(OwnerTaskSkills("omar"), block(DEPLOY_1, owner_id="omar"))
         assert "outside the messages 0..7" in stub.requests[1]["messages"][-1]["content"]
-        assert core.distill_block(OwnerTaskSkills("maya"), block(SMALL_TALK[:2] + SMALL_TALK[4:], owner_id="maya")) == []
+        assert (
+            core.distill_block(
+                OwnerTaskSkills("maya"), block(SMALL_TALK[:2] + SMALL_TALK[4:], owner_id="maya")
+            )
+            == []
+        )
         assert stub.count == 3
     assert r.action == "created"
     assert [c.purpose for c in r.llm_calls] == ["distill_chunk", "distill_chunk", "distill_extract"]
 
 
 def test_skip_and_gate_distil_nothing(tmp_path):
-    answers = [json.dumps({"tasks": [{"name": "Deploy", "ranges": [[0, 7]]}, {"name": "Chat", "ranges": []}]}),
-               json.dumps({"skip": True, "name": "", "description": "", "procedure": [], "update": False, "update_of": ""})]
+    answers = [
+        json.dumps(
+            {"tasks": [{"name": "Deploy", "ranges": [[0, 7]]}, {"name": "Chat", "ranges": []}]}
+        ),
+        json.dumps(
+            {
+                "skip": True,
+                "name": "",
+                "description": "",
+                "procedure": [],
+                "update": False,
+                "update_of": "",
+            }
+        ),
+    ]
     with OpenAIStub(answers) as stub:
         core, _ = make(stub, tmp_path)
         results = core.distill_block(OwnerTaskSkills("omar"), block(DEPLOY_1, owner_id="omar"))
@@ -127,7 +165,7 @@ def test_full_mode_asks_for_scripts_tools_and_references_concurrently(tmp_path):
             return extracted()
         if p == "distill_scripts":
             assert "deploy.sh: Build, push and restart." in prompt(req)
-            return json.dumps({"scripts": {"deploy.sh": "#!/bin/sh\ndocker push \"$IMAGE\"\n"}})
+            return json.dumps({"scripts": {"deploy.sh": '#!/bin/sh\ndocker push "$IMAGE"\n'}})
         if p == "distill_tools":
             return json.dumps({"tools": ["docker: build and push the image"]})
         return json.dumps({"references": {"checklist.md": "# Checklist\n- tests pass\n"}})
@@ -136,18 +174,25 @@ def test_full_mode_asks_for_scripts_tools_and_references_concurrently(tmp_path):
         core, _ = make(stub, tmp_path, full=True)
         (r,) = core.distill_block(OwnerTaskSkills("omar"), block(DEPLOY_1, owner_id="omar"))
         assert stub.max_in_flight == 3
-    assert r.skill.scripts == {"deploy.sh": "#!/bin/sh\ndocker push \"$IMAGE\"\n"}
+    assert r.skill.scripts == {"deploy.sh": '#!/bin/sh\ndocker push "$IMAGE"\n'}
     assert r.skill.tools == ["docker: build and push the image"]
     assert r.skill.references == {"checklist.md": "# Checklist\n- tests pass\n"}
     assert r.skill.planned_scripts == {}
     assert sorted(c.purpose for c in r.llm_calls) == [
-        "distill_chunk", "distill_extract", "distill_references", "distill_scripts", "distill_tools"]
+        "distill_chunk",
+        "distill_extract",
+        "distill_references",
+        "distill_scripts",
+        "distill_tools",
+    ]
 
 
 def test_chinese_blocks_get_chinese_prompts_with_the_existing_skills(tmp_path):
-    zh = [("user", "请帮我把网站部署到测试服务器。"),
-          ("assistant", "首先运行测试。然后构建镜像并推送到仓库。"),
-          ("assistant", "最后重启服务并检查健康接口。")]
+    zh = [
+        ("user", "请帮我把网站部署到测试服务器。"),
+        ("assistant", "首先运行测试。然后构建镜像并推送到仓库。"),
+        ("assistant", "最后重启服务并检查健康接口。"),
+    ]
     seen = []
 
     def script(req):
@@ -155,10 +200,16 @@ def test_chinese_blocks_get_chinese_prompts_with_the_existing_skills(tmp_path):
         if purpose(req) == "distill_chunk":
             return json.dumps({"tasks": [{"name": "网站部署", "ranges": [[0, 2]]}]})
         if len(seen) == 2:
-            return extracted(name="site-deployment", title="网站部署", description="把网站部署到测试服务器。")
+            return extracted(
+                name="site-deployment", title="网站部署", description="把网站部署到测试服务器。"
+            )
         existing_id = prompt(req).split('"id": "')[1].split('"')[0]
-        return extracted(name="site-deployment", title="网站部署", description="把网站部署到测试服务器。",
-                         update_of=existing_id)
+        return extracted(
+            name="site-deployment",
+            title="网站部署",
+            description="把网站部署到测试服务器。",
+            update_of=existing_id,
+        )
 
     with OpenAIStub(script) as stub:
         core, _ = make(stub, tmp_path)
@@ -167,6 +218,8 @@ def test_chinese_blocks_get_chinese_prompts_with_the_existing_skills(tmp_path):
         r2 = core.distill_block(owner, block(zh, owner_id="lin", session_id="s2"))
     assert seen[0].startswith("你要把用户与助手之间的一段对话拆分")
     assert seen[1].startswith("你要把对话中的一个任务整理成可复用的任务技能") and "(无)" in seen[1]
-    assert '"name": "site-deployment"' in seen[3]  # the recalled skill is shown in the Chinese prompt
+    assert (
+        '"name": "site-deployment"' in seen[3]
+    )  # the recalled skill is shown in the Chinese prompt
     assert [r.action for r in r1 + r2] == ["created", "updated"]
     assert r2[0].skill.lang == "zh" and r2[0].skill.version == 2

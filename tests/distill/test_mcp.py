@@ -22,23 +22,40 @@ def payload(result) -> object:
     assert not result.is_error, result.content
     if result.structured_content is not None:
         data = result.structured_content
-        return data.get("result", data) if isinstance(data, dict) and set(data) == {"result"} else data
+        return (
+            data.get("result", data) if isinstance(data, dict) and set(data) == {"result"} else data
+        )
     return json.loads(result.content[0].text)
 
 
 def seed(settings: Settings, embedder) -> None:
     """One task skill for omar and one memory for omar, through the real write paths."""
     api = TaskSkillAPI(settings, owner="omar", embed=embedder.encode)
-    api.save(TaskSkill.new("omar", "deploy-flask-app", title="Deploy flask app",
-                           description="Deploy the Flask app to staging. Use it for staging deploys.",
-                           procedure=["Run pytest.", "Build and push the image.", "Restart the service."]))
+    api.save(
+        TaskSkill.new(
+            "omar",
+            "deploy-flask-app",
+            title="Deploy flask app",
+            description="Deploy the Flask app to staging. Use it for staging deploys.",
+            procedure=["Run pytest.", "Build and push the image.", "Restart the service."],
+        )
+    )
     from skillstream.model import Memory
     from skillstream.storage.home import open_stores
 
     t = datetime(2025, 5, 6, tzinfo=UTC)
-    mem = Memory(id="mem_1", owner_id="omar", text="Omar deploys the Flask app to staging every two weeks.",
-                 kind="fact", created_at=t, updated_at=t, event_ts=t - timedelta(days=1),
-                 vector=embedder.encode(["Omar deploys the Flask app to staging every two weeks."])[0].tolist())
+    mem = Memory(
+        id="mem_1",
+        owner_id="omar",
+        text="Omar deploys the Flask app to staging every two weeks.",
+        kind="fact",
+        created_at=t,
+        updated_at=t,
+        event_ts=t - timedelta(days=1),
+        vector=embedder.encode(["Omar deploys the Flask app to staging every two weeks."])[
+            0
+        ].tolist(),
+    )
     with open_stores(settings, embedder.dim) as stores:
         stores.index.upsert([mem])
 
@@ -48,7 +65,9 @@ def test_the_server_lists_its_tools_and_each_call_works(tmp_path, embedder):
 
     settings = Settings(home=str(tmp_path / "home"))
     seed(settings, embedder)
-    server = build_server(settings, "omar", api=TaskSkillAPI(settings, owner="omar", embed=embedder.encode))
+    server = build_server(
+        settings, "omar", api=TaskSkillAPI(settings, owner="omar", embed=embedder.encode)
+    )
 
     async def session():
         async with Client(server) as client:
@@ -56,12 +75,29 @@ def test_the_server_lists_its_tools_and_each_call_works(tmp_path, embedder):
             names = sorted(t.name for t in tools.tools)
             listed = payload(await client.call_tool("skill_list", {}))
             viewed = payload(await client.call_tool("skill_view", {"name": "deploy-flask-app"}))
-            saved = payload(await client.call_tool("skill_save", {
-                "name": "rotate-keys", "description": "Rotate the API keys of a service. Use it monthly.",
-                "content": "## Procedure\n1. Create a new key.\n2. Update the secret store.\n3. Revoke the old key.\n"}))
-            patched = payload(await client.call_tool("skill_patch", {
-                "name": "rotate-keys", "section": "verification", "text": "- Old key returns 401."}))
-            memories = payload(await client.call_tool("memory_search", {"query": "when does Omar deploy", "k": 3}))
+            saved = payload(
+                await client.call_tool(
+                    "skill_save",
+                    {
+                        "name": "rotate-keys",
+                        "description": "Rotate the API keys of a service. Use it monthly.",
+                        "content": "## Procedure\n1. Create a new key.\n2. Update the secret store.\n3. Revoke the old key.\n",
+                    },
+                )
+            )
+            patched = payload(
+                await client.call_tool(
+                    "skill_patch",
+                    {
+                        "name": "rotate-keys",
+                        "section": "verification",
+                        "text": "- Old key returns 401.",
+                    },
+                )
+            )
+            memories = payload(
+                await client.call_tool("memory_search", {"query": "when does Omar deploy", "k": 3})
+            )
             deleted = payload(await client.call_tool("skill_delete", {"name": "rotate-keys"}))
             after = payload(await client.call_tool("skill_list", {}))
             missing = await client.call_tool("skill_view", {"name": "rotate-keys"})
@@ -69,16 +105,28 @@ def test_the_server_lists_its_tools_and_each_call_works(tmp_path, embedder):
 
     names, listed, viewed, saved, patched, memories, deleted, after, missing = anyio.run(session)
     assert names == TOOLS
-    assert listed == [{"name": "deploy-flask-app",
-                       "description": "Deploy the Flask app to staging. Use it for staging deploys."}]
+    assert listed == [
+        {
+            "name": "deploy-flask-app",
+            "description": "Deploy the Flask app to staging. Use it for staging deploys.",
+        }
+    ]
     assert viewed["name"] == "deploy-flask-app" and viewed["times_used"] == 1
-    assert viewed["skill_md"].startswith("---\nname: deploy-flask-app\n") and "1. Run pytest." in viewed["skill_md"]
+    assert (
+        viewed["skill_md"].startswith("---\nname: deploy-flask-app\n")
+        and "1. Run pytest." in viewed["skill_md"]
+    )
     assert (saved["name"], saved["version"]) == ("rotate-keys", 1)
     assert saved["package_url"].endswith("omar/rotate-keys/v1/rotate-keys.zip")
     assert (patched["name"], patched["version"]) == ("rotate-keys", 2)
     assert memories[0]["text"] == "Omar deploys the Flask app to staging every two weeks."
     assert deleted == {"name": "rotate-keys", "version": 3, "status": "deleted"}
     assert [s["name"] for s in after] == ["deploy-flask-app"]
-    assert missing.is_error and "no task skill named 'rotate-keys' of owner 'omar'" in missing.content[0].text
+    assert (
+        missing.is_error
+        and "no task skill named 'rotate-keys' of owner 'omar'" in missing.content[0].text
+    )
     api = TaskSkillAPI(settings, embed=embedder.encode)
-    assert api.get("rotate-keys", "omar", include_deleted=True).verification == ["Old key returns 401."]
+    assert api.get("rotate-keys", "omar", include_deleted=True).verification == [
+        "Old key returns 401."
+    ]

@@ -29,7 +29,11 @@ def sample_skill(**kw) -> TaskSkill:
         title="Deploy flask app",
         description="Deploy a Flask app to staging. Use it when a deploy to staging is asked for.",
         triggers=["deploy", "staging", "docker"],
-        procedure=["Run pytest.", "Build the image with docker build -t app:staging .", "Restart the service."],
+        procedure=[
+            "Run pytest.",
+            "Build the image with docker build -t app:staging .",
+            "Restart the service.",
+        ],
         experience=["If the push fails with an authentication error: log in first."],
         preferences=["Always wants the health check before announcing."],
         examples=["## Deploy report\n\n- version: ...\n- health: 200"],
@@ -64,12 +68,24 @@ def test_rendered_package_passes_the_validator_and_has_the_sections(tmp_path):
     front, body = split_frontmatter(text)
     assert set(front) == {"name", "description", "metadata"}
     assert front["metadata"] == {
-        "version": "3", "triggers": "deploy, staging, docker", "owner": "omar",
-        "title": "Deploy flask app", "lang": "en",
+        "version": "3",
+        "triggers": "deploy, staging, docker",
+        "owner": "omar",
+        "title": "Deploy flask app",
+        "lang": "en",
     }
     _, sections = parse_skill_md(text)
-    assert list(sections) == ["when", "procedure", "experience", "preferences", "examples", "scripts",
-                              "tools", "references", "verification"]
+    assert list(sections) == [
+        "when",
+        "procedure",
+        "experience",
+        "preferences",
+        "examples",
+        "scripts",
+        "tools",
+        "references",
+        "verification",
+    ]
     assert "## Deploy report" in sections["examples"]  # an example's own headings stay inside it
     assert "2. Build the image with docker build -t app:staging ." in body
     assert "- planned `rollback.py`: Roll back to the previous image." in body
@@ -87,8 +103,12 @@ def test_validator_names_each_broken_rule(tmp_path):
     problems = validate_skill_md(bad)
     assert any("keys ['version'] are not allowed" in p for p in problems)
     assert any("'name'" in p and "lowercase" in p for p in problems)
-    assert validate_skill_md("no frontmatter") == ["SKILL.md must start with a '---' line opening the YAML frontmatter"]
-    assert validate_skill_md("---\nname: a\n") == ["SKILL.md frontmatter is not closed by a '---' line"]
+    assert validate_skill_md("no frontmatter") == [
+        "SKILL.md must start with a '---' line opening the YAML frontmatter"
+    ]
+    assert validate_skill_md("---\nname: a\n") == [
+        "SKILL.md frontmatter is not closed by a '---' line"
+    ]
     long_desc = "---\nname: a\ndescription: " + "x" * 1025 + "\n---\nbody\n"
     assert validate_skill_md(long_desc) == ["'description' has 1025 characters; at most 1024"]
     angle = "---\nname: a\ndescription: use <this>\n---\n"
@@ -110,7 +130,9 @@ def test_zip_is_deterministic_and_unpacks_to_a_valid_folder(tmp_path):
     assert validate_zip(data) == []
     zf = zipfile.ZipFile(io.BytesIO(data))
     assert sorted(zf.namelist()) == [
-        "deploy-flask-app/SKILL.md", "deploy-flask-app/references/notes.md", "deploy-flask-app/scripts/run.sh"
+        "deploy-flask-app/SKILL.md",
+        "deploy-flask-app/references/notes.md",
+        "deploy-flask-app/scripts/run.sh",
     ]
     zf.extractall(tmp_path)
     assert validate_dir(tmp_path / "deploy-flask-app") == []
@@ -119,16 +141,32 @@ def test_zip_is_deterministic_and_unpacks_to_a_valid_folder(tmp_path):
 def test_a_package_reads_back_into_the_same_record():
     skill = sample_skill()
     back = skill_from_files(package_files(skill), "omar")
-    for field in ("name", "title", "description", "triggers", "procedure", "experience", "preferences",
-                  "examples", "tools", "verification", "scripts", "references", "planned_scripts", "lang"):
+    for field in (
+        "name",
+        "title",
+        "description",
+        "triggers",
+        "procedure",
+        "experience",
+        "preferences",
+        "examples",
+        "tools",
+        "verification",
+        "scripts",
+        "references",
+        "planned_scripts",
+        "lang",
+    ):
         assert getattr(back, field) == getattr(skill, field), field
     assert back.id == skill.id
 
 
 def test_foreign_sections_are_kept_as_reference_documents():
-    text = ("---\nname: fix-printer\ndescription: Fix the office printer when it jams.\n---\n\n"
-            "## When to Use\nPrinter jams.\n\n## Procedure\n1. Open tray 2.\n2. Remove the paper\n   gently.\n\n"
-            "## Pitfalls\n- Do not pull hard.\n\n## Background\nThe printer is an HP 4000.\n")
+    text = (
+        "---\nname: fix-printer\ndescription: Fix the office printer when it jams.\n---\n\n"
+        "## When to Use\nPrinter jams.\n\n## Procedure\n1. Open tray 2.\n2. Remove the paper\n   gently.\n\n"
+        "## Pitfalls\n- Do not pull hard.\n\n## Background\nThe printer is an HP 4000.\n"
+    )
     front, sections = parse_skill_md(text)
     assert sections["procedure"] == "1. Open tray 2.\n2. Remove the paper\n   gently."
     skill = skill_from_files({"SKILL.md": text.encode()}, "u1")

@@ -7,14 +7,26 @@ import zipfile
 
 from skillstream.config import Settings
 from skillstream.distill.package import validate_zip
-from skillstream.distill.publish import Publisher, owner_dir, package_path, skills_options, skills_uri
+from skillstream.distill.publish import (
+    Publisher,
+    owner_dir,
+    package_path,
+    skills_options,
+    skills_uri,
+)
 from skillstream.distill.record import TaskSkill
 from tests.distill.conftest import BUCKET
 
 
 def skill(owner: str, version: int = 1, step: str = "Run the tests.") -> TaskSkill:
-    return TaskSkill.new(owner, "deploy-app", title="Deploy app", description="Deploy the app to staging.",
-                         procedure=[step, "Restart the service."], version=version)
+    return TaskSkill.new(
+        owner,
+        "deploy-app",
+        title="Deploy app",
+        description="Deploy the app to staging.",
+        procedure=[step, "Restart the service."],
+        version=version,
+    )
 
 
 def test_default_uri_is_under_the_home_and_paths_keep_owners_and_versions_apart(tmp_path):
@@ -33,15 +45,21 @@ def test_default_uri_is_under_the_home_and_paths_keep_owners_and_versions_apart(
     assert u1 == (tmp_path / "h/artifacts/task-skills/omar/deploy-app/v1/deploy-app.zip").as_uri()
     assert len({u1, u2, other}) == 3
     assert pub.read(u1) != pub.read(u2)  # version 1 is untouched by version 2
-    assert b"Run the tests." in zipfile.ZipFile(io.BytesIO(pub.read(u1))).read("deploy-app/SKILL.md")
+    assert b"Run the tests." in zipfile.ZipFile(io.BytesIO(pub.read(u1))).read(
+        "deploy-app/SKILL.md"
+    )
     assert pub.versions("omar", "deploy-app") == [
-        "omar/deploy-app/v1/deploy-app.zip", "omar/deploy-app/v2/deploy-app.zip"]
+        "omar/deploy-app/v1/deploy-app.zip",
+        "omar/deploy-app/v2/deploy-app.zip",
+    ]
     assert pub.publish(skill("omar", 1)) == u1  # a replay rewrites the same bytes
 
 
 def test_publish_to_s3_on_moto_and_read_back_through_the_stored_url(tmp_path, s3):
     endpoint, options = s3
-    s = Settings(home=str(tmp_path / "h"), skills_uri=f"s3://{BUCKET}/skills", skills_storage_options=options)
+    s = Settings(
+        home=str(tmp_path / "h"), skills_uri=f"s3://{BUCKET}/skills", skills_storage_options=options
+    )
     pub = Publisher.from_settings(s)
     url = pub.publish(skill("omar", 1))
     assert url == f"s3://{BUCKET}/skills/omar/deploy-app/v1/deploy-app.zip"
@@ -51,7 +69,9 @@ def test_publish_to_s3_on_moto_and_read_back_through_the_stored_url(tmp_path, s3
     assert fresh.exists(url) and not fresh.exists(url.replace("v1", "v2"))
     import s3fs
 
-    raw = s3fs.S3FileSystem(key="testing", secret="testing", endpoint_url=endpoint, skip_instance_cache=True)
+    raw = s3fs.S3FileSystem(
+        key="testing", secret="testing", endpoint_url=endpoint, skip_instance_cache=True
+    )
     assert raw.cat_file(url) == data
 
 
@@ -65,15 +85,27 @@ def test_oss_is_configured_from_settings_and_environment(tmp_path, monkeypatch):
     )
     s = Settings.load(home=str(tmp_path / "h"))
     assert s.skills_uri == "oss://team-bucket/skills"
-    assert skills_options(s) == {"oss_endpoint": "http://127.0.0.1:9", "oss_access_key_id": "ak-test",
-                                 "oss_secret_access_key": "sk-test"}
+    assert skills_options(s) == {
+        "oss_endpoint": "http://127.0.0.1:9",
+        "oss_access_key_id": "ak-test",
+        "oss_secret_access_key": "sk-test",
+    }
     assert "sk-test" not in repr(s)
     pub = Publisher.from_settings(s)
     fs = pub.store.fs
     assert isinstance(fs, ossfs.OSSFileSystem)
-    assert fs.storage_options == {"endpoint": "http://127.0.0.1:9", "key": "ak-test", "secret": "sk-test"}
-    assert pub.store.url(package_path("omar", "deploy-app", 2)) == "oss://team-bucket/skills/omar/deploy-app/v2/deploy-app.zip"
+    assert fs.storage_options == {
+        "endpoint": "http://127.0.0.1:9",
+        "key": "ak-test",
+        "secret": "sk-test",
+    }
+    assert (
+        pub.store.url(package_path("omar", "deploy-app", 2))
+        == "oss://team-bucket/skills/omar/deploy-app/v2/deploy-app.zip"
+    )
     # without own options the home's storage options are used
     monkeypatch.delenv("SKILLSTREAM_SKILLS_STORAGE_OPTIONS")
     monkeypatch.setenv("SKILLSTREAM_STORAGE_OPTIONS", '{"oss_endpoint": "http://127.0.0.1:8"}')
-    assert skills_options(Settings.load(home=str(tmp_path / "h"))) == {"oss_endpoint": "http://127.0.0.1:8"}
+    assert skills_options(Settings.load(home=str(tmp_path / "h"))) == {
+        "oss_endpoint": "http://127.0.0.1:8"
+    }

@@ -21,19 +21,26 @@ def core(embedder, **kw) -> TaskSkillDistiller:
     return TaskSkillDistiller(RulesDistiller(embedder.encode), embedder.encode, **kw)
 
 
-@pytest.mark.parametrize("role,sentence,step", [
-    ("assistant", "Sure. First, run the test suite with pytest.", None),  # two sentences: see below
-    ("assistant", "First, run the test suite with pytest.", "Run the test suite with pytest."),
-    ("assistant", "Then build the image.", "Build the image."),
-    ("assistant", "You need to log in to the registry first.", "Log in to the registry first."),
-    ("assistant", "2. Restart the service", "Restart the service"),
-    ("assistant", "Could I get your name, please?", "Ask: Could I get your name, please?"),
-    ("assistant", "Please provide your rank.", "Ask for your rank."),
-    ("assistant", "Is there anything else that I can do for you?", None),
-    ("assistant", "You might consider flying TAP from Boston.", None),
-    ("user", "Build me a website.", "Build me a website."),
-    ("assistant", "Thanks, that's all for now.", None),
-])
+@pytest.mark.parametrize(
+    "role,sentence,step",
+    [
+        (
+            "assistant",
+            "Sure. First, run the test suite with pytest.",
+            None,
+        ),  # two sentences: see below
+        ("assistant", "First, run the test suite with pytest.", "Run the test suite with pytest."),
+        ("assistant", "Then build the image.", "Build the image."),
+        ("assistant", "You need to log in to the registry first.", "Log in to the registry first."),
+        ("assistant", "2. Restart the service", "Restart the service"),
+        ("assistant", "Could I get your name, please?", "Ask: Could I get your name, please?"),
+        ("assistant", "Please provide your rank.", "Ask for your rank."),
+        ("assistant", "Is there anything else that I can do for you?", None),
+        ("assistant", "You might consider flying TAP from Boston.", None),
+        ("user", "Build me a website.", "Build me a website."),
+        ("assistant", "Thanks, that's all for now.", None),
+    ],
+)
 def test_step_sentences(role, sentence, step):
     got = [st.step_of(s, role) for s in st.sentences(sentence)]
     if sentence.startswith("Sure."):
@@ -43,19 +50,26 @@ def test_step_sentences(role, sentence, step):
 
 
 def test_preferences_are_the_users_own_in_the_third_person():
-    assert st.preference_of("I always want the health check to run before we announce a deploy.") == (
-        "Always wants the health check to run before we announce a deploy.")
+    assert st.preference_of(
+        "I always want the health check to run before we announce a deploy."
+    ) == ("Always wants the health check to run before we announce a deploy.")
     assert st.preference_of("I prefer window seats and I hate red-eye flights.") == (
-        "Prefers window seats and the user hate red-eye flights.")
+        "Prefers window seats and the user hate red-eye flights."
+    )
     assert st.preference_of("Do you prefer window seats?") is None
     assert st.preference_of("我更喜欢靠窗的座位。") == "我更喜欢靠窗的座位。"
 
 
 def test_names_and_proper_nouns_are_not_triggers():
-    turns = [("assistant", "Could I get your name, please?"), ("user", "Angela"),
-             ("user", "My name is Brian and I need to book a table at Cactus.")]
+    turns = [
+        ("assistant", "Could I get your name, please?"),
+        ("user", "Angela"),
+        ("user", "My name is Brian and I need to book a table at Cactus."),
+    ]
     assert st.names_given(turns) == {"angela", "brian"}
-    terms = [t for t, _ in st.salient_terms([(t, 1.0) for _, t in turns], exclude=st.names_given(turns))]
+    terms = [
+        t for t, _ in st.salient_terms([(t, 1.0) for _, t in turns], exclude=st.names_given(turns))
+    ]
     assert "angela" not in terms and "brian" not in terms and "cactus" not in terms
     assert "table" in terms and "book" in terms
 
@@ -76,7 +90,10 @@ def test_two_interleaved_tasks_become_two_segments(embedder):
     ]
     back = [
         ("user", "Back to the Rome trip itinerary: how should I plan the evenings in Rome?"),
-        ("assistant", "Reserve dinner near your last sight of the day and check the opening hours."),
+        (
+            "assistant",
+            "Reserve dinner near your last sight of the day and check the opening hours.",
+        ),
     ]
     b = block(trip + DEPLOY_1[:5] + back)
     segs = segment_block(b, embedder.encode)
@@ -115,7 +132,9 @@ def test_two_distillations_of_one_theme_give_one_skill_at_version_2(embedder):
     (skill,) = state.skills.values()
     assert (skill.name, skill.version, skill.status) == ("deploy-flask-app", 2, "active")
     assert len(skill.source_segment_ids) == 2
-    assert "Prefers that we post the result in the #deploys channel afterwards." in skill.preferences
+    assert (
+        "Prefers that we post the result in the #deploys channel afterwards." in skill.preferences
+    )
     assert skill.vector is not None and len(skill.vector) == embedder.dim
     # the same block again is recognised and skipped
     again = c.distill_block(state, block(DEPLOY_2, owner_id="omar", session_id="s2"))
@@ -127,12 +146,17 @@ def test_the_gate_drops_segments_without_procedure(embedder):
     trip_talk = [
         ("user", "I'm planning a trip to Lisbon next month with my sister Ana."),
         ("user", "I prefer window seats and I hate red-eye flights."),
-        ("assistant", "You might consider flying TAP from Boston, they have good morning departures."),
+        (
+            "assistant",
+            "You might consider flying TAP from Boston, they have good morning departures.",
+        ),
     ]
     results = core(embedder).distill_block(state, block(trip_talk, owner_id="maya"))
     assert [r.action for r in results] == ["gated"] and not state.skills
     # with the gate off the single step is not enough for a draft either way: no skill
-    results = core(embedder, min_steps=0).distill_block(OwnerTaskSkills("maya"), block(DEPLOY_1[:3], owner_id="maya"))
+    results = core(embedder, min_steps=0).distill_block(
+        OwnerTaskSkills("maya"), block(DEPLOY_1[:3], owner_id="maya")
+    )
     assert [r.action for r in results] == ["created"]
 
 
@@ -149,14 +173,18 @@ class _Naming:
 
     def propose(self, segment, recall):
         recall("anything")
-        return Draft(title="Other task", procedure=["Do a.", "Do b."], update_of="tsk_not_recalled"), []
+        return Draft(
+            title="Other task", procedure=["Do a.", "Do b."], update_of="tsk_not_recalled"
+        ), []
 
     def details(self, skill):
         return skill, []
 
 
 def test_an_update_may_only_name_a_recalled_skill(embedder):
-    c = TaskSkillDistiller(_Naming(RulesDistiller(embedder.encode)), embedder.encode, clock=lambda: NOW)
+    c = TaskSkillDistiller(
+        _Naming(RulesDistiller(embedder.encode)), embedder.encode, clock=lambda: NOW
+    )
     state = OwnerTaskSkills("u1")
     (r,) = c.distill_block(state, block(DEPLOY_1))
     assert r.action == "created" and r.skill.name == "other-task" and r.skill.version == 1
@@ -167,7 +195,9 @@ def test_full_mode_offline_writes_a_script_and_notes(embedder):
     (r,) = core(embedder, full=True).distill_block(state, block(DEPLOY_1, owner_id="omar"))
     script = r.skill.scripts["run.sh"]
     assert script.splitlines()[-4:] == [
-        "pytest", "docker build -t app:staging", "docker push registry.local/app:staging",
+        "pytest",
+        "docker build -t app:staging",
+        "docker push registry.local/app:staging",
         "systemctl restart app",
     ]
     assert r.skill.planned_scripts == {}
@@ -175,12 +205,14 @@ def test_full_mode_offline_writes_a_script_and_notes(embedder):
 
 
 def test_a_chinese_task_gets_steps_lessons_preferences_and_a_valid_name(embedder):
-    zh = [("user", "请帮我把网站部署到测试服务器。"),
-          ("assistant", "首先运行测试。然后构建镜像并推送到仓库。"),
-          ("assistant", "最后重启服务并检查健康接口。"),
-          ("user", "推送的时候报错了，提示认证失败。"),
-          ("assistant", "请先登录镜像仓库，再重新推送。"),
-          ("user", "我希望每次部署后都在群里通知大家。")]
+    zh = [
+        ("user", "请帮我把网站部署到测试服务器。"),
+        ("assistant", "首先运行测试。然后构建镜像并推送到仓库。"),
+        ("assistant", "最后重启服务并检查健康接口。"),
+        ("user", "推送的时候报错了，提示认证失败。"),
+        ("assistant", "请先登录镜像仓库，再重新推送。"),
+        ("user", "我希望每次部署后都在群里通知大家。"),
+    ]
     (r,) = core(embedder).distill_block(OwnerTaskSkills("lin"), block(zh, owner_id="lin"))
     s = r.skill
     assert s.lang == "zh" and s.title == "推送部署流程"

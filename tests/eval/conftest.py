@@ -20,25 +20,49 @@ TURNS_2 = [
 
 QA = [
     # 0: single-hop
-    {"question": "What breed is Ana's puppy Biscuit?", "answer": "golden retriever",
-     "evidence": ["D1:1"], "category": 4},
+    {
+        "question": "What breed is Ana's puppy Biscuit?",
+        "answer": "golden retriever",
+        "evidence": ["D1:1"],
+        "category": 4,
+    },
     # 1: single-hop
-    {"question": "Where did Ben run his first marathon?", "answer": "Chicago",
-     "evidence": ["D2:1"], "category": 4},
+    {
+        "question": "Where did Ben run his first marathon?",
+        "answer": "Chicago",
+        "evidence": ["D2:1"],
+        "category": 4,
+    },
     # 2: open-domain, gold cut at ';', evidence id with a stray colon (repaired to D1:2)
-    {"question": "What classes is Ben taking?", "answer": "pottery; at the community center",
-     "evidence": ["D:1:2"], "category": 3},
+    {
+        "question": "What classes is Ben taking?",
+        "answer": "pottery; at the community center",
+        "evidence": ["D:1:2"],
+        "category": 3,
+    },
     # 3: multi-hop, two ids in one string
-    {"question": "What do Ana's dog Biscuit and her sister Lena do?", "answer": "swimming, nurse",
-     "evidence": ["D1:3; D2:2"], "category": 1},
+    {
+        "question": "What do Ana's dog Biscuit and her sister Lena do?",
+        "answer": "swimming, nurse",
+        "evidence": ["D1:3; D2:2"],
+        "category": 1,
+    },
     # 4: temporal, one evidence id names no turn (dropped)
-    {"question": "When did Ben finish his first marathon?",
-     "answer": "The Sunday before 8 May 2023", "evidence": ["D2:1", "D7:7"], "category": 2},
+    {
+        "question": "When did Ben finish his first marathon?",
+        "answer": "The Sunday before 8 May 2023",
+        "evidence": ["D2:1", "D7:7"],
+        "category": 2,
+    },
     # 5: single-hop without evidence (recall skips it)
     {"question": "What is Ben's favourite book?", "answer": "Dune", "evidence": [], "category": 4},
     # 6: adversarial
-    {"question": "What did Ana adopt from Lena?", "adversarial_answer": "a puppy",
-     "evidence": ["D1:1"], "category": 5},
+    {
+        "question": "What did Ana adopt from Lena?",
+        "adversarial_answer": "a puppy",
+        "evidence": ["D1:1"],
+        "category": 5,
+    },
 ]
 
 

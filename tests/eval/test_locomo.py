@@ -24,7 +24,15 @@ from tests.servers.openai_stub import OpenAIStub
 
 pytestmark = pytest.mark.slow
 
-TOP_KEYS = ["overall", "per_category", "baseline", "items", "baseline_items", "llm_calls", "seconds"]
+TOP_KEYS = [
+    "overall",
+    "per_category",
+    "baseline",
+    "items",
+    "baseline_items",
+    "llm_calls",
+    "seconds",
+]
 
 
 def _invoke(args: list[str], home: Path) -> Any:
@@ -38,9 +46,21 @@ def offline(locomo_file: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
     """One offline run through the CLI, shared by the tests of this module."""
     out = tmp_path_factory.mktemp("offline")
     result = _invoke(
-        ["eval", "locomo", str(locomo_file), "--k", "1,3,20", "--json", str(out / "res.json"),
-         "--report-dir", str(out / "reports"), "--details", str(out / "q.jsonl"),
-         "--work-dir", str(out / "work")],
+        [
+            "eval",
+            "locomo",
+            str(locomo_file),
+            "--k",
+            "1,3,20",
+            "--json",
+            str(out / "res.json"),
+            "--report-dir",
+            str(out / "reports"),
+            "--details",
+            str(out / "q.jsonl"),
+            "--work-dir",
+            str(out / "work"),
+        ],
         out / "home",
     )
     return {
@@ -61,7 +81,10 @@ def test_offline_json_shape(offline: dict[str, Any]) -> None:
     assert res["baseline_items"] == 6  # six turns, stored verbatim
     assert res["items"] >= 5
     assert {c: v["questions"] for c, v in res["per_category"].items()} == {
-        "1": 1, "2": 1, "3": 1, "4": 3
+        "1": 1,
+        "2": 1,
+        "3": 1,
+        "4": 3,
     }
     assert res["cost"]["ours"]["build"]["messages"] == 6
     assert res["cost"]["baseline"]["build"]["spans_failed"] == 0
@@ -73,7 +96,11 @@ def test_offline_recall_of_the_raw_turn_baseline(offline: dict[str, Any]) -> Non
     # Every single-evidence question finds its turn first; the multi-hop one (dog + sister) finds
     # one of its two turns first and both within three.
     assert {i: by_q[i]["baseline"]["recall@1"] for i in (0, 1, 2, 3, 4)} == {
-        0: 1.0, 1: 1.0, 2: 1.0, 3: 0.5, 4: 1.0
+        0: 1.0,
+        1: 1.0,
+        2: 1.0,
+        3: 0.5,
+        4: 1.0,
     }
     assert res["baseline"]["recall@1"] == 0.9
     assert res["baseline"]["recall@3"] == 1.0
@@ -149,10 +176,27 @@ def test_qa_and_judge_end_to_end_with_an_openai_protocol_server(
         monkeypatch.delenv(name, raising=False)
     with OpenAIStub(scripted) as stub:
         _invoke(
-            ["eval", "locomo", str(locomo_file), "--categories", "1,2,3,4,5", "--llm", "openai",
-             "--llm-base-url", stub.url, "--llm-model", "stub-model", "--build-llm", "rules",
-             "--json", str(tmp_path / "qa.json"), "--report-dir", str(tmp_path / "rep"),
-             "--work-dir", str(tmp_path / "work")],
+            [
+                "eval",
+                "locomo",
+                str(locomo_file),
+                "--categories",
+                "1,2,3,4,5",
+                "--llm",
+                "openai",
+                "--llm-base-url",
+                stub.url,
+                "--llm-model",
+                "stub-model",
+                "--build-llm",
+                "rules",
+                "--json",
+                str(tmp_path / "qa.json"),
+                "--report-dir",
+                str(tmp_path / "rep"),
+                "--work-dir",
+                str(tmp_path / "work"),
+            ],
             tmp_path / "home",
         )
         count = stub.count
@@ -168,8 +212,13 @@ def test_qa_and_judge_end_to_end_with_an_openai_protocol_server(
         assert overall["judge"] == round(4 / 7, 4)
     assert res["per_category"]["3"]["f1"] == round(2 / 3, 4)
     assert res["per_category"]["5"] == {
-        "recall@5": 1.0, "recall@10": 1.0, "recall@20": 1.0, "f1": 1.0, "judge": 1.0,
-        "questions": 1, "with_evidence": 1,
+        "recall@5": 1.0,
+        "recall@10": 1.0,
+        "recall@20": 1.0,
+        "f1": 1.0,
+        "judge": 1.0,
+        "questions": 1,
+        "with_evidence": 1,
     }
     # 7 answers and 6 judge calls (none for category 5) per system; the baseline's judge requests
     # repeat ours word for word (same question, reference and answer): the response cache serves them
@@ -197,8 +246,9 @@ def test_bad_options_are_clear_errors(locomo_file: Path, tmp_path: Path) -> None
     bad.write_text('{"not": "locomo"}')
     with pytest.raises(InputError, match="not a LoCoMo file"):
         evaluate_locomo(bad, settings, EvalOptions())
-    result = CliRunner().invoke(cli, ["--home", str(tmp_path), "eval", "locomo", str(locomo_file),
-                                      "--k", "five"])
+    result = CliRunner().invoke(
+        cli, ["--home", str(tmp_path), "eval", "locomo", str(locomo_file), "--k", "five"]
+    )
     assert result.exit_code == 2 and "comma-separated integers" in result.output
 
 

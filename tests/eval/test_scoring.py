@@ -20,28 +20,96 @@ from skillstream.eval.scoring import (
 
 # Porter's paper examples and NLTK-default outputs (the stemmer the LoCoMo scorer uses).
 STEMS = {
-    "caresses": "caress", "ponies": "poni", "ties": "tie", "caress": "caress", "cats": "cat",
-    "feed": "feed", "agreed": "agre", "plastered": "plaster", "bled": "bled", "motoring": "motor",
-    "sing": "sing", "conflated": "conflat", "troubled": "troubl", "sized": "size",
-    "hopping": "hop", "tanned": "tan", "falling": "fall", "hissing": "hiss", "fizzed": "fizz",
-    "failing": "fail", "filing": "file", "happy": "happi", "sky": "sky", "skies": "sky",
-    "relational": "relat", "conditional": "condit", "rational": "ration", "valenci": "valenc",
-    "digitizer": "digit", "conformabli": "conform", "radicalli": "radic", "differentli": "differ",
-    "vileli": "vile", "analogousli": "analog", "vietnamization": "vietnam",
-    "predication": "predic", "operator": "oper", "feudalism": "feudal", "decisiveness": "decis",
-    "hopefulness": "hope", "callousness": "callous", "formaliti": "formal",
-    "sensitiviti": "sensit", "sensibiliti": "sensibl", "triplicate": "triplic",
-    "formative": "form", "formalize": "formal", "electriciti": "electr", "electrical": "electr",
-    "hopeful": "hope", "goodness": "good", "revival": "reviv", "allowance": "allow",
-    "inference": "infer", "airliner": "airlin", "gyroscopic": "gyroscop", "adjustable": "adjust",
-    "defensible": "defens", "irritant": "irrit", "replacement": "replac", "adjustment": "adjust",
-    "dependent": "depend", "adoption": "adopt", "homologous": "homolog", "communism": "commun",
-    "activate": "activ", "angulariti": "angular", "effective": "effect", "bowdlerize": "bowdler",
-    "probate": "probat", "rate": "rate", "cease": "ceas", "controll": "control", "roll": "roll",
-    "generalizations": "gener", "oscillators": "oscil", "running": "run", "dying": "die",
-    "lying": "lie", "cry": "cri", "say": "say", "died": "die", "cried": "cri", "yes": "ye",
-    "hopefully": "hope", "carelessly": "careless", "analogies": "analog", "is": "is",
-    "Painting": "paint", "news": "news",
+    "caresses": "caress",
+    "ponies": "poni",
+    "ties": "tie",
+    "caress": "caress",
+    "cats": "cat",
+    "feed": "feed",
+    "agreed": "agre",
+    "plastered": "plaster",
+    "bled": "bled",
+    "motoring": "motor",
+    "sing": "sing",
+    "conflated": "conflat",
+    "troubled": "troubl",
+    "sized": "size",
+    "hopping": "hop",
+    "tanned": "tan",
+    "falling": "fall",
+    "hissing": "hiss",
+    "fizzed": "fizz",
+    "failing": "fail",
+    "filing": "file",
+    "happy": "happi",
+    "sky": "sky",
+    "skies": "sky",
+    "relational": "relat",
+    "conditional": "condit",
+    "rational": "ration",
+    "valenci": "valenc",
+    "digitizer": "digit",
+    "conformabli": "conform",
+    "radicalli": "radic",
+    "differentli": "differ",
+    "vileli": "vile",
+    "analogousli": "analog",
+    "vietnamization": "vietnam",
+    "predication": "predic",
+    "operator": "oper",
+    "feudalism": "feudal",
+    "decisiveness": "decis",
+    "hopefulness": "hope",
+    "callousness": "callous",
+    "formaliti": "formal",
+    "sensitiviti": "sensit",
+    "sensibiliti": "sensibl",
+    "triplicate": "triplic",
+    "formative": "form",
+    "formalize": "formal",
+    "electriciti": "electr",
+    "electrical": "electr",
+    "hopeful": "hope",
+    "goodness": "good",
+    "revival": "reviv",
+    "allowance": "allow",
+    "inference": "infer",
+    "airliner": "airlin",
+    "gyroscopic": "gyroscop",
+    "adjustable": "adjust",
+    "defensible": "defens",
+    "irritant": "irrit",
+    "replacement": "replac",
+    "adjustment": "adjust",
+    "dependent": "depend",
+    "adoption": "adopt",
+    "homologous": "homolog",
+    "communism": "commun",
+    "activate": "activ",
+    "angulariti": "angular",
+    "effective": "effect",
+    "bowdlerize": "bowdler",
+    "probate": "probat",
+    "rate": "rate",
+    "cease": "ceas",
+    "controll": "control",
+    "roll": "roll",
+    "generalizations": "gener",
+    "oscillators": "oscil",
+    "running": "run",
+    "dying": "die",
+    "lying": "lie",
+    "cry": "cri",
+    "say": "say",
+    "died": "die",
+    "cried": "cri",
+    "yes": "ye",
+    "hopefully": "hope",
+    "carelessly": "careless",
+    "analogies": "analog",
+    "is": "is",
+    "Painting": "paint",
+    "news": "news",
 }
 
 
@@ -86,7 +154,9 @@ def test_category_1_splits_on_commas_and_averages_best_matches() -> None:
     # one prediction, two gold parts: "pottery" 1.0, "painting classes" vs "pottery" 0 -> 0.5
     assert score_answer("pottery", "pottery, painting classes", 1) == 0.5
     # gold part "camping trips" vs pred part "went camping": [went, camp] vs [camp, trip]: 0.5
-    assert score_answer("went camping, swimming", "camping trips, swimming", 1) == pytest.approx(0.75)
+    assert score_answer("went camping, swimming", "camping trips, swimming", 1) == pytest.approx(
+        0.75
+    )
     # without the category rule the commas vanish in normalisation and it is one token bag
     assert score_answer("Paris, Rome", "Rome, Berlin", 4) == 0.5
 
@@ -123,7 +193,9 @@ def test_bad_category_or_missing_gold_is_an_error() -> None:
 
 def test_clean_evidence_repairs_and_drops() -> None:
     known = {"D1:3", "D2:1", "D11:26"}
-    kept, dropped = clean_evidence(["D1:3", "D:11:26", "D", "D9:9", "D1:3", "D01:03", " D2:1 "], known)
+    kept, dropped = clean_evidence(
+        ["D1:3", "D:11:26", "D", "D9:9", "D1:3", "D01:03", " D2:1 "], known
+    )
     assert kept == ["D1:3", "D11:26", "D2:1"]
     assert dropped == ["D", "D9:9"]
     assert clean_evidence([], known) == ([], [])

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from skillstream.config import Settings
 
-T0 = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 
 SENTENCES = [
     "I love hiking in the mountains.",
@@ -26,21 +26,29 @@ SENTENCES = [
 ]
 
 
-def conversation_rows(cid: str, n: int, *, start: datetime = T0, owner: str | None = None) -> list[dict]:
+def conversation_rows(
+    cid: str, n: int, *, start: datetime = T0, owner: str | None = None
+) -> list[dict]:
     rows = []
     for i in range(n):
         role = "user" if i % 3 != 2 else "assistant"
-        text = SENTENCES[(i * 7 + len(cid)) % len(SENTENCES)] if role == "user" else f"Noted, point {i}."
-        rows.append({
-            "conversation_id": cid,
-            "user_id": owner or cid,
-            "session_id": f"{cid}-s{i // 40}",
-            "message_id": f"{cid}-{i}",
-            "role": role,
-            "name": "Sam" if role == "user" else "Assistant",
-            "content": f"{text} (note {i})" if role == "user" and i % 5 == 0 else text,
-            "timestamp": (start + timedelta(minutes=2 * i + 600 * (i // 40))).isoformat(),
-        })
+        text = (
+            SENTENCES[(i * 7 + len(cid)) % len(SENTENCES)]
+            if role == "user"
+            else f"Noted, point {i}."
+        )
+        rows.append(
+            {
+                "conversation_id": cid,
+                "user_id": owner or cid,
+                "session_id": f"{cid}-s{i // 40}",
+                "message_id": f"{cid}-{i}",
+                "role": role,
+                "name": "Sam" if role == "user" else "Assistant",
+                "content": f"{text} (note {i})" if role == "user" and i % 5 == 0 else text,
+                "timestamp": (start + timedelta(minutes=2 * i + 600 * (i // 40))).isoformat(),
+            }
+        )
     return rows
 
 

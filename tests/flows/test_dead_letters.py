@@ -16,11 +16,27 @@ from tests.flows.conftest import conversation_rows
 def invalid_lines() -> list[bytes]:
     ts = '"timestamp": "2024-03-01T10:00:00Z"'
     kinds = [
-        lambda i: b'{"conversation_id": "c1", "role": "user", "content": "broken ' + str(i).encode() + b'"',
-        lambda i: f'{{"conversation_id": "c1", "role": "user", {ts}, "message_id": "nt{i}"}}'.encode(),
-        lambda i: f'{{"conversation_id": "c1", "role": "user", "content": "x{i}", "timestamp": "the {i}th"}}'.encode(),
-        lambda i: f'{{"conversation_id": "c1", "role": "user", "content": "{"long " * 5000}{i}", {ts}}}'.encode(),
-        lambda i: b'{"conversation_id": "c1", "role": "user", "content": "bad \xff\xfe ' + str(i).encode() + b'", ' + ts.encode() + b"}",
+        lambda i: (
+            b'{"conversation_id": "c1", "role": "user", "content": "broken '
+            + str(i).encode()
+            + b'"'
+        ),
+        lambda i: (
+            f'{{"conversation_id": "c1", "role": "user", {ts}, "message_id": "nt{i}"}}'.encode()
+        ),
+        lambda i: (
+            f'{{"conversation_id": "c1", "role": "user", "content": "x{i}", "timestamp": "the {i}th"}}'.encode()
+        ),
+        lambda i: (
+            f'{{"conversation_id": "c1", "role": "user", "content": "{"long " * 5000}{i}", {ts}}}'.encode()
+        ),
+        lambda i: (
+            b'{"conversation_id": "c1", "role": "user", "content": "bad \xff\xfe '
+            + str(i).encode()
+            + b'", '
+            + ts.encode()
+            + b"}"
+        ),
     ]
     return [kinds[k](i) for k in range(5) for i in range(10)]
 
@@ -48,7 +64,9 @@ def test_fifty_invalid_lines_fifty_dead_letters(tmp_path, settings):
     cat = Catalog(settings.catalog, read_only=True)
     try:
         dl = cat.sql("select reason, payload from dead_letters").to_pylist()
-        covered = cat.sql("select distinct unnest(message_ids) as m from spans where status = 'done'").to_pylist()
+        covered = cat.sql(
+            "select distinct unnest(message_ids) as m from spans where status = 'done'"
+        ).to_pylist()
     finally:
         cat.close()
     assert len(dl) == 50

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import bytewax.operators as op
 import pytest
 from bytewax.dataflow import Dataflow
-import bytewax.operators as op
 from bytewax.recovery import RecoveryConfig, init_db_dir
 from bytewax.testing import TestingSink, TestingSource, run_main
 
@@ -23,16 +23,20 @@ pytestmark = pytest.mark.slow
 def versions(settings: Settings) -> list[tuple]:
     cat = Catalog(settings.catalog, read_only=True)
     try:
-        return [tuple(r.values()) for r in cat.sql(
-            "select owner_id, name, version, change from task_skill_versions order by owner_id, name, version").to_pylist()]
+        return [
+            tuple(r.values())
+            for r in cat.sql(
+                "select owner_id, name, version, change from task_skill_versions order by owner_id, name, version"
+            ).to_pylist()
+        ]
     finally:
         cat.close()
 
 
 def test_blocks_close_on_session_change_idle_gap_and_end_of_input():
     settings = Settings(home="/nonexistent", idle_gap_s=600)
-    m = [make_message(f"message {i}", i=i) for i in range(3)]                 # s1, one minute apart
-    m.append(make_message("after a gap", i=30))                               # 27 minutes later
+    m = [make_message(f"message {i}", i=i) for i in range(3)]  # s1, one minute apart
+    m.append(make_message("after a gap", i=30))  # 27 minutes later
     m.append(make_message("new session", i=31, session_id="s2"))
     m.append(make_message("other conversation", i=0, conversation_id="c2"))
     flow = Dataflow("blocks")
@@ -42,7 +46,12 @@ def test_blocks_close_on_session_change_idle_gap_and_end_of_input():
     op.output("out", op.key_rm("rm", blocks), TestingSink(out))
     run_main(flow)
     got = sorted([[x.text for x in b.messages] for b in out])
-    assert got == [["after a gap"], ["message 0", "message 1", "message 2"], ["new session"], ["other conversation"]]
+    assert got == [
+        ["after a gap"],
+        ["message 0", "message 1", "message 2"],
+        ["new session"],
+        ["other conversation"],
+    ]
 
 
 def test_the_switch_turns_distillation_off(tmp_path):
@@ -63,6 +72,9 @@ def test_abort_and_resume_with_recovery_gives_the_same_task_skill_versions(tmp_p
     for _ in range(2):
         flow = build_flow(settings, TestingSource(inp, batch_size=2)).flow
         run_main(flow, epoch_interval=timedelta(0), recovery_config=RecoveryConfig(str(rec)))
-    assert versions(settings) == [("omar", "deploy-flask-app", 1, "created"), ("omar", "deploy-flask-app", 2, "updated")]
+    assert versions(settings) == [
+        ("omar", "deploy-flask-app", 1, "created"),
+        ("omar", "deploy-flask-app", 2, "updated"),
+    ]
     root = tmp_path / "home" / "artifacts" / "task-skills" / "omar" / "deploy-flask-app"
     assert sorted(p.name for p in root.iterdir()) == ["v1", "v2"]

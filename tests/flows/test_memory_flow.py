@@ -25,7 +25,9 @@ def catalog_rows(settings, sql):
 
 
 def test_file_flow_fills_both_stores_and_rerun_adds_nothing(tmp_path, settings):
-    src = write_jsonl(tmp_path / "c.jsonl", conversation_rows("c1", 60) + conversation_rows("c2", 30))
+    src = write_jsonl(
+        tmp_path / "c.jsonl", conversation_rows("c1", 60) + conversation_rows("c2", 30)
+    )
     progress.reset()
     run_main(build_flow(settings, FileSource(src)).flow)
     ids = memory_ids(settings)
@@ -36,14 +38,20 @@ def test_file_flow_fills_both_stores_and_rerun_adds_nothing(tmp_path, settings):
     assert spans == progress.snapshot()["spans_done"] > 2
     # every memory points back at messages of its own conversation
     rows = catalog_rows(settings, "select conversation_id, source_message_ids from memories")
-    assert all(r["source_message_ids"] and all(m.startswith(r["conversation_id"] + "-") for m in r["source_message_ids"]) for r in rows)
+    assert all(
+        r["source_message_ids"]
+        and all(m.startswith(r["conversation_id"] + "-") for m in r["source_message_ids"])
+        for r in rows
+    )
 
     progress.reset()
     run_main(build_flow(settings, FileSource(src)).flow)
     assert memory_ids(settings) == ids
     c = progress.snapshot()
     assert c.get("spans_done", 0) == 0 and c["spans_skipped"] == spans
-    assert catalog_rows(settings, "select count(*) as n from memory_events where event = 'created'")[0]["n"] == len(ids)
+    assert catalog_rows(
+        settings, "select count(*) as n from memory_events where event = 'created'"
+    )[0]["n"] == len(ids)
 
 
 def test_bad_records_become_dead_letters_and_the_rest_flows(tmp_path, settings):
@@ -66,11 +74,17 @@ def test_bad_records_become_dead_letters_and_the_rest_flows(tmp_path, settings):
 def test_two_workers_give_the_same_memories(tmp_path, settings):
     from skillstream.config import Settings
 
-    files = [write_jsonl(tmp_path / f"c{i}.jsonl", conversation_rows(f"c{i}", 40)) for i in range(4)]
+    files = [
+        write_jsonl(tmp_path / f"c{i}.jsonl", conversation_rows(f"c{i}", 40)) for i in range(4)
+    ]
     run_main(build_flow(settings, FileSource([str(f) for f in files])).flow)
     other = Settings.load(home=str(tmp_path / "home2"), epoch_interval_s=0.0, span_tokens=128)
-    cluster_main(build_flow(other, FileSource([str(f) for f in files]), workers=2).flow, [], 0,
-                 worker_count_per_proc=2)
+    cluster_main(
+        build_flow(other, FileSource([str(f) for f in files]), workers=2).flow,
+        [],
+        0,
+        worker_count_per_proc=2,
+    )
     assert memory_ids(settings) == memory_ids(other)
 
 

@@ -31,11 +31,16 @@ def rows_of(settings: Settings) -> list[tuple]:
 
 def committed(settings: Settings) -> dict[str, int]:
     with Catalog(settings.catalog, read_only=True) as cat:
-        return {r["id"]: r["version"] for r in cat.sql("select id, version from memory_meta").to_pylist()}
+        return {
+            r["id"]: r["version"]
+            for r in cat.sql("select id, version from memory_meta").to_pylist()
+        }
 
 
 def home(tmp_path, name: str) -> Settings:
-    return Settings.load(home=str(tmp_path / name), epoch_interval_s=0.0, span_tokens=96, distill=False)
+    return Settings.load(
+        home=str(tmp_path / name), epoch_interval_s=0.0, span_tokens=96, distill=False
+    )
 
 
 def crash_after_lance(monkeypatch, settings: Settings, src, at: int, table: str = "spans") -> None:
@@ -64,7 +69,9 @@ def source(tmp_path):
     return write_jsonl(tmp_path / "in.jsonl", rows)
 
 
-def test_resume_after_a_stop_between_the_writes_equals_an_uninterrupted_run(tmp_path, monkeypatch, source):
+def test_resume_after_a_stop_between_the_writes_equals_an_uninterrupted_run(
+    tmp_path, monkeypatch, source
+):
     clean = home(tmp_path, "clean")
     run_main(build_flow(clean, FileSource(source, batch_size=4)).flow)
     expected = rows_of(clean)
@@ -79,7 +86,9 @@ def test_resume_after_a_stop_between_the_writes_equals_an_uninterrupted_run(tmp_
     assert {r[0]: r[3] for r in rows_of(s)} == committed(s)
 
 
-def test_without_reconciling_the_resumed_run_reinforces_its_own_output(tmp_path, monkeypatch, source):
+def test_without_reconciling_the_resumed_run_reinforces_its_own_output(
+    tmp_path, monkeypatch, source
+):
     """The failure the reconcile step prevents (shows the test above can fail)."""
     clean = home(tmp_path, "clean")
     run_main(build_flow(clean, FileSource(source, batch_size=4)).flow)
@@ -112,14 +121,18 @@ def task_skills_of(settings: Settings) -> tuple[list[tuple], list[tuple]]:
     import lancedb
 
     tbl = lancedb.connect(settings.lancedb).open_table("task_skills")
-    lance = sorted((r["name"], r["version"]) for r in tbl.to_arrow().select(["name", "version"]).to_pylist())
+    lance = sorted(
+        (r["name"], r["version"]) for r in tbl.to_arrow().select(["name", "version"]).to_pylist()
+    )
     with Catalog(settings.catalog, read_only=True) as cat:
         rows = cat.sql("select name, version from task_skill_versions").to_pylist()
     versions = sorted((r["name"], r["version"]) for r in rows)
     return lance, versions
 
 
-def test_task_skills_written_to_lancedb_but_not_committed_are_distilled_again(tmp_path, monkeypatch):
+def test_task_skills_written_to_lancedb_but_not_committed_are_distilled_again(
+    tmp_path, monkeypatch
+):
     sample = Path(__file__).resolve().parents[2] / "data" / "sample"
     clean = Settings.load(home=str(tmp_path / "clean"), epoch_interval_s=0.0)
     run_main(build_flow(clean, FileSource(str(sample), batch_size=4)).flow)

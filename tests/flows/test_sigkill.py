@@ -81,8 +81,9 @@ def ledger_spans(settings: Settings) -> int:
 def kill_mid_run(cmd: list[str], env: dict, settings: Settings, log_path) -> None:
     """Start ``cmd``; SIGKILL it after committed progress. Fails if it ends on its own first."""
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                preexec_fn=die_with_parent)
+        proc = subprocess.Popen(
+            cmd, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
+        )
         try:
             deadline = time.monotonic() + START_TIMEOUT_S
             state: dict = {}
@@ -93,7 +94,9 @@ def kill_mid_run(cmd: list[str], env: dict, settings: Settings, log_path) -> Non
                         f"make the input bigger\n{log_path.read_text()[-3000:]}"
                     )
                 if time.monotonic() > deadline:
-                    pytest.fail(f"no memories after {START_TIMEOUT_S} s\n{log_path.read_text()[-3000:]}")
+                    pytest.fail(
+                        f"no memories after {START_TIMEOUT_S} s\n{log_path.read_text()[-3000:]}"
+                    )
                 if committed_progress(settings, state):
                     break
                 time.sleep(0.05)
@@ -113,20 +116,23 @@ def test_sigkill_then_resume_gives_the_memories_of_an_uninterrupted_run(tmp_path
     big = write_jsonl(tmp_path / "big.jsonl", rows)
     home, recovery = tmp_path / "home", tmp_path / "recovery"
     env = cli_env(home, SKILLSTREAM_EPOCH_INTERVAL_S=EPOCH_S, SKILLSTREAM_SPAN_TOKENS=SPAN_TOKENS)
-    cmd = skillstream_cmd("--home", str(home), "run", "--source", str(big),
-                          "--recovery-dir", str(recovery))
+    cmd = skillstream_cmd(
+        "--home", str(home), "run", "--source", str(big), "--recovery-dir", str(recovery)
+    )
     settings = Settings.load(home=str(home))
 
     kill_mid_run(cmd, env, settings, tmp_path / "killed.log")
     partial = lance_rows(settings)
     spans_at_kill = ledger_spans(settings)
 
-    resumed = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900,
-                             preexec_fn=die_with_parent)
+    resumed = subprocess.run(
+        cmd, env=env, capture_output=True, text=True, timeout=900, preexec_fn=die_with_parent
+    )
     assert resumed.returncode == 0, resumed.stderr[-4000:]
 
-    clean = Settings.load(home=str(tmp_path / "clean"), epoch_interval_s=float(EPOCH_S),
-                          span_tokens=int(SPAN_TOKENS))
+    clean = Settings.load(
+        home=str(tmp_path / "clean"), epoch_interval_s=float(EPOCH_S), span_tokens=int(SPAN_TOKENS)
+    )
     run_main(build_flow(clean, FileSource(str(big))).flow)
     expected = sorted((r["id"], r["text"], r["status"], r["version"]) for r in lance_rows(clean))
     total_spans = ledger_spans(clean)

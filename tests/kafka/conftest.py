@@ -95,9 +95,19 @@ def kafka_broker(tmp_path_factory):
         url = f"tcp://127.0.0.1:{port}"
         log = (log_dir / f"tansu-{port}.log").open("wb")
         proc = subprocess.Popen(
-            [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
-             "--storage-engine", "memory://tansu/"],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                str(binary),
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
             preexec_fn=die_with_parent,
         )
         bootstrap = f"127.0.0.1:{port}"
@@ -148,7 +158,12 @@ def skillstream_cmd(*args: str) -> list[str]:
 def run_cli(*args: str, env: dict[str, str], timeout: float = 300, cwd: Path | None = None):
     """Run ``skillstream ARGS`` to its end; fail the test with its output if it fails."""
     proc = subprocess.run(
-        skillstream_cmd(*args), env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+        skillstream_cmd(*args),
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         preexec_fn=die_with_parent,
     )
     if proc.returncode != 0:
@@ -171,11 +186,15 @@ def consume_all(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list:
 
     meta = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
     parts = sorted(meta.topics[topic].partitions)
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:8]}",
-        "enable.auto.commit": False, "enable.partition.eof": True,
-        "log.connection.close": False,
-    })
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "log.connection.close": False,
+        }
+    )
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
     records: dict[int, list] = {p: [] for p in parts}
     done: set[int] = set()
@@ -199,8 +218,9 @@ def consume_all(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list:
     return [m for p in parts for m in records[p]]
 
 
-def produce_values(bootstrap: str, topic: str, items: list[tuple[bytes | None, bytes | None]],
-                   partitions: int = 3) -> None:
+def produce_values(
+    bootstrap: str, topic: str, items: list[tuple[bytes | None, bytes | None]], partitions: int = 3
+) -> None:
     """Create ``topic`` with ``partitions`` partitions and write ``(key, value)`` records to it."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -208,8 +228,9 @@ def produce_values(bootstrap: str, topic: str, items: list[tuple[bytes | None, b
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for f in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
         f.result(timeout=10)
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
-                         "log.connection.close": False})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "log.connection.close": False}
+    )
     for key, value in items:
         producer.produce(topic, key=key, value=value)
     assert producer.flush(30) == 0

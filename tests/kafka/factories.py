@@ -29,7 +29,9 @@ def locomo_sample(k: int, sessions: int = 3, turns: int = 8) -> dict:
     a, b = NAMES[k % len(NAMES)]
     conv: dict = {"speaker_a": a, "speaker_b": b}
     for s in range(1, sessions + 1):
-        conv[f"session_{s}_date_time"] = f"{1 + (k + s) % 11}:{(7 * s) % 60:02d} pm on {1 + s * 3} {MONTHS[(k + s) % 6]}, 2023"
+        conv[f"session_{s}_date_time"] = (
+            f"{1 + (k + s) % 11}:{(7 * s) % 60:02d} pm on {1 + s * 3} {MONTHS[(k + s) % 6]}, 2023"
+        )
         session = []
         for t in range(1, turns + 1):
             speaker = a if t % 2 else b
@@ -39,7 +41,10 @@ def locomo_sample(k: int, sessions: int = 3, turns: int = 8) -> dict:
                 text = REPLIES[(k + s + t) % len(REPLIES)]
             turn = {"speaker": speaker, "dia_id": f"D{s}:{t}", "text": text}
             if t == 4 and s == 1:
-                turn.update(img_url=["https://example.org/p.jpg"], blip_caption="a photo of a dog on a beach")
+                turn.update(
+                    img_url=["https://example.org/p.jpg"],
+                    blip_caption="a photo of a dog on a beach",
+                )
             session.append(turn)
         conv[f"session_{s}"] = session
     return {"sample_id": f"conv-{k}", "conversation": conv, "qa": []}

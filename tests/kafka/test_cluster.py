@@ -37,8 +37,10 @@ def run_cluster(cmds: list[list[str]], env: dict, logs: list) -> list[dict]:
     """Start every command, wait for all; on a failure or the timeout kill the others."""
     outs_paths = [log.with_suffix(".out") for log in logs]
     files = [(open(o, "wb"), open(log, "wb")) for o, log in zip(outs_paths, logs)]
-    procs = [subprocess.Popen(c, env=env, stdout=out, stderr=err, preexec_fn=die_with_parent)
-             for c, (out, err) in zip(cmds, files)]
+    procs = [
+        subprocess.Popen(c, env=env, stdout=out, stderr=err, preexec_fn=die_with_parent)
+        for c, (out, err) in zip(cmds, files)
+    ]
     deadline = time.monotonic() + CLUSTER_TIMEOUT_S
     try:
         while any(p.poll() is None for p in procs):
@@ -57,8 +59,10 @@ def run_cluster(cmds: list[list[str]], env: dict, logs: list) -> list[dict]:
     outs = [o.read_text() for o in outs_paths]
     codes = [p.returncode for p in procs]
     if codes != [0] * len(procs):
-        details = "\n".join(f"--- process {i} exit {c}\n{out[-1000:]}\n{log.read_text()[-3000:]}"
-                            for i, (c, out, log) in enumerate(zip(codes, outs, logs)))
+        details = "\n".join(
+            f"--- process {i} exit {c}\n{out[-1000:]}\n{log.read_text()[-3000:]}"
+            for i, (c, out, log) in enumerate(zip(codes, outs, logs))
+        )
         pytest.fail(f"cluster failed or timed out: exit codes {codes}\n{details}")
     return [summary_of(o) for o in outs]
 
@@ -73,14 +77,42 @@ def summary_of(stdout: str) -> dict:
 def test_two_process_cluster_equals_one_process(tmp_path, kafka_broker, topic_name):
     data = write_locomo(tmp_path / "locomo.json", samples=5, sessions=3, turns=8)
     uri = f"kafka://{kafka_broker}/{topic_name}"
-    out = CliRunner().invoke(cli, ["--home", str(tmp_path / "p"), "produce", str(data), "--format",
-                                   "locomo", "--to", uri, "--partitions", "3", "--json"])
+    out = CliRunner().invoke(
+        cli,
+        [
+            "--home",
+            str(tmp_path / "p"),
+            "produce",
+            str(data),
+            "--format",
+            "locomo",
+            "--to",
+            uri,
+            "--partitions",
+            "3",
+            "--json",
+        ],
+    )
     assert out.exit_code == 0, out.output
 
     home = tmp_path / "cluster"
     addresses = f"127.0.0.1:{free_port()};127.0.0.1:{free_port()}"
-    cmds = [skillstream_cmd("--home", str(home), "run", "--source", uri, "--no-tail",
-                            "-i", str(i), "-a", addresses, "--json") for i in range(2)]
+    cmds = [
+        skillstream_cmd(
+            "--home",
+            str(home),
+            "run",
+            "--source",
+            uri,
+            "--no-tail",
+            "-i",
+            str(i),
+            "-a",
+            addresses,
+            "--json",
+        )
+        for i in range(2)
+    ]
     summaries = run_cluster(cmds, cli_env(home), [tmp_path / "p0.log", tmp_path / "p1.log"])
     assert sum(s["messages"] for s in summaries) == 120
     assert sum(s["spans_processed"] for s in summaries) > 10
@@ -93,8 +125,16 @@ def test_two_process_cluster_equals_one_process(tmp_path, kafka_broker, topic_na
     assert sorted(r["id"] for r in got) == expected
 
     # the cluster's catalog is one file, written by one process, and holds every span once
-    sql = CliRunner().invoke(cli, ["--home", str(home), "sql",
-                                   "select count(*) as n, count(distinct span_id) as d from spans", "--json"])
+    sql = CliRunner().invoke(
+        cli,
+        [
+            "--home",
+            str(home),
+            "sql",
+            "select count(*) as n, count(distinct span_id) as d from spans",
+            "--json",
+        ],
+    )
     assert sql.exit_code == 0, sql.output
     (row,) = json.loads(sql.stdout)
     assert row["n"] == row["d"] == sum(s["spans_processed"] for s in summaries)

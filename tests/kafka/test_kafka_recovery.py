@@ -40,10 +40,15 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning"),
 ]
 
-FLOW = {"SKILLSTREAM_EPOCH_INTERVAL_S": "0.2", "SKILLSTREAM_SPAN_TOKENS": "128",
-        "SKILLSTREAM_CONCURRENCY": "1", "SKILLSTREAM_LLM_CONCURRENCY": "1",
-        "SKILLSTREAM_LLM_RESPONSE_FORMAT": "json_schema", "SKILLSTREAM_LLM_TIMEOUT_S": "30",
-        "SKILLSTREAM_DISTILL": "false"}
+FLOW = {
+    "SKILLSTREAM_EPOCH_INTERVAL_S": "0.2",
+    "SKILLSTREAM_SPAN_TOKENS": "128",
+    "SKILLSTREAM_CONCURRENCY": "1",
+    "SKILLSTREAM_LLM_CONCURRENCY": "1",
+    "SKILLSTREAM_LLM_RESPONSE_FORMAT": "json_schema",
+    "SKILLSTREAM_LLM_TIMEOUT_S": "30",
+    "SKILLSTREAM_DISTILL": "false",
+}
 """Flow settings of both runs: one LLM request in flight at a time, memory extraction only (task-skill
 distillation has LLM requests of its own, with answers this test does not script)."""
 
@@ -54,9 +59,16 @@ def body_key(body: dict) -> str:
 
 def llm_settings(home, url: str) -> Settings:
     return Settings.load(
-        home=str(home), llm="openai", llm_base_url=url, llm_model="stub-model",
-        epoch_interval_s=0.2, span_tokens=128, concurrency=1, llm_concurrency=1,
-        llm_response_format="json_schema", distill=False,
+        home=str(home),
+        llm="openai",
+        llm_base_url=url,
+        llm_model="stub-model",
+        epoch_interval_s=0.2,
+        span_tokens=128,
+        concurrency=1,
+        llm_concurrency=1,
+        llm_response_format="json_schema",
+        distill=False,
     )
 
 
@@ -81,8 +93,22 @@ def split_sessions(path: Path, first: int) -> tuple[Path, Path]:
 
 
 def produce(path: Path, uri: str, home: Path) -> None:
-    out = CliRunner().invoke(cli, ["--home", str(home), "produce", str(path), "--format", "locomo",
-                                   "--to", uri, "--partitions", "3", "--json"])
+    out = CliRunner().invoke(
+        cli,
+        [
+            "--home",
+            str(home),
+            "produce",
+            str(path),
+            "--format",
+            "locomo",
+            "--to",
+            uri,
+            "--partitions",
+            "3",
+            "--json",
+        ],
+    )
     assert out.exit_code == 0, out.output
 
 
@@ -90,7 +116,9 @@ def wait_for(check, timeout: float, what: str, proc: subprocess.Popen, log: Path
     deadline = time.monotonic() + timeout
     while not check():
         if proc.poll() is not None:
-            pytest.fail(f"the run ended (exit {proc.returncode}) while waiting for {what}\n{log.read_text()[-3000:]}")
+            pytest.fail(
+                f"the run ended (exit {proc.returncode}) while waiting for {what}\n{log.read_text()[-3000:]}"
+            )
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}\n{log.read_text()[-3000:]}")
         time.sleep(0.05)
@@ -116,17 +144,40 @@ def test_sigkill_mid_kafka_run_then_resume_is_effectively_once(tmp_path, kafka_b
     log_path = tmp_path / "killed.log"
     with OpenAIStub(script) as stub:
         env = cli_env(home, **FLOW)
-        base = ["--home", str(home), "run", "--source", uri, "--recovery-dir", str(tmp_path / "recovery"),
-                "--llm", "openai", "--llm-base-url", stub.url, "--llm-model", "stub-model"]
+        base = [
+            "--home",
+            str(home),
+            "run",
+            "--source",
+            uri,
+            "--recovery-dir",
+            str(tmp_path / "recovery"),
+            "--llm",
+            "openai",
+            "--llm-base-url",
+            stub.url,
+            "--llm-model",
+            "stub-model",
+        ]
         # Follow the topic; once the first half is partly stored, send the second half and kill
         # the run while it waits for the answer to the second request after that.
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen(skillstream_cmd(*base, "--tail"), env=env, stdout=log,
-                                    stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+            proc = subprocess.Popen(
+                skillstream_cmd(*base, "--tail"),
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=die_with_parent,
+            )
             child["pid"] = proc.pid
             try:
-                wait_for(lambda: len(lance_rows(Settings.load(home=str(home)))) > 0, 600,
-                         "the first memories", proc, log_path)
+                wait_for(
+                    lambda: len(lance_rows(Settings.load(home=str(home)))) > 0,
+                    600,
+                    "the first memories",
+                    proc,
+                    log_path,
+                )
                 time.sleep(1.0)  # a few epochs: the progress is in a snapshot
                 kill_at["n"] = stub.count + 2
                 produce(part2, uri, tmp_path / "p")
@@ -139,8 +190,14 @@ def test_sigkill_mid_kafka_run_then_resume_is_effectively_once(tmp_path, kafka_b
         assert stub.count == kill_at["n"]
         partial = lance_rows(Settings.load(home=str(home)))
 
-        resumed = subprocess.run(skillstream_cmd(*base, "--no-tail"), env=env, capture_output=True,
-                                 text=True, timeout=600, preexec_fn=die_with_parent)
+        resumed = subprocess.run(
+            skillstream_cmd(*base, "--no-tail"),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            preexec_fn=die_with_parent,
+        )
         assert resumed.returncode == 0, resumed.stderr[-4000:]
         bodies = [body_key(b) for b in stub.requests]
 

@@ -32,7 +32,9 @@ def test_run_search_and_sql_with_the_home_on_s3(tmp_path, s3, monkeypatch):  # n
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("SKILLSTREAM_STORAGE_OPTIONS", json.dumps(options))
     monkeypatch.setenv("SKILLSTREAM_SPAN_TOKENS", "128")
-    src = write_jsonl(tmp_path / "chats.jsonl", conversation_rows("c1", 40) + conversation_rows("c2", 30))
+    src = write_jsonl(
+        tmp_path / "chats.jsonl", conversation_rows("c1", 40) + conversation_rows("c2", 30)
+    )
     home_a, home_b = f"s3://{BUCKET}/homes/a", f"s3://{BUCKET}/homes/b"
 
     summary = json.loads(invoke("--home", home_a, "run", "--source", str(src), "--json"))
@@ -41,23 +43,40 @@ def test_run_search_and_sql_with_the_home_on_s3(tmp_path, s3, monkeypatch):  # n
 
     import s3fs
 
-    fs = s3fs.S3FileSystem(key="testing", secret="testing", endpoint_url=endpoint,
-                           skip_instance_cache=True)
+    fs = s3fs.S3FileSystem(
+        key="testing", secret="testing", endpoint_url=endpoint, skip_instance_cache=True
+    )
     assert fs.exists(f"{BUCKET}/homes/a/lancedb/memories.lance")
     assert not Path("lancedb").exists() and not Path(".skillstream/lancedb").exists()
     settings = Settings.load(home=home_a)
     assert settings.catalog == ".skillstream/remote/s3/skillstream-test/homes/a/catalog.duckdb"
     assert (tmp_path / settings.catalog).exists()
 
-    rows = json.loads(invoke("--home", home_a, "sql",
-                             "select count(*) as n, count(distinct id) as d from memories", "--json"))
+    rows = json.loads(
+        invoke(
+            "--home",
+            home_a,
+            "sql",
+            "select count(*) as n, count(distinct id) as d from memories",
+            "--json",
+        )
+    )
     n = rows[0]["n"]
     assert n == rows[0]["d"] > 5
-    (spans,) = json.loads(invoke("--home", home_a, "sql",
-                                 "select count(*) as n from spans where status = 'done'", "--json"))
+    (spans,) = json.loads(
+        invoke(
+            "--home",
+            home_a,
+            "sql",
+            "select count(*) as n from spans where status = 'done'",
+            "--json",
+        )
+    )
     assert spans["n"] == summary["spans_processed"]
 
-    hits = json.loads(invoke("--home", home_a, "search", "adopted a cat", "--owner", "c1", "--json"))
+    hits = json.loads(
+        invoke("--home", home_a, "search", "adopted a cat", "--owner", "c1", "--json")
+    )
     assert hits and all(h["owner_id"] == "c1" for h in hits)
     assert any("Miso" in h["text"] for h in hits[:3])
 
@@ -69,6 +88,11 @@ def test_run_search_and_sql_with_the_home_on_s3(tmp_path, s3, monkeypatch):  # n
 
     # a second home in the same bucket has its own catalog: its ledger starts empty
     other = json.loads(invoke("--home", home_b, "run", "--source", str(src), "--json"))
-    assert (other["spans_processed"], other["spans_already_processed"]) == (summary["spans_processed"], 0)
-    rows_b = json.loads(invoke("--home", home_b, "sql", "select count(*) as n from memories", "--json"))
+    assert (other["spans_processed"], other["spans_already_processed"]) == (
+        summary["spans_processed"],
+        0,
+    )
+    rows_b = json.loads(
+        invoke("--home", home_b, "sql", "select count(*) as n from memories", "--json")
+    )
     assert rows_b[0]["n"] == n

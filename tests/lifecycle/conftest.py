@@ -3,22 +3,28 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from skillstream.ids import stable_id
-from skillstream.lifecycle.rules import LifecycleRules
 from skillstream.lifecycle.policy import PolicySet
+from skillstream.lifecycle.rules import LifecycleRules
 from skillstream.model import Message, Span
 
-T0 = datetime(2024, 1, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
 DAY = timedelta(days=1)
 
 
 def span(
-    texts: list[str], *, at: datetime = T0, owner: str = "o1", session: str = "s1",
-    conversation: str | None = None, agent: str | None = None, metadata: list[dict | None] | None = None,
+    texts: list[str],
+    *,
+    at: datetime = T0,
+    owner: str = "o1",
+    session: str = "s1",
+    conversation: str | None = None,
+    agent: str | None = None,
+    metadata: list[dict | None] | None = None,
     lang: str = "en",
 ) -> Span:
     """A span of user messages one minute apart, ending at ``at``; ids are derived from the texts."""
@@ -43,8 +49,13 @@ def span(
 
     return Span(
         span_id=prefixed_id("spn", conv, [m.message_id for m in msgs]),
-        owner_id=owner, conversation_id=conv, session_id=session, seq=0, messages=msgs,
-        n_tokens=sum(len(t.split()) for t in texts), lang=lang,
+        owner_id=owner,
+        conversation_id=conv,
+        session_id=session,
+        seq=0,
+        messages=msgs,
+        n_tokens=sum(len(t.split()) for t in texts),
+        lang=lang,
     )
 
 
@@ -57,4 +68,4 @@ def rules(**kw) -> LifecycleRules:
 
 @pytest.fixture
 def recorded():
-    return datetime(2030, 1, 1, tzinfo=timezone.utc)
+    return datetime(2030, 1, 1, tzinfo=UTC)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from bytewax.testing import run_main
@@ -17,7 +17,7 @@ from skillstream.storage.catalog import Catalog
 from skillstream.storage.home import open_stores
 from tests.flows.conftest import SENTENCES, write_jsonl
 
-T0 = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 SESSIONS = {"ann": [0, 1, 45, 200], "bob": [0, 3, 120]}
 """Owner -> the days its sessions start on (each session: 6 messages, 2 minutes apart)."""
 POLICIES = {"*": {"default_expiry": "150d"}}
@@ -31,11 +31,17 @@ def rows(days_from: int = 0, days_to: int = 10**6) -> list[dict]:
                 continue
             for i in range(6):
                 text = SENTENCES[(i * 3 + j + len(owner)) % len(SENTENCES)]
-                out.append({
-                    "conversation_id": owner, "session_id": f"{owner}-s{j}", "message_id": f"{owner}-{j}-{i}",
-                    "role": "user", "name": owner.title(), "content": text,
-                    "timestamp": (T0 + timedelta(days=day, minutes=2 * i)).isoformat(),
-                })
+                out.append(
+                    {
+                        "conversation_id": owner,
+                        "session_id": f"{owner}-s{j}",
+                        "message_id": f"{owner}-{j}-{i}",
+                        "role": "user",
+                        "name": owner.title(),
+                        "content": text,
+                        "timestamp": (T0 + timedelta(days=day, minutes=2 * i)).isoformat(),
+                    }
+                )
     return out
 
 
@@ -57,10 +63,15 @@ def _sql(settings, q):
 
 def _state(settings):
     memories = _sql(settings, "SELECT * FROM memory_meta ORDER BY id")
-    events = _sql(settings, "SELECT event_id, memory_id, event, event_ts, version, new_status, reason "
-                            "FROM memory_events ORDER BY event_id")
-    extras = {t: _sql(settings, f"SELECT * EXCLUDE (recorded_at) FROM {t} ORDER BY 1")
-              for t in ("contradictions", "session_summaries")}
+    events = _sql(
+        settings,
+        "SELECT event_id, memory_id, event, event_ts, version, new_status, reason "
+        "FROM memory_events ORDER BY event_id",
+    )
+    extras = {
+        t: _sql(settings, f"SELECT * EXCLUDE (recorded_at) FROM {t} ORDER BY 1")
+        for t in ("contradictions", "session_summaries")
+    }
     return memories, events, extras
 
 
@@ -77,12 +88,28 @@ def test_backfill_and_a_live_run_in_pieces_end_in_the_same_state(tmp_path):
 
     # the flow maintained as it went: a summary per closed session, decayed and expired memories
     summaries = _sql(backfill, "SELECT session_id FROM session_summaries ORDER BY 1")
-    assert [r["session_id"] for r in summaries] == ["ann-s0", "ann-s1", "ann-s2", "bob-s0", "bob-s1"]
-    events = {r["event"]: r["n"] for r in _sql(backfill, "SELECT event, count(*) AS n FROM memory_events "
-                                                         "WHERE actor = 'maintenance' GROUP BY 1")}
+    assert [r["session_id"] for r in summaries] == [
+        "ann-s0",
+        "ann-s1",
+        "ann-s2",
+        "bob-s0",
+        "bob-s1",
+    ]
+    events = {
+        r["event"]: r["n"]
+        for r in _sql(
+            backfill,
+            "SELECT event, count(*) AS n FROM memory_events WHERE actor = 'maintenance' GROUP BY 1",
+        )
+    }
     assert set(events) == {"created", "decayed", "expired"}
-    assert _sql(backfill, "SELECT count(*) AS n FROM spans")[0]["n"] == _sql(
-        backfill, "SELECT count(DISTINCT span_id) AS n FROM memory_events WHERE span_id IS NOT NULL")[0]["n"]
+    assert (
+        _sql(backfill, "SELECT count(*) AS n FROM spans")[0]["n"]
+        == _sql(
+            backfill,
+            "SELECT count(DISTINCT span_id) AS n FROM memory_events WHERE span_id IS NOT NULL",
+        )[0]["n"]
+    )
 
     # `maintain` at the same time on both ends in the same state too, and closes the last sessions
     rules = LifecycleRules.from_settings(backfill)
@@ -94,11 +121,19 @@ def test_backfill_and_a_live_run_in_pieces_end_in_the_same_state(tmp_path):
     assert _state(backfill) == _state(live)
     assert _sql(backfill, "SELECT count(*) AS n FROM session_summaries")[0]["n"] == 7
     # by day 400 every fact is past its 150-day expiry; summaries have none and only decayed
-    statuses = _sql(backfill, "SELECT kind = 'summary' AS summary, status, count(*) AS n FROM memory_meta "
-                              "GROUP BY ALL ORDER BY ALL")
+    statuses = _sql(
+        backfill,
+        "SELECT kind = 'summary' AS summary, status, count(*) AS n FROM memory_meta "
+        "GROUP BY ALL ORDER BY ALL",
+    )
     assert {(r["summary"], r["status"]) for r in statuses} <= {
-        (False, "expired"), (False, "merged"), (False, "archived"), (False, "deleted"), (True, "activated"),
-        (True, "expired")}
+        (False, "expired"),
+        (False, "merged"),
+        (False, "archived"),
+        (False, "deleted"),
+        (True, "activated"),
+        (True, "expired"),
+    }
 
     # a rerun over everything adds nothing
     before = _state(backfill)
@@ -119,7 +154,13 @@ def test_the_clock_emits_a_tick_before_the_first_span_past_each_boundary():
     logic = ClockLogic(day, None)
     out, _ = logic.on_batch([a1, a2, b1])
     midnight = T0.replace(hour=0)
-    assert out == [MaintenanceTick("ann", midnight), a1, a2, MaintenanceTick("bob", midnight + 3 * day), b1]
+    assert out == [
+        MaintenanceTick("ann", midnight),
+        a1,
+        a2,
+        MaintenanceTick("bob", midnight + 3 * day),
+        b1,
+    ]
     resumed = ClockLogic(day, logic.snapshot())  # after a restart from a snapshot
     out, _ = resumed.on_batch([a3])
     assert out == [MaintenanceTick("ann", midnight + 5 * day), a3]

@@ -16,24 +16,41 @@ SAMPLES = [
     {
         "sample_id": "conv-a",
         "conversation": {
-            "speaker_a": "Alice", "speaker_b": "Ben",
+            "speaker_a": "Alice",
+            "speaker_b": "Ben",
             "session_1_date_time": "1:00 pm on 8 May, 2023",
             "session_1": [
                 {"speaker": "Alice", "dia_id": "D1:1", "text": "I live in Oslo."},
                 {"speaker": "Ben", "dia_id": "D1:2", "text": "I love hiking in the mountains."},
                 {"speaker": "Alice", "dia_id": "D1:3", "text": "I work as a nurse."},
-                {"speaker": "Ben", "dia_id": "D1:4", "text": "I'm planning a trip to Paris next month."},
+                {
+                    "speaker": "Ben",
+                    "dia_id": "D1:4",
+                    "text": "I'm planning a trip to Paris next month.",
+                },
             ],
             "session_2_date_time": "3:00 pm on 20 June, 2023",
             "session_2": [
                 {"speaker": "Alice", "dia_id": "D2:1", "text": "I live in Bergen."},
-                {"speaker": "Ben", "dia_id": "D2:2", "text": "I really love hiking in the mountains!"},
+                {
+                    "speaker": "Ben",
+                    "dia_id": "D2:2",
+                    "text": "I really love hiking in the mountains!",
+                },
                 {"speaker": "Ben", "dia_id": "D2:3", "text": "I cancelled my trip to Paris."},
             ],
             "session_3_date_time": "10:00 am on 1 December, 2023",
             "session_3": [
-                {"speaker": "Alice", "dia_id": "D3:1", "text": "Yesterday I adopted a cat named Miso."},
-                {"speaker": "Ben", "dia_id": "D3:2", "text": "I started learning the cello last week."},
+                {
+                    "speaker": "Alice",
+                    "dia_id": "D3:1",
+                    "text": "Yesterday I adopted a cat named Miso.",
+                },
+                {
+                    "speaker": "Ben",
+                    "dia_id": "D3:2",
+                    "text": "I started learning the cello last week.",
+                },
             ],
         },
         "qa": [],
@@ -41,18 +58,27 @@ SAMPLES = [
     {
         "sample_id": "conv-b",
         "conversation": {
-            "speaker_a": "Cara", "speaker_b": "Dan",
+            "speaker_a": "Cara",
+            "speaker_b": "Dan",
             "session_1_date_time": "9:00 am on 2 January, 2023",
             "session_1": [
                 {"speaker": "Cara", "dia_id": "D1:1", "text": "I prefer green tea over coffee."},
                 {"speaker": "Dan", "dia_id": "D1:2", "text": "I am vegetarian."},
-                {"speaker": "Cara", "dia_id": "D1:3", "text": "We visited the science museum with the kids."},
+                {
+                    "speaker": "Cara",
+                    "dia_id": "D1:3",
+                    "text": "We visited the science museum with the kids.",
+                },
             ],
             "session_2_date_time": "9:00 am on 3 March, 2023",
             "session_2": [
                 {"speaker": "Dan", "dia_id": "D2:1", "text": "I am vegan now."},
                 {"speaker": "Cara", "dia_id": "D2:2", "text": "I prefer green tea over coffee."},
-                {"speaker": "Cara", "dia_id": "D2:3", "text": "We visited the science museum with our kids."},
+                {
+                    "speaker": "Cara",
+                    "dia_id": "D2:3",
+                    "text": "We visited the science museum with our kids.",
+                },
             ],
         },
         "qa": [],
@@ -112,7 +138,8 @@ def test_status_counts_agree_with_the_lifecycle_log(home):
     assert out["events"] == {"created": 2, "expired": 5}
     # every memory was created exactly once
     assert sql(home, "SELECT count(*) AS n FROM memory_events WHERE event = 'created'") == sql(
-        home, "SELECT count(*) AS n FROM memories")
+        home, "SELECT count(*) AS n FROM memories"
+    )
     # a second maintain at the same time changes nothing
     again = json.loads(invoke(home, "maintain", "--close-sessions", "--json"))
     assert again["events"] == {}
@@ -121,13 +148,18 @@ def test_status_counts_agree_with_the_lifecycle_log(home):
 @pytest.mark.slow
 def test_history_and_contradictions_commands(home):
     oslo = sql(home, "SELECT id FROM memories WHERE text = 'Alice lives in Oslo.'")[0]["id"]
-    bergen = sql(home, "SELECT id, valid_from FROM memories WHERE text = 'Alice lives in Bergen.'")[0]
+    bergen = sql(home, "SELECT id, valid_from FROM memories WHERE text = 'Alice lives in Bergen.'")[
+        0
+    ]
     hist = json.loads(invoke(home, "history", oslo, "--json"))
     assert [(e["event"], e["old_status"], e["new_status"]) for e in hist["events"]][:2] == [
-        ("created", None, "activated"), ("invalidated", "activated", "archived")]
+        ("created", None, "activated"),
+        ("invalidated", "activated", "archived"),
+    ]
     assert hist["memory"]["valid_to"] == bergen["valid_from"]
     assert [(c["memory_b"], c["resolution"], c["rule"]) for c in hist["contradictions"]] == [
-        (bergen["id"], "keep-b", "newer")]
+        (bergen["id"], "keep-b", "newer")
+    ]
     text = invoke(home, "history", oslo)
     assert "invalidated" in text and "activated -> archived" in text
     # as another owner, the memory is not there
@@ -163,18 +195,25 @@ def test_every_sql_example_in_the_lifecycle_docs_runs(home):
     import re
     from pathlib import Path
 
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "lifecycle.md").read_text(encoding="utf-8")
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "lifecycle.md").read_text(
+        encoding="utf-8"
+    )
     blocks = re.findall(r"```sql\n(.*?)```", doc, re.DOTALL)
     assert len(blocks) == 8
     invoke(home, "search", "hiking", "--owner", "conv-a")  # so that `queries` has a row
     results = [sql(home, q) for q in blocks]
     growth, rate, reinforced, agreement, true_then, believed_then, per_day, searches = results
-    assert sum(r["created"] for r in growth) == sql(home, "SELECT count(*) AS n FROM memories")[0]["n"]
+    assert (
+        sum(r["created"] for r in growth) == sql(home, "SELECT count(*) AS n FROM memories")[0]["n"]
+    )
     assert {(r["owner_id"], r["contradictions"]) for r in rate} == {("conv-a", 1), ("conv-b", 1)}
-    assert [r["text"] for r in reinforced][:2] == ["Cara prefers green tea over coffee.",
-                                                   "Cara and family visited the science museum with the kids."]
+    assert [r["text"] for r in reinforced][:2] == [
+        "Cara prefers green tea over coffee.",
+        "Cara and family visited the science museum with the kids.",
+    ]
     assert all(r["memories"] == r["agreeing"] for r in agreement)
     assert [r["owner_id"] for r in true_then] == ["conv-a", "conv-b"]
     assert {r["status"] for r in believed_then} >= {"activated", "archived"}
-    assert per_day and searches == [{"strategy": "hybrid", "queries": 1, "empty": 0,
-                                     "avg_results": searches[0]["avg_results"]}]
+    assert per_day and searches == [
+        {"strategy": "hybrid", "queries": 1, "empty": 0, "avg_results": searches[0]["avg_results"]}
+    ]

@@ -24,20 +24,44 @@ from tests.lifecycle.conftest import DAY, T0, rules, span
 
 def test_rank_combines_the_four_signals_exactly():
     hits = [
-        {"id": "a", "score": 0.02, "confidence": 0.7, "reinforcement": 0, "valid_from": T0 - 30 * DAY},
+        {
+            "id": "a",
+            "score": 0.02,
+            "confidence": 0.7,
+            "reinforcement": 0,
+            "valid_from": T0 - 30 * DAY,
+        },
         {"id": "b", "score": 0.01, "confidence": 0.95, "reinforcement": 10, "valid_from": T0},
-        {"id": "c", "score": 0.0, "confidence": 0.7, "reinforcement": 0, "valid_from": T0 - 60 * DAY},
+        {
+            "id": "c",
+            "score": 0.0,
+            "confidence": 0.7,
+            "reinforcement": 0,
+            "valid_from": T0 - 60 * DAY,
+        },
     ]
     out = rank(hits, T0, rules(), k=3)
     # a: .6*1 + .2*.7 + .1*.5 + 0 = .79 ; b: .6*.5 + .2*.95 + .1*1 + .1*1 = .69 ; c: .14 + .025
     assert [(h["id"], h["score"], h["relevance"], h["recency"]) for h in out] == [
-        ("a", 0.79, 0.02, 0.5), ("b", 0.69, 0.01, 1.0), ("c", 0.165, 0.0, 0.25)]
-    only_conf = rules(rank_weights=(("relevance", 0.0), ("confidence", 1.0), ("recency", 0.0), ("reinforcement", 0.0)))
+        ("a", 0.79, 0.02, 0.5),
+        ("b", 0.69, 0.01, 1.0),
+        ("c", 0.165, 0.0, 0.25),
+    ]
+    only_conf = rules(
+        rank_weights=(
+            ("relevance", 0.0),
+            ("confidence", 1.0),
+            ("recency", 0.0),
+            ("reinforcement", 0.0),
+        )
+    )
     assert [h["id"] for h in rank(hits, T0, only_conf, k=2)] == ["b", "a"]
 
 
 def test_rank_weights_are_configurable_and_checked(tmp_path):
-    r = LifecycleRules.from_settings(Settings.load(home=str(tmp_path), rank_weights={"recency": 0.5}))
+    r = LifecycleRules.from_settings(
+        Settings.load(home=str(tmp_path), rank_weights={"recency": 0.5})
+    )
     assert r.weights == {"relevance": 0.6, "confidence": 0.2, "recency": 0.5, "reinforcement": 0.1}
     with pytest.raises(ConfigError, match="unknown weight 'freshness'"):
         rank_weights({"freshness": 1})
@@ -50,10 +74,18 @@ def home(tmp_path, embedder, recorded):
     settings = Settings.load(home=str(tmp_path / "home"))
     state = OwnerMemories("o1")
     results = []
-    for at, text in [(T0, "Caroline loves hiking in the Alps"), (T0 + DAY, "Caroline plays the cello"),
-                     (T0 + 2 * DAY, "Caroline's password is [REDACTED:password]")]:
-        r = apply_ops(state, span([text], at=at), [MemoryOp(Op.INSERT, text)], recorded,
-                      ApplyOptions(embed=embedder.encode))
+    for at, text in [
+        (T0, "Caroline loves hiking in the Alps"),
+        (T0 + DAY, "Caroline plays the cello"),
+        (T0 + 2 * DAY, "Caroline's password is [REDACTED:password]"),
+    ]:
+        r = apply_ops(
+            state,
+            span([text], at=at),
+            [MemoryOp(Op.INSERT, text)],
+            recorded,
+            ApplyOptions(embed=embedder.encode),
+        )
         results.append(MaintenanceResult("o1", at, list(r.changed.values()), r.events, r.extras))
     with open_stores(settings, embedder.dim) as stores:
         write_results(stores, results)
@@ -70,35 +102,78 @@ def _catalog_rows(settings, sql, params=None):
 
 
 def test_a_search_is_logged_and_touches_its_hits(home):
-    hits = search_memories(home, "hiking Alps sk-proj-abcdefghijklmnop1234", owner="o1", k=1, strategy="keyword",
-                           now=T0 + 10 * DAY)
+    hits = search_memories(
+        home,
+        "hiking Alps sk-proj-abcdefghijklmnop1234",
+        owner="o1",
+        k=1,
+        strategy="keyword",
+        now=T0 + 10 * DAY,
+    )
     assert [h["text"] for h in hits] == ["Caroline loves hiking in the Alps"]
     (q,) = _catalog_rows(home, "SELECT * FROM queries")
-    assert {k: q[k] for k in ("owner_id", "agent_id", "session_id", "query", "strategy", "k", "result_ids",
-                              "n_results", "executed_at")} == {
-        "owner_id": "o1", "agent_id": None, "session_id": None, "query": "hiking Alps [REDACTED:openai_key]",
-        "strategy": "keyword", "k": 1, "result_ids": [hits[0]["id"]], "n_results": 1, "executed_at": T0 + 10 * DAY}
-    meta = _catalog_rows(home, "SELECT text, last_accessed_at, decay_steps FROM memory_meta ORDER BY text")
+    assert {
+        k: q[k]
+        for k in (
+            "owner_id",
+            "agent_id",
+            "session_id",
+            "query",
+            "strategy",
+            "k",
+            "result_ids",
+            "n_results",
+            "executed_at",
+        )
+    } == {
+        "owner_id": "o1",
+        "agent_id": None,
+        "session_id": None,
+        "query": "hiking Alps [REDACTED:openai_key]",
+        "strategy": "keyword",
+        "k": 1,
+        "result_ids": [hits[0]["id"]],
+        "n_results": 1,
+        "executed_at": T0 + 10 * DAY,
+    }
+    meta = _catalog_rows(
+        home, "SELECT text, last_accessed_at, decay_steps FROM memory_meta ORDER BY text"
+    )
     assert [(r["last_accessed_at"], r["decay_steps"]) for r in meta] == [
-        (T0 + 10 * DAY, 0), (None, 0), (None, 0)]
+        (T0 + 10 * DAY, 0),
+        (None, 0),
+        (None, 0),
+    ]
     # LanceDB holds the same access time (the flow reads its memories back from there)
     from skillstream.storage.lance import MemoryIndex
-    lance = {m.text: m.last_accessed_at for m in MemoryIndex(home.lancedb, 384).owner_memories("o1")}
+
+    lance = {
+        m.text: m.last_accessed_at for m in MemoryIndex(home.lancedb, 384).owner_memories("o1")
+    }
     assert lance["Caroline loves hiking in the Alps"] == T0 + 10 * DAY
     # an earlier search never moves the access time back; the default time is the store's clock
     search_memories(home, "hiking", owner="o1", k=1, strategy="keyword", now=T0 + 5 * DAY)
     search_memories(home, "cello", owner="o1", k=1, strategy="semantic")
     rows = _catalog_rows(home, "SELECT text, last_accessed_at FROM memory_meta ORDER BY text")
     assert [r["last_accessed_at"] for r in rows] == [T0 + 10 * DAY, T0 + 2 * DAY, None]
-    assert [r["executed_at"] for r in _catalog_rows(home, "SELECT executed_at FROM queries ORDER BY recorded_at")] == [
-        T0 + 10 * DAY, T0 + 5 * DAY, T0 + 2 * DAY]
+    assert [
+        r["executed_at"]
+        for r in _catalog_rows(home, "SELECT executed_at FROM queries ORDER BY recorded_at")
+    ] == [T0 + 10 * DAY, T0 + 5 * DAY, T0 + 2 * DAY]
 
 
 def test_searching_while_a_flow_holds_the_catalog_answers_but_records_nothing(home, caplog):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('ready', flush=True); "
-         "sys.stdin.read()", home.catalog],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('ready', flush=True); "
+            "sys.stdin.read()",
+            home.catalog,
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout.readline().strip() == "ready"
@@ -117,15 +192,31 @@ def test_search_scores_follow_the_formula_and_weights_change_the_order(home):
     import dataclasses
     import math
 
-    hits = search_memories(home, "Caroline hiking cello", owner="o1", k=3, strategy="hybrid", now=T0 + 2 * DAY,
-                           record=False)
+    hits = search_memories(
+        home,
+        "Caroline hiking cello",
+        owner="o1",
+        k=3,
+        strategy="hybrid",
+        now=T0 + 2 * DAY,
+        record=False,
+    )
     best = max(h["relevance"] for h in hits)
     for h in hits:
         recency = 0.5 ** ((T0 + 2 * DAY - h["valid_from"]) / timedelta(days=30))
         assert h["recency"] == round(recency, 6)
-        assert h["score"] == round(0.6 * h["relevance"] / best + 0.2 * 0.7 + 0.1 * h["recency"]
-                                   + 0.1 * math.log1p(0) / math.log(11), 6)
+        assert h["score"] == round(
+            0.6 * h["relevance"] / best
+            + 0.2 * 0.7
+            + 0.1 * h["recency"]
+            + 0.1 * math.log1p(0) / math.log(11),
+            6,
+        )
     assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
-    recent_first = dataclasses.replace(home, rank_weights={"relevance": 0.0, "confidence": 0.0, "recency": 1.0})
-    ordered = search_memories(recent_first, "Caroline hiking cello", owner="o1", k=3, now=T0 + 2 * DAY, record=False)
+    recent_first = dataclasses.replace(
+        home, rank_weights={"relevance": 0.0, "confidence": 0.0, "recency": 1.0}
+    )
+    ordered = search_memories(
+        recent_first, "Caroline hiking cello", owner="o1", k=3, now=T0 + 2 * DAY, record=False
+    )
     assert [h["valid_from"] for h in ordered] == [T0 + 2 * DAY, T0 + DAY, T0]

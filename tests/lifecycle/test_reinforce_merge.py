@@ -14,15 +14,27 @@ def test_confidence_starts_at_default_and_restating_raises_it_to_the_cap(recorde
     state = OwnerMemories("o1")
     seen = []
     for d in range(7):
-        apply_ops(state, span(["I like tea"], at=T0 + d * DAY), [MemoryOp(Op.INSERT, "User likes tea")], recorded)
+        apply_ops(
+            state,
+            span(["I like tea"], at=T0 + d * DAY),
+            [MemoryOp(Op.INSERT, "User likes tea")],
+            recorded,
+        )
         (m,) = state.items.values()
         seen.append((m.confidence, m.reinforcement, m.last_reinforced_at))
     assert seen == [
-        (0.7, 0, None), (0.75, 1, T0 + DAY), (0.8, 2, T0 + 2 * DAY), (0.85, 3, T0 + 3 * DAY),
-        (0.9, 4, T0 + 4 * DAY), (0.95, 5, T0 + 5 * DAY), (0.95, 6, T0 + 6 * DAY),
+        (0.7, 0, None),
+        (0.75, 1, T0 + DAY),
+        (0.8, 2, T0 + 2 * DAY),
+        (0.85, 3, T0 + 3 * DAY),
+        (0.9, 4, T0 + 4 * DAY),
+        (0.95, 5, T0 + 5 * DAY),
+        (0.95, 6, T0 + 6 * DAY),
     ]
     # an executor cannot set a confidence above the cap either
-    apply_ops(state, span(["x"], at=T0), [MemoryOp(Op.INSERT, "User is sure", confidence=0.99)], recorded)
+    apply_ops(
+        state, span(["x"], at=T0), [MemoryOp(Op.INSERT, "User is sure", confidence=0.99)], recorded
+    )
     assert max(m.confidence for m in state.items.values()) == 0.95
 
 
@@ -36,19 +48,34 @@ def test_near_duplicates_merge_into_the_older_memory(recorded, embedder):
     state = OwnerMemories("o1")
     apply_ops(state, span(["first"], at=T0), [MemoryOp(Op.INSERT, older)], recorded, options)
     (first,) = state.items.values()
-    r = apply_ops(state, span(["second"], at=T0 + DAY), [MemoryOp(Op.INSERT, dup), MemoryOp(Op.INSERT, other)],
-                  recorded, options)
+    r = apply_ops(
+        state,
+        span(["second"], at=T0 + DAY),
+        [MemoryOp(Op.INSERT, dup), MemoryOp(Op.INSERT, other)],
+        recorded,
+        options,
+    )
     merged = next(m for m in state.items.values() if m.text == dup)
     cat = next(m for m in state.items.values() if m.text == other)
     assert [(e.event, e.memory_id) for e in r.events] == [
-        ("created", merged.id), ("merged", merged.id), ("reinforced", first.id), ("created", cat.id)]
+        ("created", merged.id),
+        ("merged", merged.id),
+        ("reinforced", first.id),
+        ("created", cat.id),
+    ]
     assert (merged.status, merged.merged_into, merged.version) == ("merged", first.id, 2)
     assert (first.status, first.reinforcement, first.confidence, first.last_reinforced_at) == (
-        "activated", 1, 0.75, T0 + DAY)
+        "activated",
+        1,
+        0.75,
+        T0 + DAY,
+    )
     assert first.source_message_ids[-1] == merged.source_message_ids[0]
     assert cat.status == "activated"
     # every changed memory got its vector here (nothing left for the caller to embed)
-    assert r.needs_vector == set() and all(isinstance(m.vector, np.ndarray) for m in r.changed.values())
+    assert r.needs_vector == set() and all(
+        isinstance(m.vector, np.ndarray) for m in r.changed.values()
+    )
     reason = next(e.reason for e in r.events if e.event == "merged")
     assert reason == f"near-duplicate of {first.id} (cosine {float(vecs[0] @ vecs[1]):.3f})"
 
@@ -64,7 +91,19 @@ def test_merging_respects_scope_and_can_be_turned_off(recorded, embedder):
     ]:
         state = OwnerMemories("o1")
         options = ApplyOptions(embed=embedder.encode, rules=rules(merge_threshold=threshold))
-        apply_ops(state, span(["a"], at=T0), [MemoryOp(Op.INSERT, text, scope=scopes[0])], recorded, options)
-        apply_ops(state, span(["b"], at=T0 + DAY), [MemoryOp(Op.INSERT, dup, scope=scopes[1])], recorded, options)
+        apply_ops(
+            state,
+            span(["a"], at=T0),
+            [MemoryOp(Op.INSERT, text, scope=scopes[0])],
+            recorded,
+            options,
+        )
+        apply_ops(
+            state,
+            span(["b"], at=T0 + DAY),
+            [MemoryOp(Op.INSERT, dup, scope=scopes[1])],
+            recorded,
+            options,
+        )
         statuses = [m.status for m in sorted(state.items.values(), key=lambda m: m.created_at)]
         assert statuses == expected, (threshold, scopes)

@@ -35,7 +35,8 @@ SECRETS = {
     "credit_card": "4111 1111 1111 1111",
 }
 NEEDLES = {
-    "private_key": [PEM_BODY], "credit_card": ["4111 1111 1111 1111", "4111111111111111"],
+    "private_key": [PEM_BODY],
+    "credit_card": ["4111 1111 1111 1111", "4111111111111111"],
     "custom": ["EMP-551234"],
 }
 CANARY = "Zebracanary"
@@ -63,20 +64,49 @@ def _conversation(path: Path) -> Path:
         f"My password is {SECRETS['password']} so do not share it.",
         f"The api_key = {SECRETS['api_key']} goes in the header.",
         f"Charge my card {SECRETS['credit_card']} for the trip.",
-        f"My employee number is EMP-551234 at work.",
+        "My employee number is EMP-551234 at work.",
         f"I love hiking with my dog {CANARY} in the mountains.",
     ]
-    rows = [{"conversation_id": "c1", "user_id": "u1", "session_id": "s1", "role": "user", "name": "Sam",
-             "content": t, "timestamp": f"2024-05-01T10:{i:02d}:00Z",
-             "metadata": {"note": SECRETS["jwt"]} if i == 0 else None}
-            for i, t in enumerate(turns)]
+    rows = [
+        {
+            "conversation_id": "c1",
+            "user_id": "u1",
+            "session_id": "s1",
+            "role": "user",
+            "name": "Sam",
+            "content": t,
+            "timestamp": f"2024-05-01T10:{i:02d}:00Z",
+            "metadata": {"note": SECRETS["jwt"]} if i == 0 else None,
+        }
+        for i, t in enumerate(turns)
+    ]
     lines = [json.dumps(r) for r in rows]
     # dead letters: broken JSON, a message over the length limit, a bad timestamp quoting a secret
-    lines.append('{"conversation_id": "c1", "role": "user", "content": "key ' + SECRETS["aws_access_key"] + '", ')
-    lines.append(json.dumps({"conversation_id": "c1", "role": "user", "timestamp": "2024-05-01T11:00:00Z",
-                             "content": ("x " * 600) + SECRETS["github_token"]}))
-    lines.append(json.dumps({"conversation_id": "c1", "role": "user", "content": "hi",
-                             "timestamp": SECRETS["openai_key"]}))
+    lines.append(
+        '{"conversation_id": "c1", "role": "user", "content": "key '
+        + SECRETS["aws_access_key"]
+        + '", '
+    )
+    lines.append(
+        json.dumps(
+            {
+                "conversation_id": "c1",
+                "role": "user",
+                "timestamp": "2024-05-01T11:00:00Z",
+                "content": ("x " * 600) + SECRETS["github_token"],
+            }
+        )
+    )
+    lines.append(
+        json.dumps(
+            {
+                "conversation_id": "c1",
+                "role": "user",
+                "content": "hi",
+                "timestamp": SECRETS["openai_key"],
+            }
+        )
+    )
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
@@ -84,8 +114,13 @@ def _conversation(path: Path) -> Path:
 def _cli(home: Path, *args: str) -> str:
     exe = Path(sys.executable).with_name("skillstream")
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([str(exe), "--home", str(home), "-vv", *args], capture_output=True, text=True,
-                          env=env, timeout=900)
+    proc = subprocess.run(
+        [str(exe), "--home", str(home), "-vv", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout + proc.stderr
 
@@ -94,8 +129,12 @@ def _cli(home: Path, *args: str) -> str:
 def test_no_secret_reaches_any_file_of_the_home_or_the_logs(tmp_path):
     assert sorted(SECRETS) == sorted(p.name for p in DEFAULT_PATTERNS)  # one of each default kind
     for pattern in DEFAULT_PATTERNS:  # and each secret is one its pattern catches on its own
-        text = {"password": "password: ", "api_key": "api_key = ", "bearer_token": "Bearer "}.get(pattern.name, "")
-        assert Redactor((pattern,)).apply(text + SECRETS[pattern.name])[1] == [pattern.name], pattern.name
+        text = {"password": "password: ", "api_key": "api_key = ", "bearer_token": "Bearer "}.get(
+            pattern.name, ""
+        )
+        assert Redactor((pattern,)).apply(text + SECRETS[pattern.name])[1] == [pattern.name], (
+            pattern.name
+        )
     home = tmp_path / "home"
     home.mkdir()
     (home / "skillstream.toml").write_text(
@@ -106,13 +145,20 @@ def test_no_secret_reaches_any_file_of_the_home_or_the_logs(tmp_path):
     src = _conversation(tmp_path / "chat.jsonl")
     logs = _cli(home, "run", "--source", str(src), "--recovery-dir", str(home / "recovery"))
     logs += _cli(home, "maintain", "--close-sessions")
-    logs += _cli(home, "search", f"hiking {SECRETS['openai_key']} password is {SECRETS['password']}",
-                 "--owner", "u1")
+    logs += _cli(
+        home,
+        "search",
+        f"hiking {SECRETS['openai_key']} password is {SECRETS['password']}",
+        "--owner",
+        "u1",
+    )
 
     found: dict[str, list[str]] = {}
     canary_files = []
     files = [p for p in home.rglob("*") if p.is_file()]
-    assert any(p.suffix == ".lance" for p in files) and any(p.name == "catalog.duckdb" for p in files)
+    assert any(p.suffix == ".lance" for p in files) and any(
+        p.name == "catalog.duckdb" for p in files
+    )
     assert any("recovery" in p.parts for p in files)
     for path in files:
         data = path.read_bytes()
@@ -132,8 +178,12 @@ def test_no_secret_reaches_any_file_of_the_home_or_the_logs(tmp_path):
     # the stores did get the conversation, redacted, and the dead letters
     cat = Catalog(str(home / "catalog.duckdb"), read_only=True)
     try:
-        redacted = {r["text"] for r in cat.sql(
-            "SELECT text FROM memory_meta WHERE text LIKE '%REDACTED%'").to_pylist()}
+        redacted = {
+            r["text"]
+            for r in cat.sql(
+                "SELECT text FROM memory_meta WHERE text LIKE '%REDACTED%'"
+            ).to_pylist()
+        }
         dead = cat.sql("SELECT reason, payload FROM dead_letters ORDER BY position").to_pylist()
         (query,) = cat.sql("SELECT query FROM queries").to_pylist()
     finally:

@@ -15,19 +15,46 @@ from tests.lifecycle.conftest import DAY, T0, rules, span
 
 
 def test_types_by_kind_scope_and_request():
-    assert DEFAULT_CAPACITIES == {"WorkingMemory": 20, "LongTermMemory": 1500, "UserMemory": 480, "SkillMemory": 500}
-    assert [memory_type_for(k, s, r) for k, s, r in [
-        ("fact", "private", None), ("event", "fleet", None), ("preference", "private", None),
-        ("opinion", "private", None), ("fact", "session", None), ("preference", "session", None),
-        ("task_skill", "private", None), ("fact", "private", "UserMemory"), ("fact", "private", "Bogus"),
-    ]] == ["LongTermMemory", "LongTermMemory", "UserMemory", "UserMemory", "WorkingMemory", "WorkingMemory",
-           "SkillMemory", "UserMemory", "LongTermMemory"]
+    assert DEFAULT_CAPACITIES == {
+        "WorkingMemory": 20,
+        "LongTermMemory": 1500,
+        "UserMemory": 480,
+        "SkillMemory": 500,
+    }
+    assert [
+        memory_type_for(k, s, r)
+        for k, s, r in [
+            ("fact", "private", None),
+            ("event", "fleet", None),
+            ("preference", "private", None),
+            ("opinion", "private", None),
+            ("fact", "session", None),
+            ("preference", "session", None),
+            ("task_skill", "private", None),
+            ("fact", "private", "UserMemory"),
+            ("fact", "private", "Bogus"),
+        ]
+    ] == [
+        "LongTermMemory",
+        "LongTermMemory",
+        "UserMemory",
+        "UserMemory",
+        "WorkingMemory",
+        "WorkingMemory",
+        "SkillMemory",
+        "UserMemory",
+        "LongTermMemory",
+    ]
 
 
 def test_capacities_are_configurable_and_checked(tmp_path):
     s = Settings.load(home=str(tmp_path), memory_capacities={"WorkingMemory": 5, "UserMemory": 0})
     r = LifecycleRules.from_settings(s)
-    assert (r.capacity("WorkingMemory"), r.capacity("UserMemory"), r.capacity("LongTermMemory")) == (5, None, 1500)
+    assert (
+        r.capacity("WorkingMemory"),
+        r.capacity("UserMemory"),
+        r.capacity("LongTermMemory"),
+    ) == (5, None, 1500)
     with pytest.raises(ConfigError, match="unknown memory type 'ShortTerm'"):
         capacities({"ShortTerm": 3})
     with pytest.raises(ConfigError, match="expected a whole number >= 0, got -1"):
@@ -39,14 +66,31 @@ def test_over_capacity_the_least_valuable_oldest_are_archived(recorded):
     options = ApplyOptions(rules=small)
     state = OwnerMemories("o1")
     for d, text in enumerate(["step one", "step two", "step three"]):
-        apply_ops(state, span([text], at=T0 + d * DAY), [MemoryOp(Op.INSERT, f"Working on {text}", scope="session")],
-                  recorded, options)
+        apply_ops(
+            state,
+            span([text], at=T0 + d * DAY),
+            [MemoryOp(Op.INSERT, f"Working on {text}", scope="session")],
+            recorded,
+            options,
+        )
     # "step one" is restated: it is now worth more than "step two", the next oldest
-    apply_ops(state, span(["again"], at=T0 + 3 * DAY), [MemoryOp(Op.INSERT, "Working on step one", scope="session")],
-              recorded, options)
-    r = apply_ops(state, span(["four"], at=T0 + 4 * DAY),
-                  [MemoryOp(Op.INSERT, "Working on step four", scope="session"),
-                   MemoryOp(Op.INSERT, "The user likes green tea", kind="preference")], recorded, options)
+    apply_ops(
+        state,
+        span(["again"], at=T0 + 3 * DAY),
+        [MemoryOp(Op.INSERT, "Working on step one", scope="session")],
+        recorded,
+        options,
+    )
+    r = apply_ops(
+        state,
+        span(["four"], at=T0 + 4 * DAY),
+        [
+            MemoryOp(Op.INSERT, "Working on step four", scope="session"),
+            MemoryOp(Op.INSERT, "The user likes green tea", kind="preference"),
+        ],
+        recorded,
+        options,
+    )
     by_text = {m.text: m for m in state.items.values()}
     assert {t: (m.memory_type, m.status) for t, m in by_text.items()} == {
         "Working on step one": ("WorkingMemory", "activated"),
@@ -57,7 +101,12 @@ def test_over_capacity_the_least_valuable_oldest_are_archived(recorded):
     }
     ev = r.events[-1]
     assert (ev.event, ev.memory_id, ev.reason, ev.event_ts, ev.new_status) == (
-        "archived", by_text["Working on step two"].id, "WorkingMemory over capacity (3)", T0 + 4 * DAY, "archived")
+        "archived",
+        by_text["Working on step two"].id,
+        "WorkingMemory over capacity (3)",
+        T0 + 4 * DAY,
+        "archived",
+    )
     assert by_text["Working on step two"].valid_to is None  # archived for space, not disbelieved
 
 
@@ -66,11 +115,24 @@ def test_policy_maximum_per_scope(recorded):
     options = ApplyOptions(rules=capped)
     state = OwnerMemories("o1")
     for d in range(4):
-        apply_ops(state, span([f"fact {d}"], at=T0 + d * DAY, agent="bot"),
-                  [MemoryOp(Op.INSERT, f"Shared fact number {d}", scope="fleet"),
-                   MemoryOp(Op.INSERT, f"Private fact number {d}")], recorded, options)
+        apply_ops(
+            state,
+            span([f"fact {d}"], at=T0 + d * DAY, agent="bot"),
+            [
+                MemoryOp(Op.INSERT, f"Shared fact number {d}", scope="fleet"),
+                MemoryOp(Op.INSERT, f"Private fact number {d}"),
+            ],
+            recorded,
+            options,
+        )
     live = sorted(m.text for m in state.items.values() if m.status == "activated")
-    assert live == ["Private fact number 0", "Private fact number 1", "Private fact number 2",
-                    "Private fact number 3", "Shared fact number 2", "Shared fact number 3"]
+    assert live == [
+        "Private fact number 0",
+        "Private fact number 1",
+        "Private fact number 2",
+        "Private fact number 3",
+        "Shared fact number 2",
+        "Shared fact number 3",
+    ]
     archived = [m for m in state.items.values() if m.status == "archived"]
     assert sorted(m.text for m in archived) == ["Shared fact number 0", "Shared fact number 1"]

@@ -26,7 +26,11 @@ def _no_llm_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Keys and endpoints of the developer's shell must not leak into the tests."""
     for name in LLM_ENV:
         monkeypatch.delenv(name, raising=False)
-    for name in ("SKILLSTREAM_LLM", "SKILLSTREAM_MEMORY_SKILL_SELECTION", "SKILLSTREAM_MEMORY_SKILL_K"):
+    for name in (
+        "SKILLSTREAM_LLM",
+        "SKILLSTREAM_MEMORY_SKILL_SELECTION",
+        "SKILLSTREAM_MEMORY_SKILL_K",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -48,20 +52,31 @@ class ScriptedLLM:
         self.requests: list[ChatRequest] = []
         self.max_retries = max_retries
 
-    def push(self, *answers: Any) -> "ScriptedLLM":
+    def push(self, *answers: Any) -> ScriptedLLM:
         self.answers.extend(answers)
         return self
 
     def _call(self, request: ChatRequest, attempt: int, status: str, error: str | None) -> LLMCall:
         return LLMCall(
-            call_id=f"llm_{len(self.requests)}", request_hash=f"h{len(self.requests)}",
-            purpose=request.purpose, backend=self.name, model=self.model, span_id=request.span_id,
-            prompt_tokens=sum(len(c.split()) for _, c in request.messages), completion_tokens=5,
-            latency_ms=1.0, status=status, cached=False, attempts=attempt, error=error,
+            call_id=f"llm_{len(self.requests)}",
+            request_hash=f"h{len(self.requests)}",
+            purpose=request.purpose,
+            backend=self.name,
+            model=self.model,
+            span_id=request.span_id,
+            prompt_tokens=sum(len(c.split()) for _, c in request.messages),
+            completion_tokens=5,
+            latency_ms=1.0,
+            status=status,
+            cached=False,
+            attempts=attempt,
+            error=error,
             created_at=datetime.now(UTC),
         )
 
-    def chat(self, request: ChatRequest, validate: Callable[[Any], Any] | None = None) -> ChatResponse:
+    def chat(
+        self, request: ChatRequest, validate: Callable[[Any], Any] | None = None
+    ) -> ChatResponse:
         calls: list[LLMCall] = []
         last = ""
         for attempt in range(1, self.max_retries + 2):
@@ -79,7 +94,14 @@ class ScriptedLLM:
                     check_schema(data, request.schema, text)
                 if validate is not None:
                     data = validate(data)
-            except (ParseError, ValueError, TypeError, LookupError, TerminalError, TimeoutError) as e:
+            except (
+                ParseError,
+                ValueError,
+                TypeError,
+                LookupError,
+                TerminalError,
+                TimeoutError,
+            ) as e:
                 last = f"{type(e).__name__}: {e}"
                 calls.append(self._call(request, attempt, "error", last))
                 continue
@@ -94,11 +116,19 @@ def scripted() -> Callable[..., ScriptedLLM]:
     return ScriptedLLM
 
 
-def make_memory(i: int, text: str, *, owner: str = "c1", vector: Any = None, kind: str = "fact") -> Memory:
+def make_memory(
+    i: int, text: str, *, owner: str = "c1", vector: Any = None, kind: str = "fact"
+) -> Memory:
     t = datetime(2024, 5, 1, tzinfo=UTC) + timedelta(days=i)
     return Memory(
-        id=f"mem_{i}", owner_id=owner, text=text, kind=kind, created_at=t, updated_at=t,
-        event_ts=t, vector=None if vector is None else list(np.asarray(vector, dtype=np.float32)),
+        id=f"mem_{i}",
+        owner_id=owner,
+        text=text,
+        kind=kind,
+        created_at=t,
+        updated_at=t,
+        event_ts=t,
+        vector=None if vector is None else list(np.asarray(vector, dtype=np.float32)),
     )
 
 

@@ -148,10 +148,13 @@ def test_without_a_span_vector_every_skill_is_kept():
 
 
 def test_gumbel_exploration_is_reproducible_per_span_and_varies_across_spans():
-    ctl = TopKController(fake_embed(VECS), CosineScorer(temperature=10.0), k=2, explore=True, seed=3)
+    ctl = TopKController(
+        fake_embed(VECS), CosineScorer(temperature=10.0), k=2, explore=True, seed=3
+    )
     mems = [make_memory(0, "x", vector=E[0])]
-    spans = [np.array([1, i, 0.5, 0.2], np.float32) / np.linalg.norm([1, i, 0.5, 0.2])
-             for i in range(12)]
+    spans = [
+        np.array([1, i, 0.5, 0.2], np.float32) / np.linalg.norm([1, i, 0.5, 0.2]) for i in range(12)
+    ]
     first = [tuple(ctl.decide(s, mems, SKILLS).indices) for s in spans]
     again = [tuple(ctl.decide(s, mems, SKILLS).indices) for s in spans]
     assert first == again and len(set(first)) > 1
@@ -199,10 +202,12 @@ def test_make_controller_follows_the_settings(tmp_path, embedder):
     assert isinstance(llm.scorer, CosineScorer)
     forced = make_controller(Settings(llm="rules", memory_skill_selection="top_k"), embedder)
     assert isinstance(forced, TopKController)
-    assert isinstance(make_controller(Settings(llm="openai", memory_skill_selection="all"), embedder),
-                      AllSkills)
-    g = make_controller(Settings(llm="openai", memory_skill_selection="gumbel", memory_skill_seed=5),
-                        embedder)
+    assert isinstance(
+        make_controller(Settings(llm="openai", memory_skill_selection="all"), embedder), AllSkills
+    )
+    g = make_controller(
+        Settings(llm="openai", memory_skill_selection="gumbel", memory_skill_seed=5), embedder
+    )
     assert g.explore and g.seed == 5
     path = save_scorer(scorer_net(embedder.dim), tmp_path / "s.pt")
     trained = make_controller(Settings(llm="openai", memory_skill_scorer=str(path)), embedder)
@@ -213,6 +218,8 @@ def test_make_controller_follows_the_settings(tmp_path, embedder):
 
 def test_real_embeddings_keep_insert_for_a_span_with_news(embedder):
     ctl = make_controller(Settings(llm="openai"), embedder)
-    span = embedder.encode(['Caroline said, "I moved to Lisbon last month and started as a nurse."'])[0]
+    span = embedder.encode(
+        ['Caroline said, "I moved to Lisbon last month and started as a nurse."']
+    )[0]
     sel = ctl.decide(span, [], list(PRIMITIVES))
     assert [s.name for s in sel.skills] == ["insert", "skip"]

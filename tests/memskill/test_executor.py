@@ -23,18 +23,24 @@ from skillstream.spans import render_span
 from tests.conftest import make_span
 from tests.memskill.conftest import ScriptedLLM, make_memory
 
-SPAN = make_span([
-    ("user", "I moved to Lisbon last month."),
-    ("assistant", "How do you like it?"),
-    ("user", "I love it, and I started working as a nurse."),
-])
-MEMS = [make_memory(0, "The user lives in Porto."), make_memory(1, "The user is a teacher."),
-        make_memory(2, "The user has a cat named Miso.", kind="event")]
+SPAN = make_span(
+    [
+        ("user", "I moved to Lisbon last month."),
+        ("assistant", "How do you like it?"),
+        ("user", "I love it, and I started working as a nurse."),
+    ]
+)
+MEMS = [
+    make_memory(0, "The user lives in Porto."),
+    make_memory(1, "The user is a teacher."),
+    make_memory(2, "The user has a cat named Miso.", kind="event"),
+]
 
 
 def inp(skills=PRIMITIVES, retrieved=MEMS, span=SPAN) -> ExtractionInput:
-    return ExtractionInput(span, render_span(span), list(retrieved), list(skills),
-                           OwnerMemories(span.owner_id))
+    return ExtractionInput(
+        span, render_span(span), list(retrieved), list(skills), OwnerMemories(span.owner_id)
+    )
 
 
 def run(answers, *, skills=PRIMITIVES, retrieved=MEMS, structured=True, span=SPAN, retries=2):
@@ -64,8 +70,16 @@ def test_prompt_holds_span_date_numbered_memories_and_the_acting_skills_only():
     assert "third person" in user and "absolute dates" in user
     assert "ACTION: INSERT" not in user  # blocks are described in text mode only
     # order: span, memories, skills, rules, answer
-    order = [user.index(s) for s in ("# Conversation span", "# Retrieved memories",
-                                      "# Memory skills to apply", "# Rules", "# Answer")]
+    order = [
+        user.index(s)
+        for s in (
+            "# Conversation span",
+            "# Retrieved memories",
+            "# Memory skills to apply",
+            "# Rules",
+            "# Answer",
+        )
+    ]
     assert order == sorted(order)
     assert res.memory_skills == ["insert", "update", "skip"]
 
@@ -79,7 +93,9 @@ def test_no_memories_gives_the_none_line_and_text_mode_describes_blocks():
 
 
 def test_chinese_span_gets_the_chinese_prompt():
-    zh = make_span([("user", "我上个月搬到了里斯本，现在在医院做护士。"), ("assistant", "恭喜你！")])
+    zh = make_span(
+        [("user", "我上个月搬到了里斯本，现在在医院做护士。"), ("assistant", "恭喜你！")]
+    )
     assert zh.lang == "zh"
     _, llm = run([{"operations": []}], span=zh, retrieved=[])
     system, user = (c for _, c in llm.requests[0].messages)
@@ -107,13 +123,25 @@ def test_empty_selection_means_the_primitives():
 
 
 # ------------------------------------------------------------------------------------ answers
-GOOD = {"operations": [
-    {"action": "INSERT", "text": "The user moved to Lisbon in April 2024.", "kind": "event",
-     "key": "user|residence", "tags": ["Move", "city", "move"], "event_time": "2024-04"},
-    {"action": "UPDATE", "index": 1, "text": "The user works as a nurse (no longer a teacher)."},
-    {"action": "DELETE", "index": 0},
-    {"action": "NOOP"},
-]}
+GOOD = {
+    "operations": [
+        {
+            "action": "INSERT",
+            "text": "The user moved to Lisbon in April 2024.",
+            "kind": "event",
+            "key": "user|residence",
+            "tags": ["Move", "city", "move"],
+            "event_time": "2024-04",
+        },
+        {
+            "action": "UPDATE",
+            "index": 1,
+            "text": "The user works as a nurse (no longer a teacher).",
+        },
+        {"action": "DELETE", "index": 0},
+        {"action": "NOOP"},
+    ]
+}
 
 
 def test_json_answer_becomes_operations_with_targets_and_provenance():
@@ -121,24 +149,35 @@ def test_json_answer_becomes_operations_with_targets_and_provenance():
     assert res.rejected == []
     ins, upd, dele = res.ops
     assert (ins.op, ins.text, ins.kind, ins.key, ins.tags) == (
-        Op.INSERT, "The user moved to Lisbon in April 2024.", "event", "user|residence",
-        ("move", "city"))
+        Op.INSERT,
+        "The user moved to Lisbon in April 2024.",
+        "event",
+        "user|residence",
+        ("move", "city"),
+    )
     assert ins.event_ts == datetime(2024, 4, 1, tzinfo=UTC)
     assert ins.memory_skill == "insert" and ins.source_message_ids == tuple(SPAN.message_ids)
     assert (upd.op, upd.target_id, upd.text, upd.kind) == (
-        Op.UPDATE, "mem_1", "The user works as a nurse (no longer a teacher).", "fact")
+        Op.UPDATE,
+        "mem_1",
+        "The user works as a nurse (no longer a teacher).",
+        "fact",
+    )
     assert (dele.op, dele.target_id, dele.memory_skill) == (Op.DELETE, "mem_0", "delete")
     assert [c.status for c in res.llm_calls] == ["ok"]
 
 
-@pytest.mark.parametrize("answer", [
-    '[{"action": "insert", "text": "The user likes tea."}]',
-    'Sure! ```json\n{"operations": [{"action": "INSERT", "text": "The user likes tea.",}]}\n```',
-    '{"action": "INSERT", "text": "The user likes tea."}',
-    '{"ops": [{"action": "INSERT", "text": "The user likes tea."}]}',
-    "ACTION: INSERT\nMEMORY_ITEM: The user likes tea.",
-    "Here you go:\n\n**ACTION:** INSERT\n**MEMORY_ITEM:** The user likes\ntea.\n",
-])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        '[{"action": "insert", "text": "The user likes tea."}]',
+        'Sure! ```json\n{"operations": [{"action": "INSERT", "text": "The user likes tea.",}]}\n```',
+        '{"action": "INSERT", "text": "The user likes tea."}',
+        '{"ops": [{"action": "INSERT", "text": "The user likes tea."}]}',
+        "ACTION: INSERT\nMEMORY_ITEM: The user likes tea.",
+        "Here you go:\n\n**ACTION:** INSERT\n**MEMORY_ITEM:** The user likes\ntea.\n",
+    ],
+)
 def test_text_mode_accepts_json_shapes_and_blocks(answer):
     res, _ = run([answer], structured=False)
     assert [(o.op, o.text) for o in res.ops] == [(Op.INSERT, "The user likes tea.")]
@@ -159,8 +198,10 @@ def test_block_format_with_update_and_delete():
 
 
 def test_malformed_answer_is_asked_again_then_used():
-    res, llm = run(["I think the user moved.", {"operations": [{"action": "INSERT", "text": "A."}]}],
-                   structured=False)
+    res, llm = run(
+        ["I think the user moved.", {"operations": [{"action": "INSERT", "text": "A."}]}],
+        structured=False,
+    )
     assert len(llm.requests) == 2 and [o.text for o in res.ops] == ["A."]
     assert [c.status for c in res.llm_calls] == ["error", "ok"]
 
@@ -178,12 +219,15 @@ def test_answers_that_never_become_usable_raise_llm_failure_with_every_call():
     assert e.value.attempts == 3 and [c.status for c in e.value.calls] == ["error"] * 3
 
 
-@pytest.mark.parametrize("data, message", [
-    ({"result": []}, "expected an object with an 'operations' list"),
-    ({"operations": "INSERT x"}, "'operations' should be a list"),
-    (42, "expected a JSON object"),
-    ("no blocks here", "no JSON and no 'ACTION:' block"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"result": []}, "expected an object with an 'operations' list"),
+        ({"operations": "INSERT x"}, "'operations' should be a list"),
+        (42, "expected a JSON object"),
+        ("no blocks here", "no JSON and no 'ACTION:' block"),
+    ],
+)
 def test_parse_answer_rejects_answers_without_operations(data, message):
     with pytest.raises(ValueError, match=message):
         parse_answer(data)
@@ -199,18 +243,24 @@ def check(items, skills=PRIMITIVES, retrieved=MEMS):
     return check_operations(items, retrieved, acting, SPAN)
 
 
-@pytest.mark.parametrize("item, reason", [
-    ({"action": "UPDATE", "index": 3, "text": "x"}, "index 3 is out of range (retrieved memories: 0-2)"),
-    ({"action": "DELETE", "index": -1}, "index -1 is out of range (retrieved memories: 0-2)"),
-    ({"action": "DELETE"}, "DELETE needs an integer 'index' into the retrieved memories"),
-    ({"action": "DELETE", "index": "first"}, "DELETE needs an integer 'index'"),
-    ({"action": "DELETE", "index": True}, "DELETE needs an integer 'index'"),
-    ({"action": "UPDATE", "index": 0, "text": "  "}, "UPDATE needs a non-empty 'text'"),
-    ({"action": "INSERT"}, "INSERT needs a non-empty 'text'"),
-    ({"action": "INSERT", "text": "x" * 2001}, "'text' has 2001 characters, more than 2000"),
-    ({"action": "MERGE", "text": "x"}, "unknown action 'MERGE'"),
-    ("INSERT the user likes tea", "an operation must be a JSON object"),
-])
+@pytest.mark.parametrize(
+    "item, reason",
+    [
+        (
+            {"action": "UPDATE", "index": 3, "text": "x"},
+            "index 3 is out of range (retrieved memories: 0-2)",
+        ),
+        ({"action": "DELETE", "index": -1}, "index -1 is out of range (retrieved memories: 0-2)"),
+        ({"action": "DELETE"}, "DELETE needs an integer 'index' into the retrieved memories"),
+        ({"action": "DELETE", "index": "first"}, "DELETE needs an integer 'index'"),
+        ({"action": "DELETE", "index": True}, "DELETE needs an integer 'index'"),
+        ({"action": "UPDATE", "index": 0, "text": "  "}, "UPDATE needs a non-empty 'text'"),
+        ({"action": "INSERT"}, "INSERT needs a non-empty 'text'"),
+        ({"action": "INSERT", "text": "x" * 2001}, "'text' has 2001 characters, more than 2000"),
+        ({"action": "MERGE", "text": "x"}, "unknown action 'MERGE'"),
+        ("INSERT the user likes tea", "an operation must be a JSON object"),
+    ],
+)
 def test_invalid_operations_are_rejected_with_a_reason(item, reason):
     ops, rejected = check([item])
     assert ops == [] and len(rejected) == 1 and rejected[0][1].startswith(reason)
@@ -227,13 +277,18 @@ def test_actions_of_unselected_skills_are_rejected():
         skills=[INSERT, SKIP],
     )
     assert [o.op for o in ops] == [Op.INSERT]
-    assert rejected == [('{"action": "DELETE", "index": 0}',
-                         "action DELETE is not allowed by the selected memory skills (allowed: INSERT)")]
+    assert rejected == [
+        (
+            '{"action": "DELETE", "index": 0}',
+            "action DELETE is not allowed by the selected memory skills (allowed: INSERT)",
+        )
+    ]
 
 
 def test_a_memory_changed_twice_keeps_the_first_change():
-    ops, rejected = check([{"action": "UPDATE", "index": 1, "text": "New."},
-                           {"action": "DELETE", "index": "1"}])
+    ops, rejected = check(
+        [{"action": "UPDATE", "index": 1, "text": "New."}, {"action": "DELETE", "index": "1"}]
+    )
     assert [(o.op, o.target_id) for o in ops] == [(Op.UPDATE, "mem_1")]
     assert rejected[0][1] == "memory 1 is already changed by UPDATE (operation 0)"
 
@@ -241,9 +296,11 @@ def test_a_memory_changed_twice_keeps_the_first_change():
 def test_string_index_and_unknown_kind_and_named_skill():
     custom = MemorySkill("capture-dates", "Keep dates.", "Purpose: dates", "INSERT", 2)
     ops, rejected = check(
-        [{"action": "UPDATE", "index": "2", "text": "Miso is a grey cat."},
-         {"action": "INSERT", "text": "X.", "kind": "anecdote", "skill": "capture-dates"},
-         {"action": "INSERT", "text": "Y.", "skill": "no-such-skill"}],
+        [
+            {"action": "UPDATE", "index": "2", "text": "Miso is a grey cat."},
+            {"action": "INSERT", "text": "X.", "kind": "anecdote", "skill": "capture-dates"},
+            {"action": "INSERT", "text": "Y.", "skill": "no-such-skill"},
+        ],
         skills=[INSERT, UPDATE, custom],
     )
     assert rejected == []
@@ -252,13 +309,19 @@ def test_string_index_and_unknown_kind_and_named_skill():
     assert ops[2].memory_skill == "insert"
 
 
-@pytest.mark.parametrize("value, expected", [
-    ("2024-04-05", datetime(2024, 4, 5, tzinfo=UTC)),
-    ("2024", datetime(2024, 1, 1, tzinfo=UTC)),
-    ("2024-04-05T10:00:00+02:00", datetime(2024, 4, 5, 8, tzinfo=UTC)),
-    ("2024-04-05 (Friday)", datetime(2024, 4, 5, tzinfo=UTC)),
-    ("last week", None), ("", None), (None, None), ("2024-13-01", None),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("2024-04-05", datetime(2024, 4, 5, tzinfo=UTC)),
+        ("2024", datetime(2024, 1, 1, tzinfo=UTC)),
+        ("2024-04-05T10:00:00+02:00", datetime(2024, 4, 5, 8, tzinfo=UTC)),
+        ("2024-04-05 (Friday)", datetime(2024, 4, 5, tzinfo=UTC)),
+        ("last week", None),
+        ("", None),
+        (None, None),
+        ("2024-13-01", None),
+    ],
+)
 def test_event_time_parsing(value, expected):
     assert parse_event_time(value) == expected
 

@@ -8,7 +8,7 @@ into a grammar), parsing, validation, application, both stores, the ledger and `
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from bytewax.testing import run_main
@@ -21,7 +21,7 @@ from tests.servers.llama import MODEL_ALIAS
 
 pytestmark = [pytest.mark.llama, pytest.mark.slow]
 
-T0 = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 TURNS = [
     ("user", "Sam", "I moved to Lisbon last month and I work as a nurse now."),
     ("assistant", "Assistant", "Congratulations! How do you like Lisbon?"),
@@ -31,26 +31,50 @@ TURNS = [
 
 def test_flow_extracts_and_stores_memories_through_llama_cpp(tmp_path, llama_base_url):
     src = tmp_path / "c.jsonl"
-    src.write_text("".join(
-        json.dumps({"conversation_id": "c1", "user_id": "sam", "session_id": "s1",
-                    "message_id": f"m{i}", "role": role, "name": name, "content": text,
-                    "timestamp": (T0 + timedelta(minutes=i)).isoformat()}) + "\n"
-        for i, (role, name, text) in enumerate(TURNS)
-    ))
+    src.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "conversation_id": "c1",
+                    "user_id": "sam",
+                    "session_id": "s1",
+                    "message_id": f"m{i}",
+                    "role": role,
+                    "name": name,
+                    "content": text,
+                    "timestamp": (T0 + timedelta(minutes=i)).isoformat(),
+                }
+            )
+            + "\n"
+            for i, (role, name, text) in enumerate(TURNS)
+        )
+    )
     settings = Settings.load(
-        home=str(tmp_path / "home"), llm="openai", llm_base_url=llama_base_url, llm_model=MODEL_ALIAS,
-        llm_response_format="json_object", llm_timeout_s=300, llm_max_retries=2,
-        extract_max_tokens=200, epoch_interval_s=0.0, distill=False,
+        home=str(tmp_path / "home"),
+        llm="openai",
+        llm_base_url=llama_base_url,
+        llm_model=MODEL_ALIAS,
+        llm_response_format="json_object",
+        llm_timeout_s=300,
+        llm_max_retries=2,
+        extract_max_tokens=200,
+        epoch_interval_s=0.0,
+        distill=False,
     )
     run_main(build_flow(settings, FileSource(str(src))).flow)
 
     cat = Catalog(settings.catalog, read_only=True)
     try:
         cat.attach_lance(settings.lancedb, settings.storage_options)
-        (span,) = cat.sql("select span_id, status, extractor, memory_skills, n_ops from spans").to_pylist()
-        calls = cat.sql("select status, model, prompt_tokens, completion_tokens, purpose "
-                        "from llm_calls").to_pylist()
-        memories = cat.sql("select text, span_id, source_message_ids, owner_id from memories").to_pylist()
+        (span,) = cat.sql(
+            "select span_id, status, extractor, memory_skills, n_ops from spans"
+        ).to_pylist()
+        calls = cat.sql(
+            "select status, model, prompt_tokens, completion_tokens, purpose from llm_calls"
+        ).to_pylist()
+        memories = cat.sql(
+            "select text, span_id, source_message_ids, owner_id from memories"
+        ).to_pylist()
     finally:
         cat.close()
     assert (span["status"], span["extractor"]) == ("done", "memskill")

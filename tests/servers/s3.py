@@ -9,7 +9,11 @@ from contextlib import contextmanager
 
 from tests.servers.ports import free_port
 
-CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region": "us-east-1"}
+CREDENTIALS = {
+    "aws_access_key_id": "testing",
+    "aws_secret_access_key": "testing",
+    "region": "us-east-1",
+}
 
 
 @contextmanager
@@ -34,6 +38,8 @@ def fresh_bucket(endpoint: str, bucket: str) -> dict[str, str]:
     urllib.request.urlopen(req, timeout=10).read()
     import s3fs
 
-    fs = s3fs.S3FileSystem(key="testing", secret="testing", endpoint_url=endpoint, skip_instance_cache=True)
+    fs = s3fs.S3FileSystem(
+        key="testing", secret="testing", endpoint_url=endpoint, skip_instance_cache=True
+    )
     fs.mkdir(bucket)
     return {**CREDENTIALS, "endpoint": endpoint, "allow_http": "true"}
