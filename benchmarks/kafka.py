@@ -16,7 +16,7 @@ loopback port, unless ``--brokers`` names one, then:
    right after it a message of the next session (a span closes when the next message of its
    conversation shows a session change, an idle gap or a full budget: event time, never the wall
    clock). The latency of a probe runs from just before the producer sends it until
-   ``skillstream.search.search_memories`` finds the fact for that owner. ``p50`` and ``p95`` over
+   ``skillstream.services.search.search_memories`` finds the fact for that owner. ``p50`` and ``p95`` over
    ``--probes`` probes (the first, a warm-up, is not counted).
 
 Results go to ``--json`` and a markdown table next to it (same name, ``.md``). Never run in the
@@ -229,7 +229,7 @@ def freshness(bootstrap: str, probes: int, gap_s: float, kafka_config: list[str]
     from skillstream.config import Settings
     from skillstream.connectors.kafka import ensure_topic, parse_kafka_uri
     from skillstream.embed import get_embedder
-    from skillstream.search import search_memories
+    from skillstream.services.search import search_memories
     from skillstream.storage.lance import MemoryIndex
 
     topic = f"fresh-{uuid.uuid4().hex[:8]}"

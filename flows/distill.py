@@ -123,7 +123,7 @@ class DistillLogic(StatefulBatchLogic[ConversationBlock, TaskSkillResult, dict])
 def make_core(settings: Settings, embedder: Any) -> TaskSkillDistiller:
     """The distillation step for a flow: hydrates owners from LanceDB ``task_skills``."""
     from skillstream.distill.factory import make_task_skill_distiller
-    from skillstream.distill.store import TaskSkillIndex
+    from skillstream.storage.task_skills import TaskSkillIndex
     from skillstream.storage.home import storage_options
 
     cache: dict[str, TaskSkillIndex] = {}

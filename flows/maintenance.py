@@ -64,10 +64,10 @@ def maintenance_clock(step_id: str, up: Stream, interval: timedelta | None) -> S
 def make_maintenance(settings: Any, embedder: Any) -> Any:
     """The pipeline's maintenance hook for ``settings`` (``None`` when maintenance is off)."""
     from skillstream.lifecycle.maintenance import Maintenance
-    from skillstream.lifecycle.rules import LifecycleRules
+    from skillstream.lifecycle.params import LifecycleParams
     from skillstream.tokens import get_counter
 
-    rules = LifecycleRules.from_settings(settings)
+    rules = LifecycleParams.from_settings(settings)
     if rules.maintenance_interval is None:
         return None
     return Maintenance(

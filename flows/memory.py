@@ -131,7 +131,7 @@ def build_flow(
     builder = SpanBuilder(counter.count, settings.span_tokens, settings.idle_gap)
     shards = settings.shards or max(1, workers)
 
-    from skillstream.storage.sinks import StoreSink
+    from skillstream.storage.writer import StoreSink
 
     flow = Dataflow(flow_id)
     items = op.input("read", flow, source)

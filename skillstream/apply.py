@@ -38,7 +38,7 @@ from skillstream.lifecycle import contradictions as ctr
 from skillstream.lifecycle.lessons import LESSON_KIND, lesson_ops
 from skillstream.lifecycle.maintenance import enforce_capacity
 from skillstream.lifecycle.reinforce import NearDuplicates, clamp_confidence, merge_into, reinforce
-from skillstream.lifecycle.rules import CONFIDENCE_CAP, REINFORCE_STEP, LifecycleRules
+from skillstream.lifecycle.params import CONFIDENCE_CAP, REINFORCE_STEP, LifecycleParams
 from skillstream.lifecycle.states import (
     ACTIVATED,
     ARCHIVED,
@@ -100,13 +100,13 @@ class ApplyOptions:
     memory_type: str | None = None
     confidence: float = 0.7
     actor: str = "extractor"
-    rules: LifecycleRules = field(default_factory=LifecycleRules)
+    rules: LifecycleParams = field(default_factory=LifecycleParams)
     embed: Embed | None = None
     lessons: bool = True
 
     @classmethod
     def from_settings(cls, settings: Any, embed: Embed | None = None) -> ApplyOptions:
-        rules = LifecycleRules.from_settings(settings)
+        rules = LifecycleParams.from_settings(settings)
         return cls(
             scope=settings.default_scope,
             confidence=settings.default_confidence,

@@ -1,6 +1,6 @@
 """Bring LanceDB back to what the catalog committed, before a run resumes.
 
-The store sink (:mod:`skillstream.storage.sinks`) writes a batch to LanceDB first and commits it to
+The store sink (:mod:`skillstream.storage.writer`) writes a batch to LanceDB first and commits it to
 the catalog second, ending with the span ledger. A crash between the two leaves LanceDB *ahead*:
 rows written for spans (or task segments) the ledger does not have. Those run again when the flow
 resumes; an owner whose state is read from LanceDB would then meet its own earlier output as
@@ -121,7 +121,7 @@ def reconcile_memories(cat: Catalog | None, index: MemoryIndex, embed: Embed) ->
 def reconcile_task_skills(cat: Catalog | None, db: Any, embed: Embed) -> Reconciled:
     """:func:`reconcile_table` for the task skills (committed copy: the catalog's ``task_skills``)."""
     from skillstream.distill.record import TaskSkill
-    from skillstream.distill.store import TABLE, TaskSkillIndex
+    from skillstream.storage.task_skills import TABLE, TaskSkillIndex
 
     index = TaskSkillIndex(db, None, create=False)
     if not index.table.exists:

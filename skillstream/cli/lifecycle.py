@@ -34,11 +34,11 @@ def history(ctx, memory_id, owner, agent, session, as_json):
     """Show a memory and every lifecycle event it went through, oldest first."""
     from skillstream.cli.query import open_catalog
     from skillstream.errors import InputError
-    from skillstream.lifecycle import store
-    from skillstream.lifecycle.rules import LifecycleRules
+    from skillstream.services import home_lifecycle as store
+    from skillstream.lifecycle.params import LifecycleParams
 
     settings = settings_from(ctx)
-    rules = LifecycleRules.from_settings(settings)
+    rules = LifecycleParams.from_settings(settings)
     reader = _reader(owner, agent, session)
     cat = open_catalog(settings)
     try:
@@ -132,7 +132,7 @@ def contradictions(ctx, older_than, now, owner, all_, as_json):
     from datetime import timedelta
 
     from skillstream.cli.query import open_catalog
-    from skillstream.lifecycle import store
+    from skillstream.services import home_lifecycle as store
 
     settings = settings_from(ctx)
     age = (
@@ -183,8 +183,8 @@ def maintain(ctx, now, owners, close_sessions, freeze, unfreeze, forget, as_json
     """Expire, decay, archive over capacity, summarise closed sessions, settle contradictions."""
     from skillstream.embed import get_embedder
     from skillstream.errors import InputError
-    from skillstream.lifecycle import store
-    from skillstream.lifecycle.rules import LifecycleRules
+    from skillstream.services import home_lifecycle as store
+    from skillstream.lifecycle.params import LifecycleParams
     from skillstream.lifecycle.states import ACTIVATED, DELETED, FROZEN
     from skillstream.storage.home import open_stores
     from skillstream.tokens import get_counter
@@ -196,7 +196,7 @@ def maintain(ctx, now, owners, close_sessions, freeze, unfreeze, forget, as_json
         raise InputError(
             f"no catalog at {settings.catalog}; run 'skillstream --home {settings.home} run' first"
         )
-    rules = LifecycleRules.from_settings(settings)
+    rules = LifecycleParams.from_settings(settings)
     embedder = get_embedder(settings.embed_model, settings.embed_batch)
     with open_stores(settings, embedder.dim) as stores:
         at = parse_time(now) or store.store_clock(stores.catalog)

@@ -8,7 +8,7 @@ rate-limited, or kept answering garbage). The flow then writes the span's ledger
    owner, at most ``--limit``), ordered by owner, conversation and span sequence;
 2. runs each owner's spans through the same pipeline as the flow (memory skill bank, controller,
    executor), against the owner's *current* memories in LanceDB;
-3. writes the results with the flow's own write path (``storage.sinks.write_results``: LanceDB,
+3. writes the results with the flow's own write path (``storage.writer.write_results``: LanceDB,
    then one catalog transaction with the ledger last) and marks the rows ``resolved``.
 
 Ids are deterministic and every write is an upsert, so a crash in the middle or a second run loses
@@ -89,7 +89,7 @@ def retry_failed_spans(
     from skillstream.memskill.controller import make_controller
     from skillstream.pipeline import MemoryPipeline
     from skillstream.storage.home import open_stores
-    from skillstream.storage.sinks import write_results
+    from skillstream.storage.writer import write_results
 
     now = clock or (lambda: datetime.now(UTC))
     if not Path(settings.catalog).exists():

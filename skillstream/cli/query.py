@@ -51,7 +51,7 @@ def search(ctx, query, owner, agent, session, k, strategy, now, no_record, as_js
     Without --owner and --agent the search is the operator's and sees every memory.
     """
     from skillstream.lifecycle.clock import parse_time
-    from skillstream.search import search_memories
+    from skillstream.services.search import search_memories
 
     settings = settings_from(ctx)
     hits = search_memories(

@@ -17,7 +17,7 @@ OWNER_HELP = "Owner (user id) of the task skills; env SKILLSTREAM_OWNER."
 
 
 def _api(ctx: click.Context, owner: str | None):
-    from skillstream.distill.api import TaskSkillAPI
+    from skillstream.services.task_skills import TaskSkillAPI
 
     return TaskSkillAPI(settings_from(ctx), owner=owner)
 
@@ -136,7 +136,7 @@ def import_cmd(ctx, zip_path, owner):
 @click.pass_context
 def mcp_cmd(ctx, owner):
     """Serve the task-skill tools (and memory_search) over MCP on stdio, for one owner."""
-    from skillstream.distill.mcp_server import build_server
+    from skillstream.cli.mcp_server import build_server
 
     build_server(settings_from(ctx), owner).run("stdio")
 
@@ -170,7 +170,7 @@ def mcp_cmd(ctx, owner):
 @click.pass_context
 def eval_skills(ctx, path, json_out, llm, per_task, embed_threads, write):
     """Task-skill evaluation on STAR dialogues: skills, tasks, purity, recall@1, llm_calls."""
-    from skillstream.distill.evaluate import evaluate_star
+    from skillstream.eval.skills import evaluate_star
 
     if embed_threads:
         import torch

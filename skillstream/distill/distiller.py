@@ -36,7 +36,7 @@ from skillstream.distill.draft import Draft, apply_draft
 from skillstream.distill.package import redact_skill
 from skillstream.distill.recall import RecallHit, recall
 from skillstream.distill.record import ConversationBlock, TaskSegment, TaskSkill, TaskSkillResult
-from skillstream.distill.rules import procedural_steps
+from skillstream.distill.heuristics import procedural_steps
 from skillstream.errors import TerminalError
 from skillstream.model import LLMCall
 
@@ -47,7 +47,7 @@ Hydrate = Callable[[str], list[TaskSkill]]
 
 
 class Distiller(Protocol):
-    """What the orchestrator needs from a distiller (``rules.RulesDistiller``, ``llm.LLMDistiller``)."""
+    """What the orchestrator needs from a distiller (``rules.HeuristicDistiller``, ``llm.LLMDistiller``)."""
 
     name: str
 

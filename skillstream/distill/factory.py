@@ -22,9 +22,9 @@ def make_distiller(settings: Settings, embed: Embed, backend: Any = None) -> Dis
         backend: A ready ``ChatBackend`` (tests); else ``llm.make_backend(settings)``.
     """
     if backend is None and settings.llm == "rules":
-        from skillstream.distill.rules import RulesDistiller
+        from skillstream.distill.heuristics import HeuristicDistiller
 
-        return RulesDistiller(
+        return HeuristicDistiller(
             embed,
             merge_threshold=settings.distill_merge_threshold,
             shift_threshold=settings.distill_shift_threshold,
@@ -50,7 +50,7 @@ def make_task_skill_distiller(
     """The whole distillation step for ``settings`` (distiller, gate, full mode, publisher)."""
     publisher = None
     if publish:
-        from skillstream.distill.publish import Publisher
+        from skillstream.services.publishing import Publisher
 
         publisher = Publisher.from_settings(settings)
     return TaskSkillDistiller(

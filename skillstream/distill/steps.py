@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from skillstream.rules.statements import STOPWORDS, is_question, is_small_talk, split_sentences
+from skillstream.statements import STOPWORDS, is_question, is_small_talk, split_sentences
 
 # ----------------------------------------------------------------------------- step detection
 _LEAD_EN = re.compile(

@@ -11,7 +11,7 @@ For every conversation (LoCoMo sample) of the file, and for each system:
 the conversation is written into a fresh, isolated home (``<work_dir>/<sample>/<system>``, removed
 and rebuilt on every run); its owner is the ``sample_id``. Then, for each question of the selected
 categories, the memories are retrieved with the retriever of ``skillstream search``
-(:class:`skillstream.search.MemorySearch`: LanceDB hybrid search, vector + full-text fused by
+(:class:`skillstream.services.search.MemorySearch`: LanceDB hybrid search, vector + full-text fused by
 reciprocal rank, over the owner's searchable memories, re-ranked with confidence, recency and
 reinforcement), at the conversation's last event time, without recording the query. The question
 vectors are encoded in one batch per conversation and handed to the searcher instead of being
@@ -336,7 +336,7 @@ class LocomoEval:
         embedder: Any,
         grader: QAGrader | None,
     ) -> None:
-        from skillstream.search import MemorySearch
+        from skillstream.services.search import MemorySearch
         from skillstream.storage.lance import MemoryIndex
 
         sid = str(sample["sample_id"])

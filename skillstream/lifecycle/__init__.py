@@ -23,13 +23,13 @@ from __future__ import annotations
 from skillstream.lifecycle import contradictions, querylog, summaries  # noqa: F401  (tables)
 from skillstream.lifecycle.maintenance import MaintenanceTick, maintain_owner
 from skillstream.lifecycle.policy import Policy, PolicySet, Reader, can_read
-from skillstream.lifecycle.rules import LifecycleRules
+from skillstream.lifecycle.params import LifecycleParams
 from skillstream.lifecycle.states import EVENTS, STATUSES
 
 __all__ = [
     "EVENTS",
     "STATUSES",
-    "LifecycleRules",
+    "LifecycleParams",
     "MaintenanceTick",
     "Policy",
     "PolicySet",

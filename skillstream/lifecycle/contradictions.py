@@ -43,7 +43,7 @@ import pyarrow as pa
 
 from skillstream.ids import prefixed_id
 from skillstream.lifecycle.clock import latest
-from skillstream.lifecycle.rules import LifecycleRules
+from skillstream.lifecycle.params import LifecycleParams
 from skillstream.lifecycle.states import ARCHIVED, INVALIDATED, ChangeLog
 from skillstream.model import Memory
 from skillstream.schema import TS, _schema, register_table
@@ -191,7 +191,7 @@ def confirmed_at(m: Memory) -> datetime | None:
     return latest(m.valid_from, m.created_at, m.last_reinforced_at)
 
 
-def resolve(a: Memory, b: Memory, rules: LifecycleRules) -> tuple[str, str | None]:
+def resolve(a: Memory, b: Memory, rules: LifecycleParams) -> tuple[str, str | None]:
     """Settle ``a`` (existing) vs ``b`` (new): ``(resolution, rule)`` (see the module docstring)."""
     fa, fb = a.valid_from or a.created_at, b.valid_from or b.created_at
     ca, cb = confirmed_at(a), confirmed_at(b)
@@ -261,7 +261,7 @@ def settle(
     b: Memory,
     description: str,
     at: datetime,
-    rules: LifecycleRules,
+    rules: LifecycleParams,
 ) -> str:
     """Record the contradiction between ``a`` and ``b`` detected at ``at`` and apply its resolution.
 

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from skillstream.lifecycle.rules import LifecycleRules
+from skillstream.lifecycle.params import LifecycleParams
 from skillstream.lifecycle.states import ACTIVATED, ARCHIVED, DECAYED, EXPIRED, ChangeLog
 from skillstream.lifecycle.summaries import Embed, summarize
 from skillstream.lifecycle.types import over_capacity, touched_at
@@ -51,7 +51,7 @@ class MaintenanceTick:
     close_sessions: bool = False
 
 
-def steps_due(m: Memory, at: datetime, rules: LifecycleRules) -> int:
+def steps_due(m: Memory, at: datetime, rules: LifecycleParams) -> int:
     """Decay steps that have fallen due for ``m`` by ``at`` since its last touch."""
     touch = touched_at(m)
     if touch is None or rules.decay_step <= 0:
@@ -62,13 +62,13 @@ def steps_due(m: Memory, at: datetime, rules: LifecycleRules) -> int:
     return 1 + math.floor(idle / rules.decay_period)
 
 
-def _step_time(m: Memory, k: int, rules: LifecycleRules) -> datetime:
+def _step_time(m: Memory, k: int, rules: LifecycleParams) -> datetime:
     touch = touched_at(m)
     assert touch is not None
     return touch + rules.decay_after + rules.decay_period * (k - 1)
 
 
-def expire_or_decay(log: ChangeLog, m: Memory, at: datetime, rules: LifecycleRules) -> None:
+def expire_or_decay(log: ChangeLog, m: Memory, at: datetime, rules: LifecycleParams) -> None:
     """Steps 2 and 3 of the module docstring for one memory.
 
     Decay is applied up to the expiry time at most, then expiry: the same order of events as when
@@ -83,7 +83,7 @@ def expire_or_decay(log: ChangeLog, m: Memory, at: datetime, rules: LifecycleRul
         log.transition(m, EXPIRED, EXPIRED, "expiry time reached", expires, valid_to=valid_to)
 
 
-def _decay(log: ChangeLog, m: Memory, at: datetime, rules: LifecycleRules) -> None:
+def _decay(log: ChangeLog, m: Memory, at: datetime, rules: LifecycleParams) -> None:
     due = steps_due(m, at, rules)
     if due <= m.decay_steps:
         return
@@ -114,7 +114,7 @@ def _decay(log: ChangeLog, m: Memory, at: datetime, rules: LifecycleRules) -> No
 
 
 def enforce_capacity(
-    log: ChangeLog, state: OwnerMemories, at: datetime, rules: LifecycleRules
+    log: ChangeLog, state: OwnerMemories, at: datetime, rules: LifecycleParams
 ) -> int:
     """Archive what is over the type capacities and the policies' per-scope maxima."""
     archived = 0
@@ -144,7 +144,7 @@ def enforce_capacity(
 def maintain_owner(
     state: OwnerMemories,
     at: datetime,
-    rules: LifecycleRules,
+    rules: LifecycleParams,
     *,
     embed: Embed | None = None,
     close_sessions: bool = False,
@@ -176,7 +176,7 @@ class Maintenance:
 
     def __init__(
         self,
-        rules: LifecycleRules,
+        rules: LifecycleParams,
         embed: Embed | None = None,
         token_count: Callable[[str], int] | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),

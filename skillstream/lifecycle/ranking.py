@@ -20,12 +20,12 @@ from datetime import datetime
 from typing import Any
 
 from skillstream.lifecycle.clock import latest
-from skillstream.lifecycle.rules import LifecycleRules
+from skillstream.lifecycle.params import LifecycleParams
 
 _LOG11 = math.log(11.0)
 
 
-def recency(hit: dict[str, Any], now: datetime | None, rules: LifecycleRules) -> float:
+def recency(hit: dict[str, Any], now: datetime | None, rules: LifecycleParams) -> float:
     """``0.5 ** (age / half-life)``; 1 for a memory confirmed at or after ``now``."""
     t = latest(
         *(hit.get(c) for c in ("valid_from", "created_at", "updated_at", "last_reinforced_at"))
@@ -43,7 +43,7 @@ def reinforcement_score(count: int | None) -> float:
 
 
 def rank(
-    hits: list[dict[str, Any]], now: datetime | None, rules: LifecycleRules, k: int
+    hits: list[dict[str, Any]], now: datetime | None, rules: LifecycleParams, k: int
 ) -> list[dict[str, Any]]:
     """Score ``hits`` (each with the store's ``score`` as relevance) and return the best ``k``.
 

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from skillstream.lifecycle.clock import latest
-from skillstream.lifecycle.rules import LifecycleRules
+from skillstream.lifecycle.params import LifecycleParams
 from skillstream.lifecycle.states import ACTIVATED, MERGED, REINFORCED, ChangeLog
 from skillstream.model import Memory
 
@@ -27,7 +27,7 @@ NO_MERGE_KINDS = frozenset({"summary", "lesson"})
 Embed = Callable[[Sequence[str]], np.ndarray]
 
 
-def clamp_confidence(value: float, rules: LifecycleRules) -> float:
+def clamp_confidence(value: float, rules: LifecycleParams) -> float:
     """A confidence within ``[0, cap]``, rounded to 6 digits."""
     return round(min(rules.confidence_cap, max(0.0, float(value))), 6)
 
@@ -36,7 +36,7 @@ def reinforce(
     log: ChangeLog,
     m: Memory,
     at: datetime,
-    rules: LifecycleRules,
+    rules: LifecycleParams,
     reason: str,
     *,
     expiry: timedelta | None = None,
@@ -108,7 +108,7 @@ def merge_into(
     into: Memory,
     similarity: float,
     at: datetime,
-    rules: LifecycleRules,
+    rules: LifecycleParams,
     *,
     expiry: timedelta | None = None,
 ) -> None:

@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from skillstream.ids import prefixed_id
-from skillstream.lifecycle.rules import LifecycleRules
+from skillstream.lifecycle.params import LifecycleParams
 from skillstream.lifecycle.states import ACTIVATED, CREATED, MERGED, UPDATED, ChangeLog
 from skillstream.lifecycle.types import LONG_TERM
 from skillstream.memories import OwnerMemories
@@ -158,7 +158,7 @@ def summarize(
     log: ChangeLog,
     state: OwnerMemories,
     at: datetime,
-    rules: LifecycleRules,
+    rules: LifecycleParams,
     embed: Embed | None,
     *,
     close_all: bool = False,

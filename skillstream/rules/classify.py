@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from skillstream.rules.statements import STOPWORDS, content_words
+from skillstream.statements import STOPWORDS, content_words
 
 KINDS = ("fact", "event", "preference", "plan", "opinion")
 STRONG_MAX_WORDS = 15

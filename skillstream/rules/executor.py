@@ -45,7 +45,7 @@ from skillstream.rules.classify import Classified, classify, np_head, strip_cue,
 from skillstream.rules.dates import resolve_dates
 from skillstream.rules.person import add_subject, said, third_person_en, third_person_zh
 from skillstream.rules.planner import Planner, Statement
-from skillstream.rules.statements import (
+from skillstream.statements import (
     content_words,
     is_question,
     is_small_talk,

@@ -1,10 +1,10 @@
-"""Sentence splitting, questions and small talk (skillstream.rules.statements)."""
+"""Sentence splitting, questions and small talk (skillstream.statements)."""
 
 from __future__ import annotations
 
 import pytest
 
-from skillstream.rules.statements import (
+from skillstream.statements import (
     is_question,
     is_small_talk,
     leading_answer,

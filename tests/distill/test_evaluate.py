@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from skillstream.cli.task_skills import eval_skills
 from skillstream.config import Settings
 from skillstream.connectors.star import load_star_dialogues
-from skillstream.distill.evaluate import evaluate_star, split_dialogues
+from skillstream.eval.skills import evaluate_star, split_dialogues
 
 pytestmark = pytest.mark.slow
 

@@ -9,8 +9,8 @@ import anyio
 import pytest
 
 from skillstream.config import Settings
-from skillstream.distill.api import TaskSkillAPI
-from skillstream.distill.mcp_server import build_server
+from skillstream.services.task_skills import TaskSkillAPI
+from skillstream.cli.mcp_server import build_server
 from skillstream.distill.record import TaskSkill
 
 pytestmark = pytest.mark.slow

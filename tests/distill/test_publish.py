@@ -7,7 +7,7 @@ import zipfile
 
 from skillstream.config import Settings
 from skillstream.distill.package import validate_zip
-from skillstream.distill.publish import (
+from skillstream.services.publishing import (
     Publisher,
     owner_dir,
     package_path,

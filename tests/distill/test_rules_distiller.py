@@ -9,7 +9,7 @@ import pytest
 from skillstream.distill import steps as st
 from skillstream.distill.distiller import OwnerTaskSkills, TaskSkillDistiller
 from skillstream.distill.draft import Draft
-from skillstream.distill.rules import RulesDistiller, draft_of, title_of
+from skillstream.distill.heuristics import HeuristicDistiller, draft_of, title_of
 from skillstream.distill.segment import exchanges, segment_block
 from tests.distill.conftest import DEPLOY_1, DEPLOY_2, SMALL_TALK, block
 
@@ -18,7 +18,7 @@ NOW = datetime(2025, 6, 1, tzinfo=UTC)
 
 def core(embedder, **kw) -> TaskSkillDistiller:
     kw.setdefault("clock", lambda: NOW)
-    return TaskSkillDistiller(RulesDistiller(embedder.encode), embedder.encode, **kw)
+    return TaskSkillDistiller(HeuristicDistiller(embedder.encode), embedder.encode, **kw)
 
 
 @pytest.mark.parametrize(
@@ -183,7 +183,7 @@ class _Naming:
 
 def test_an_update_may_only_name_a_recalled_skill(embedder):
     c = TaskSkillDistiller(
-        _Naming(RulesDistiller(embedder.encode)), embedder.encode, clock=lambda: NOW
+        _Naming(HeuristicDistiller(embedder.encode)), embedder.encode, clock=lambda: NOW
     )
     state = OwnerTaskSkills("u1")
     (r,) = c.distill_block(state, block(DEPLOY_1))

@@ -9,7 +9,7 @@ import pytest
 
 from skillstream.ids import stable_id
 from skillstream.lifecycle.policy import PolicySet
-from skillstream.lifecycle.rules import LifecycleRules
+from skillstream.lifecycle.params import LifecycleParams
 from skillstream.model import Message, Span
 
 T0 = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
@@ -59,11 +59,11 @@ def span(
     )
 
 
-def rules(**kw) -> LifecycleRules:
+def rules(**kw) -> LifecycleParams:
     policies = kw.pop("policies", None)
     if policies is not None:
         kw["policies"] = PolicySet.from_config(policies)
-    return LifecycleRules(**kw)
+    return LifecycleParams(**kw)
 
 
 @pytest.fixture

@@ -12,13 +12,13 @@ from skillstream.apply import ApplyOptions, apply_ops
 from skillstream.config import Settings
 from skillstream.errors import ConfigError
 from skillstream.lifecycle.ranking import rank
-from skillstream.lifecycle.rules import LifecycleRules, rank_weights
+from skillstream.lifecycle.params import LifecycleParams, rank_weights
 from skillstream.memories import OwnerMemories
 from skillstream.model import MaintenanceResult, MemoryOp, Op
-from skillstream.search import MemorySearch, search_memories
+from skillstream.services.search import MemorySearch, search_memories
 from skillstream.storage.catalog import Catalog
 from skillstream.storage.home import open_stores
-from skillstream.storage.sinks import write_results
+from skillstream.storage.writer import write_results
 from tests.lifecycle.conftest import DAY, T0, rules, span
 
 
@@ -59,7 +59,7 @@ def test_rank_combines_the_four_signals_exactly():
 
 
 def test_rank_weights_are_configurable_and_checked(tmp_path):
-    r = LifecycleRules.from_settings(
+    r = LifecycleParams.from_settings(
         Settings.load(home=str(tmp_path), rank_weights={"recency": 0.5})
     )
     assert r.weights == {"relevance": 0.6, "confidence": 0.2, "recency": 0.5, "reinforcement": 0.1}

@@ -13,7 +13,7 @@ from bytewax.dataflow import Dataflow
 from bytewax.testing import TestingSource
 
 from skillstream.config import Settings
-from skillstream.storage.sinks import StoreSink
+from skillstream.storage.writer import StoreSink
 
 from .conftest import DIM, make_dead_letter, make_result
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from skillstream.config import Settings
 from skillstream.storage.home import open_stores
-from skillstream.storage.sinks import write_results
+from skillstream.storage.writer import write_results
 
 from .conftest import BUCKET, DIM, make_result, vec
 

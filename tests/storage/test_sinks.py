@@ -17,7 +17,7 @@ from skillstream import schema as sch
 from skillstream.errors import InputError
 from skillstream.storage import sinks
 from skillstream.storage.home import open_stores
-from skillstream.storage.sinks import write_results
+from skillstream.storage.writer import write_results
 
 from .conftest import DIM, free_port, make_dead_letter, make_memory, make_result
 from .flow_app import OWNERS, build, items

@@ -1,7 +1,7 @@
 """Lifecycle operations on a home's stores: maintenance, status changes, history, contradictions.
 
 These run when no flow holds the catalog (the CLI's ``maintain``, ``history``, ``contradictions``).
-Changes go through ``storage.sinks.write_results``, the same write path as the flow's, as
+Changes go through ``storage.writer.write_results``, the same write path as the flow's, as
 ``MaintenanceResult`` items: LanceDB first, then one DuckDB transaction.
 
 ``maintain_home`` runs ``maintain_owner`` for every owner at ``now`` (default: the store's latest
@@ -22,7 +22,7 @@ from skillstream.errors import InputError
 from skillstream.lifecycle import contradictions as ctr
 from skillstream.lifecycle.maintenance import maintain_owner
 from skillstream.lifecycle.policy import Reader, can_read
-from skillstream.lifecycle.rules import LifecycleRules
+from skillstream.lifecycle.params import LifecycleParams
 from skillstream.lifecycle.states import (
     ACTIVATED,
     ARCHIVED,
@@ -81,7 +81,7 @@ class MaintainReport:
 
 def maintain_home(
     stores: Any,
-    rules: LifecycleRules,
+    rules: LifecycleParams,
     *,
     now: datetime | None = None,
     only: Iterable[str] | None = None,
@@ -91,7 +91,7 @@ def maintain_home(
     actor: str = "maintenance",
 ) -> MaintainReport:
     """Maintain every owner (or ``only`` these) at ``now`` and write the changes."""
-    from skillstream.storage.sinks import write_results
+    from skillstream.storage.writer import write_results
 
     at = now or store_clock(stores.catalog)
     report = MaintainReport(at)
@@ -131,7 +131,7 @@ def _recheck_contradictions(
     stores: Any,
     states: dict[str, OwnerMemories],
     at: datetime,
-    rules: LifecycleRules,
+    rules: LifecycleParams,
     actor: str,
     recorded: datetime,
     report: MaintainReport,
@@ -197,7 +197,7 @@ def set_status(
     Raises:
         InputError: for an unknown id, or a change the lifecycle does not allow.
     """
-    from skillstream.storage.sinks import write_results
+    from skillstream.storage.writer import write_results
 
     if to not in STATUSES:
         raise InputError(f"status {to!r} is not one of {', '.join(STATUSES)}")
@@ -241,14 +241,14 @@ def get_memory(
     catalog: Any,
     memory_id: str,
     reader: Reader | None = None,
-    rules: LifecycleRules | None = None,
+    rules: LifecycleParams | None = None,
 ) -> dict[str, Any] | None:
     """One memory row (without vector) as ``reader`` may see it; ``None`` if missing or hidden."""
     rows = catalog.sql("SELECT * FROM memory_meta WHERE id = ?", [memory_id]).to_pylist()
     if not rows:
         return None
     if reader is not None:
-        policy = (rules or LifecycleRules()).policies.for_agent(reader.agent_id)
+        policy = (rules or LifecycleParams()).policies.for_agent(reader.agent_id)
         if not can_read(reader, policy, rows[0]):
             return None
     return rows[0]
@@ -258,7 +258,7 @@ def history(
     catalog: Any,
     memory_id: str,
     reader: Reader | None = None,
-    rules: LifecycleRules | None = None,
+    rules: LifecycleParams | None = None,
 ) -> list[dict[str, Any]]:
     """The lifecycle events of a memory in order (empty when ``reader`` may not see it)."""
     if reader is not None and get_memory(catalog, memory_id, reader, rules) is None:

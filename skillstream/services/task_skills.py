@@ -2,7 +2,7 @@
 
 Used by the CLI (``skillstream skills ...``) and the MCP server. Reads go to LanceDB only, so they
 work while a flow holds the DuckDB catalog. Writes go through the store sink's own write path
-(``storage.sinks.write_results``): LanceDB ``task_skills`` and, in one transaction, the catalog
+(``storage.writer.write_results``): LanceDB ``task_skills`` and, in one transaction, the catalog
 tables ``task_skills`` and ``task_skill_versions``; they need the catalog, so they fail with a
 clear error while a running flow holds it.
 
@@ -39,9 +39,9 @@ from skillstream.distill.package import (
     validate_files,
     write_folder,
 )
-from skillstream.distill.publish import Publisher
+from skillstream.services.publishing import Publisher
 from skillstream.distill.record import TaskSkill, TaskSkillResult
-from skillstream.distill.store import TaskSkillIndex
+from skillstream.storage.task_skills import TaskSkillIndex
 from skillstream.errors import InputError
 from skillstream.storage.home import storage_options
 
@@ -109,7 +109,7 @@ class TaskSkillAPI:
 
     def _write(self, results: list[TaskSkillResult]) -> None:
         from skillstream.storage.home import open_stores
-        from skillstream.storage.sinks import write_results
+        from skillstream.storage.writer import write_results
 
         dim = (
             len(results[0].skill.vector)

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from skillstream.distill.record import TaskSkill, TaskSkillResult
-from skillstream.distill.store import TABLE, VERSIONS, TaskSkillIndex, catalog_row, version_row
+from skillstream.storage.task_skills import TABLE, VERSIONS, TaskSkillIndex, catalog_row, version_row
 
 
 def is_result(item: Any) -> bool:

@@ -30,7 +30,7 @@ from skillstream.lifecycle.clock import latest
 from skillstream.lifecycle.policy import Reader, can_read, read_filter
 from skillstream.lifecycle.querylog import STRATEGIES, query_row, record
 from skillstream.lifecycle.ranking import rank
-from skillstream.lifecycle.rules import LifecycleRules
+from skillstream.lifecycle.params import LifecycleParams
 from skillstream.lifecycle.states import SEARCHABLE
 from skillstream.redact import redactor_for
 
@@ -55,7 +55,7 @@ class MemorySearch:
         from skillstream.storage.lance import MemoryIndex
 
         self.settings = settings
-        self.rules = LifecycleRules.from_settings(settings)
+        self.rules = LifecycleParams.from_settings(settings)
         self.embedder = get_embedder(settings.embed_model, settings.embed_batch)
         self.index = index or MemoryIndex(
             settings.lancedb, self.embedder.dim, settings.storage_options
@@ -86,7 +86,7 @@ class MemorySearch:
         """The store's latest event time (latest lifecycle event or span end), if known."""
         if self.catalog is None:
             return None
-        from skillstream.lifecycle.store import store_clock
+        from skillstream.services.home_lifecycle import store_clock
 
         return store_clock(self.catalog)
 

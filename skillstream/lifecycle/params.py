@@ -18,7 +18,7 @@ DEFAULT_WEIGHTS = {"relevance": 0.6, "confidence": 0.2, "recency": 0.1, "reinfor
 
 
 @dataclass(frozen=True)
-class LifecycleRules:
+class LifecycleParams:
     """Every rule of the lifecycle (see ``Settings`` for the meaning and the defaults)."""
 
     capacities: tuple[tuple[str, int], ...] = field(default_factory=capacities)
@@ -52,7 +52,7 @@ class LifecycleRules:
         return dict(self.rank_weights)
 
     @classmethod
-    def from_settings(cls, settings: Any) -> LifecycleRules:
+    def from_settings(cls, settings: Any) -> LifecycleParams:
         """Read the lifecycle settings (see the ``lifecycle`` block of ``Settings``).
 
         Raises:

@@ -28,7 +28,7 @@ from bytewax.outputs import FixedPartitionedSink, StatefulSinkPartition
 from skillstream.config import Settings
 from skillstream.errors import InputError
 from skillstream.model import DeadLetter, MaintenanceResult, Memory, SpanResult
-from skillstream.storage import task_skill_sink
+from skillstream.storage import task_skill_writer
 from skillstream.storage.home import Stores, open_stores
 from skillstream.storage.rows import as_dict, latest_indices
 
@@ -112,7 +112,7 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
             dead.append(item)
         elif isinstance(item, MaintenanceResult):  # lifecycle maintenance: no ledger row
             maintained.append(item)
-        elif task_skill_sink.is_result(item):
+        elif task_skill_writer.is_result(item):
             task_skills.append(item)
         else:
             raise InputError(
@@ -126,7 +126,7 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
     changes: list[SpanResult | MaintenanceResult] = [*results, *maintained]
     memories = latest_memories(m for r in changes for m in r.memories)
     summary.memories = stores.index.upsert(memories)
-    stored_skills = task_skill_sink.write_lance(stores, task_skills)
+    stored_skills = task_skill_writer.write_lance(stores, task_skills)
 
     events = [e for r in changes for e in r.events]
     calls = [c for r in results for c in r.llm_calls]
@@ -135,7 +135,7 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
         for table, rows in r.extras.items():
             extras.setdefault(table, []).extend(rows)
     calls += [c for r in task_skills for c in r.llm_calls]
-    for table, rows in task_skill_sink.catalog_rows(task_skills, stored_skills).items():
+    for table, rows in task_skill_writer.catalog_rows(task_skills, stored_skills).items():
         extras.setdefault(table, []).extend(rows)
 
     cat = stores.catalog

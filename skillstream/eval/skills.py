@@ -33,7 +33,7 @@ from skillstream.distill.distiller import CachedEmbed, OwnerTaskSkills, TaskSkil
 from skillstream.distill.factory import make_distiller
 from skillstream.distill.recall import recall
 from skillstream.distill.record import ConversationBlock, TaskSkillResult
-from skillstream.distill.rules import draft_of
+from skillstream.distill.heuristics import draft_of
 from skillstream.distill.segment import segment_block
 from skillstream.errors import InputError
 from skillstream.model import Message
@@ -236,10 +236,10 @@ def _prime(cached: CachedEmbed, blocks: list[ConversationBlock], settings: Setti
 
 
 def _write(settings: Settings, skills: list, embed: Callable) -> None:
-    from skillstream.distill.publish import Publisher
+    from skillstream.services.publishing import Publisher
     from skillstream.distill.record import TaskSkillResult
     from skillstream.storage.home import open_stores
-    from skillstream.storage.sinks import write_results
+    from skillstream.storage.writer import write_results
 
     publisher = Publisher.from_settings(settings)
     out = []

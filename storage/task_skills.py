@@ -9,7 +9,7 @@
   of earlier versions stay where they were published.
 
 Both catalog tables are registered with ``schema.register_table`` when this module is imported;
-the store sink (``storage.task_skill_sink``) writes them in the same transaction as the rest of a
+the store sink (``storage.task_skill_writer``) writes them in the same transaction as the rest of a
 batch. ``times_used`` and ``last_used_at`` are bumped in LanceDB when a task skill is viewed (one
 ``UPDATE``, no new version); every later write carries the higher counters forward, so a view is
 never lost to a concurrent distillation, and the catalog copy catches up on the next write.

@@ -49,7 +49,7 @@ _SKIP_LEAD = re.compile(
 _GERUND = re.compile(r"^([a-z]+?)(?:ing)$")
 
 
-class RulesDistiller:
+class HeuristicDistiller:
     """Task chunking and task-skill extraction with text rules and embeddings.
 
     Args:

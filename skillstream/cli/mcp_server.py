@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from skillstream.config import Settings
-from skillstream.distill.api import TaskSkillAPI
+from skillstream.services.task_skills import TaskSkillAPI
 from skillstream.distill.package import render_skill_md, skill_from_files, validate_skill_md
 from skillstream.errors import InputError, MissingExtraError, SkillstreamError
 
@@ -116,7 +116,7 @@ def build_server(settings: Settings, owner: str, *, api: TaskSkillAPI | None = N
     @tool
     def memory_search(query: str, k: int = 5) -> list[dict[str, Any]]:
         """Search the user's memories (facts, events, preferences, plans) by meaning and keywords."""
-        from skillstream.search import search_memories
+        from skillstream.services.search import search_memories
 
         try:
             hits = search_memories(settings, query, owner=owner, k=k)
