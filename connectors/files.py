@@ -37,7 +37,7 @@ from typing import Any
 
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 
-from skillstream.connectors._io import is_gzip
+from skillstream.connectors.fileio import is_gzip
 from skillstream.connectors.locomo import iter_locomo
 from skillstream.connectors.records import dead_letter, parse_line, parse_record
 from skillstream.connectors.star import DEFAULT_OWNER, iter_star

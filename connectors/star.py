@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from skillstream.connectors._io import open_binary
+from skillstream.connectors.fileio import open_binary
 from skillstream.errors import InputError
 
 CONVERSATION_AGENTS = {"User": "user", "Wizard": "assistant"}
