@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     from bytewax.testing import cluster_main
 
-    import skillstream.storage.writer  # noqa: F401  (store libraries imported, like the model loaded, before timing)
+    import skillstream.storage.sinks  # noqa: F401  (store libraries imported, like the model loaded, before timing)
     from skillstream.config import Settings
     from skillstream.connectors.files import FileSource
     from skillstream.embed import get_embedder

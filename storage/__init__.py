@@ -6,7 +6,10 @@ Modules:
     artifacts: ``ArtifactStore`` on fsspec (local, ``memory://``, ``s3://``, ``oss://``).
     options: one ``storage_options`` dict translated for LanceDB and fsspec.
     home: ``open_stores`` / ``Stores``, every store of a home at once.
-    sinks: ``write_results`` and the Bytewax ``StoreSink``.
+    writer: ``write_results``, the one write path of span results (no Bytewax).
+    sinks: ``ResultSink``, the Bytewax sink that runs ``write_results`` (the only Bytewax import).
+    task_skills: ``TaskSkillIndex``, the LanceDB ``task_skills`` table and its catalog rows.
+    reconcile: rollback of LanceDB rows the catalog never committed.
 
 Names are imported lazily, so ``import skillstream.storage`` loads neither LanceDB nor Bytewax.
 """
@@ -25,8 +28,8 @@ _EXPORTS = {
     "ArtifactStore": "artifacts",
     "Stores": "home",
     "open_stores": "home",
-    "StoreSink": "sinks",
-    "write_results": "sinks",
+    "ResultSink": "sinks",
+    "write_results": "writer",
 }
 
 __all__ = sorted(_EXPORTS)

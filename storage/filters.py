@@ -16,7 +16,10 @@ import math
 import re
 from collections.abc import Iterable
 from datetime import UTC, date, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from skillstream.lifecycle.policy import Policy, Reader
 
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -93,3 +96,24 @@ def where_all(*clauses: str | None) -> str | None:
     if len(parts) == 1:
         return parts[0]
     return " AND ".join(f"({p})" for p in parts)
+
+
+def read_filter(reader: Reader, policy: Policy) -> str | None:
+    """The LanceDB filter that keeps what ``lifecycle.policy.can_read`` allows (``None``: no
+    restriction)."""
+    if reader.is_operator:
+        return None
+    parts = []
+    if "fleet" in policy.readable:
+        parts.append(eq("scope", "fleet"))
+    if reader.owner_id is not None:
+        owner = eq("owner_id", reader.owner_id)
+        if "private" in policy.readable:
+            parts.append(f"{eq('scope', 'private')} AND {owner}")
+        if "session" in policy.readable and reader.session_id is not None:
+            parts.append(
+                f"{eq('scope', 'session')} AND {owner} AND {eq('session_id', reader.session_id)}"
+            )
+    if not parts:
+        return "FALSE"
+    return " OR ".join(f"({p})" for p in parts)

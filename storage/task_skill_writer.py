@@ -1,4 +1,4 @@
-"""Writing task-skill results: the part of ``sinks.write_results`` that knows task skills.
+"""Writing task-skill results: the part of ``writer.write_results`` that knows task skills.
 
 ``write_results`` hands the :class:`~skillstream.distill.record.TaskSkillResult` items of a batch
 here twice: first :func:`write_lance` upserts the new task-skill versions into LanceDB
@@ -16,7 +16,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from skillstream.distill.record import TaskSkill, TaskSkillResult
-from skillstream.storage.task_skills import TABLE, VERSIONS, TaskSkillIndex, catalog_row, version_row
+from skillstream.storage.task_skills import (
+    TABLE,
+    VERSIONS,
+    TaskSkillIndex,
+    catalog_row,
+    version_row,
+)
 
 
 def is_result(item: Any) -> bool:

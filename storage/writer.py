@@ -1,6 +1,7 @@
 """Writing span results to the stores, from a Bytewax flow or a plain batch job.
 
-:func:`write_results` is the whole write path; :class:`StoreSink` runs it inside a dataflow.
+:func:`write_results` is the whole write path (no Bytewax here); ``storage.sinks.ResultSink`` runs
+it inside a dataflow, and the CLI, the task-skill API and lifecycle maintenance call it directly.
 
 Order of a write (one call, any number of results):
 
@@ -23,16 +24,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from bytewax.outputs import FixedPartitionedSink, StatefulSinkPartition
-
-from skillstream.config import Settings
 from skillstream.errors import InputError
+from skillstream.lifecycle.querylog import TABLE as QUERIES_TABLE
 from skillstream.model import DeadLetter, MaintenanceResult, Memory, SpanResult
-from skillstream.storage import task_skill_writer
-from skillstream.storage.home import Stores, open_stores
+from skillstream.storage import filters, task_skill_writer
+from skillstream.storage.home import Stores
 from skillstream.storage.rows import as_dict, latest_indices
-
-PARTITION = "store"
 
 
 @dataclass
@@ -150,59 +147,24 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
     return summary
 
 
-class StoreSink(FixedPartitionedSink):
-    """Bytewax sink writing ``(key, SpanResult | DeadLetter)`` items to the home's stores.
+def record_query(catalog: Any, index: Any, row: dict[str, Any], at: datetime | None) -> None:
+    """Write a ``queries`` row (``lifecycle.querylog.query_row``) and the hits' access times.
 
-    It has a single partition (``"store"``): however many workers and processes run the flow,
-    exactly one of them opens the stores and writes, since a DuckDB file takes one writer process
-    and LanceDB upserts of one key must not race. Items from other workers are routed to it.
-
-    Delivery guarantee: at-least-once, like Bytewax recovery. Every row has a deterministic id and
-    every write is an upsert (or insert-if-new for the lifecycle log), so items replayed after a
-    crash leave the stores as if written once: effectively once. The sink keeps no resume state
-    (``snapshot`` returns ``None``).
-
-    Args:
-        settings: Where the stores are.
-        dim: Embedding width of the memories table.
-        optimize_every: Fold new rows into LanceDB's full-text index after this many memory
-            writes (and when the flow ends); ``0`` turns it off.
+    The catalog transaction first, then LanceDB.
     """
-
-    def __init__(self, settings: Settings, dim: int, *, optimize_every: int = 10_000) -> None:
-        self.settings = settings
-        self.dim = dim
-        self.optimize_every = optimize_every
-
-    def list_parts(self) -> list[str]:
-        return [PARTITION]
-
-    def part_fn(self, item_key: str) -> int:
-        return 0
-
-    def build_part(self, step_id: str, for_part: str, resume_state: None) -> _StorePartition:
-        return _StorePartition(open_stores(self.settings, self.dim), self.optimize_every)
-
-
-class _StorePartition(StatefulSinkPartition):
-    def __init__(self, stores: Stores, optimize_every: int) -> None:
-        self.stores = stores
-        self.optimize_every = optimize_every
-        self._since_optimize = 0
-
-    def write_batch(self, values: list[Any]) -> None:
-        summary = write_results(self.stores, values)
-        self._since_optimize += summary.memories
-        if self.optimize_every and self._since_optimize >= self.optimize_every:
-            self.stores.index.optimize()
-            self._since_optimize = 0
-
-    def snapshot(self) -> None:
-        return None
-
-    def close(self) -> None:
-        try:
-            if self.optimize_every and self._since_optimize:
-                self.stores.index.optimize()
-        finally:
-            self.stores.close()
+    ids = list(row["result_ids"])
+    with catalog.transaction():
+        catalog.upsert(QUERIES_TABLE, [row])
+        if ids and at is not None:
+            placeholders = ", ".join("?" for _ in ids)
+            catalog.con.execute(
+                "UPDATE memory_meta SET last_accessed_at = ?, decay_steps = 0 "
+                f"WHERE id IN ({placeholders}) AND (last_accessed_at IS NULL OR last_accessed_at < ?)",
+                [at, *ids, at],
+            )
+    if ids and at is not None and index is not None and index.table.exists:
+        where = filters.where_all(
+            filters.is_in("id", ids),
+            f"last_accessed_at IS NULL OR last_accessed_at < {filters.literal(at)}",
+        )
+        index.table.table.update(where=where, values={"last_accessed_at": at, "decay_steps": 0})

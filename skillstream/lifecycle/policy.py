@@ -23,9 +23,9 @@ default expiry of its memories and its own sensitive patterns. Configure them in
     default_expiry = "30d"
     sensitive_patterns = [{ name = "ticket", regex = "TCK-\\\\d{6}", action = "reject" }]
 
-A reader is an owner, optionally with an agent and a session. Search applies :func:`read_filter`
-inside LanceDB and checks :func:`can_read` again on every hit, so no owner ever sees another
-owner's private or session memories. A reader with neither owner nor agent is the operator (the CLI
+A reader is an owner, optionally with an agent and a session. Search applies the filter of
+``storage.filters.read_filter`` inside LanceDB and checks :func:`can_read` again on every hit, so no
+owner ever sees another owner's private or session memories. A reader with neither owner nor agent is the operator (the CLI
 without ``--owner``/``--agent``) and sees everything.
 """
 
@@ -41,7 +41,6 @@ from typing import Any
 from skillstream.errors import ConfigError, InputError
 from skillstream.lifecycle.clock import parse_duration
 from skillstream.redact import Redactor, SensitivePattern, patterns_from_config
-from skillstream.storage import filters
 
 SCOPES = ("private", "fleet", "session")
 DEFAULT_AGENT = "*"
@@ -203,24 +202,3 @@ def can_read(reader: Reader, policy: Policy, memory: Any) -> bool:
     if scope == "session":
         return reader.session_id is not None and get("session_id") == reader.session_id
     return False
-
-
-def read_filter(reader: Reader, policy: Policy) -> str | None:
-    """The LanceDB filter that keeps what :func:`can_read` allows (``None``: no restriction)."""
-    if reader.is_operator:
-        return None
-    parts = []
-    if "fleet" in policy.readable:
-        parts.append(filters.eq("scope", "fleet"))
-    if reader.owner_id is not None:
-        owner = filters.eq("owner_id", reader.owner_id)
-        if "private" in policy.readable:
-            parts.append(f"{filters.eq('scope', 'private')} AND {owner}")
-        if "session" in policy.readable and reader.session_id is not None:
-            parts.append(
-                f"{filters.eq('scope', 'session')} AND {owner} AND "
-                f"{filters.eq('session_id', reader.session_id)}"
-            )
-    if not parts:
-        return "FALSE"
-    return " OR ".join(f"({p})" for p in parts)

@@ -8,6 +8,7 @@ moved back) and their decay restarts (``decay_steps`` = 0), in LanceDB and in ``
 These writes need the catalog: they happen only when no running flow holds it (DuckDB allows one
 writing process). While a flow runs, search still answers but records nothing, and says so in the
 log; the flow would otherwise overwrite the access times with its own copy of the memories.
+The write itself is ``storage.writer.record_query``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from skillstream.ids import prefixed_id
 from skillstream.lifecycle.policy import Reader
 from skillstream.redact import Redactor
 from skillstream.schema import STR_LIST, TS, _schema, register_table
-from skillstream.storage import filters
 
 TABLE = "queries"
 STRATEGIES = ("keyword", "semantic", "hybrid")
@@ -83,23 +83,3 @@ def query_row(
         "executed_at": executed_at,
         "recorded_at": recorded_at,
     }
-
-
-def record(catalog: Any, index: Any, row: dict[str, Any], at: datetime | None) -> None:
-    """Write the query row and the hits' access times (catalog transaction, then LanceDB)."""
-    ids = list(row["result_ids"])
-    with catalog.transaction():
-        catalog.upsert(TABLE, [row])
-        if ids and at is not None:
-            placeholders = ", ".join("?" for _ in ids)
-            catalog.con.execute(
-                "UPDATE memory_meta SET last_accessed_at = ?, decay_steps = 0 "
-                f"WHERE id IN ({placeholders}) AND (last_accessed_at IS NULL OR last_accessed_at < ?)",
-                [at, *ids, at],
-            )
-    if ids and at is not None and index is not None and index.table.exists:
-        where = filters.where_all(
-            filters.is_in("id", ids),
-            f"last_accessed_at IS NULL OR last_accessed_at < {filters.literal(at)}",
-        )
-        index.table.table.update(where=where, values={"last_accessed_at": at, "decay_steps": 0})

@@ -27,12 +27,13 @@ from skillstream.config import Settings
 from skillstream.embed import get_embedder
 from skillstream.errors import InputError
 from skillstream.lifecycle.clock import latest
-from skillstream.lifecycle.policy import Reader, can_read, read_filter
-from skillstream.lifecycle.querylog import STRATEGIES, query_row, record
-from skillstream.lifecycle.ranking import rank
 from skillstream.lifecycle.params import LifecycleParams
+from skillstream.lifecycle.policy import Reader, can_read
+from skillstream.lifecycle.querylog import STRATEGIES, query_row
+from skillstream.lifecycle.ranking import rank
 from skillstream.lifecycle.states import SEARCHABLE
 from skillstream.redact import redactor_for
+from skillstream.storage.filters import read_filter
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +140,9 @@ class MemorySearch:
                 datetime.now(UTC),
                 self.redactor,
             )
-            record(self.catalog, self.index, row, at)
+            from skillstream.storage.writer import record_query
+
+            record_query(self.catalog, self.index, row, at)
         return hits
 
     def close(self) -> None:

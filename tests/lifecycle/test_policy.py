@@ -14,12 +14,13 @@ from hypothesis import strategies as st
 from skillstream.apply import ApplyOptions, apply_ops
 from skillstream.config import Settings
 from skillstream.errors import ConfigError
-from skillstream.lifecycle.policy import SCOPES, Policy, PolicySet, Reader, can_read, read_filter
-from skillstream.services.home_lifecycle import get_memory, history
+from skillstream.lifecycle.policy import SCOPES, Policy, PolicySet, Reader, can_read
 from skillstream.memories import OwnerMemories
 from skillstream.model import Memory, MemoryEvent, MemoryOp, Op
+from skillstream.services.home_lifecycle import get_memory, history
 from skillstream.services.search import MemorySearch
 from skillstream.storage.catalog import Catalog
+from skillstream.storage.filters import read_filter
 from skillstream.storage.lance import MemoryIndex
 from tests.lifecycle.conftest import T0, rules, span
 

@@ -1,4 +1,4 @@
-"""A small dataflow that writes span results through StoreSink (used by the multi-process test).
+"""A small dataflow that writes span results through ResultSink (used by the multi-process test).
 
 Run with ``python -m bytewax.run tests.storage.flow_app:flow``; the home folder comes from the
 ``STORE_TEST_HOME`` environment variable.
@@ -13,7 +13,7 @@ from bytewax.dataflow import Dataflow
 from bytewax.testing import TestingSource
 
 from skillstream.config import Settings
-from skillstream.storage.writer import StoreSink
+from skillstream.storage.sinks import ResultSink
 
 from .conftest import DIM, make_dead_letter, make_result
 
@@ -32,7 +32,7 @@ def items() -> list:
 def build(settings: Settings, source_items: list) -> Dataflow:
     flow = Dataflow("store_sink_test")
     stream = op.input("inp", flow, TestingSource(source_items))
-    op.output("store", stream, StoreSink(settings, DIM))
+    op.output("store", stream, ResultSink(settings, DIM))
     return flow
 
 

@@ -1,4 +1,4 @@
-"""write_results and the Bytewax StoreSink against real LanceDB and DuckDB files."""
+"""write_results and the Bytewax ResultSink against real LanceDB and DuckDB files."""
 
 from __future__ import annotations
 
