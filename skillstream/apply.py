@@ -24,11 +24,9 @@ time is the span's end time: nothing here reads a clock.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -37,8 +35,8 @@ from skillstream.ids import prefixed_id
 from skillstream.lifecycle import contradictions as ctr
 from skillstream.lifecycle.lessons import LESSON_KIND, lesson_ops
 from skillstream.lifecycle.maintenance import enforce_capacity
-from skillstream.lifecycle.reinforce import NearDuplicates, clamp_confidence, merge_into, reinforce
 from skillstream.lifecycle.params import CONFIDENCE_CAP, REINFORCE_STEP, LifecycleParams
+from skillstream.lifecycle.reinforce import NearDuplicates, clamp_confidence, merge_into, reinforce
 from skillstream.lifecycle.states import (
     ACTIVATED,
     ARCHIVED,
@@ -50,25 +48,14 @@ from skillstream.lifecycle.states import (
     ChangeLog,
 )
 from skillstream.lifecycle.types import memory_type_for
-from skillstream.memories import OwnerMemories, age_key
+from skillstream.memories import OwnerMemories, age_key, normalise
 from skillstream.model import Memory, MemoryOp, Op, Span
 
 __all__ = ["CONFIDENCE_CAP", "REINFORCE_STEP", "Applied", "ApplyOptions", "apply_ops", "normalise"]
 
 log = logging.getLogger(__name__)
 
-_NORM = re.compile(r"[^\w]+", re.UNICODE)
-
 Embed = Callable[[Sequence[str]], np.ndarray]
-
-
-@lru_cache(maxsize=1 << 16)
-def normalise(text: str) -> str:
-    """Lower case, punctuation and runs of space folded (the key of a verbatim restatement).
-
-    Cached: every span re-indexes the owner's memories by it.
-    """
-    return _NORM.sub(" ", text.lower()).strip()
 
 
 @dataclass

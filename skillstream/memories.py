@@ -7,8 +7,10 @@ what earlier spans of that owner left, also after a crash and resume.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 
 import numpy as np
 
@@ -18,6 +20,16 @@ LIVE = ("activated",)
 NOT_RETRIEVED = frozenset({"summary"})
 """Kinds the extractor is not shown: session summaries restate other memories."""
 _NO_TIME = datetime.min.replace(tzinfo=UTC)
+_NORM = re.compile(r"[^\w]+", re.UNICODE)
+
+
+@lru_cache(maxsize=1 << 16)
+def normalise(text: str) -> str:
+    """Lower case, punctuation and runs of space folded (the key of a verbatim restatement).
+
+    Cached: every span re-indexes the owner's memories by it.
+    """
+    return _NORM.sub(" ", text.lower()).strip()
 
 
 def _changed(m: Memory) -> datetime:

@@ -29,6 +29,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from skillstream.memories import normalise
 from skillstream.model import MemoryOp, Message, Op, Span
 
 OUTCOME_TYPES = ("task_result", "score", "feedback")
@@ -68,8 +69,6 @@ def outcome_of(message: Message) -> Any:
 
 
 def _norm(text: str) -> str:
-    from skillstream.apply import normalise
-
     return normalise(text)[:80]
 
 

@@ -21,8 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from skillstream.apply import normalise
-from skillstream.memories import OwnerMemories
+from skillstream.memories import OwnerMemories, normalise
 from skillstream.model import Memory, MemoryOp, Op
 from skillstream.rules.classify import Classified, head_overlap, make_key
 
