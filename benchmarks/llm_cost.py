@@ -136,10 +136,9 @@ def pair_spans(messages, counter):
 def run_pair_level(args, messages, counter, embedder) -> dict:
     from concurrent.futures import ThreadPoolExecutor
 
-    from skillstream.memskill.bank import load_active_skills
-    from skillstream.memskill.controller import make_controller
+    from skillstream.apply import ApplyOptions
     from skillstream.memskill.factory import make_llm_executor
-    from skillstream.pipeline import MemoryPipeline
+    from skillstream.services.pipeline import build_pipeline
 
     spans = pair_spans(messages, counter)
     with (
@@ -147,12 +146,13 @@ def run_pair_level(args, messages, counter, embedder) -> dict:
         tempfile.TemporaryDirectory(prefix="ss-cost-") as home,
     ):
         settings = settings_for(home, stub.url, args)
-        pipeline = MemoryPipeline(
+        # Bare extraction: default apply options (no lifecycle, no near-duplicate merging).
+        pipeline = build_pipeline(
+            settings,
+            embedder,
             executor=make_llm_executor(settings),
-            embed=embedder.encode,
-            memory_skills=load_active_skills(settings),
-            controller=make_controller(settings, embedder),
-            retrieve_k=settings.retrieve_k,
+            options=ApplyOptions(),
+            maintenance=False,
         )
         t0 = time.perf_counter()
 

@@ -123,8 +123,9 @@ class DistillLogic(StatefulBatchLogic[ConversationBlock, TaskSkillResult, dict])
 def make_core(settings: Settings, embedder: Any) -> TaskSkillDistiller:
     """The distillation step for a flow: hydrates owners from LanceDB ``task_skills``."""
     from skillstream.distill.factory import make_task_skill_distiller
-    from skillstream.storage.task_skills import TaskSkillIndex
+    from skillstream.services.publishing import Publisher
     from skillstream.storage.home import storage_options
+    from skillstream.storage.task_skills import TaskSkillIndex
 
     cache: dict[str, TaskSkillIndex] = {}
 
@@ -137,7 +138,11 @@ def make_core(settings: Settings, embedder: Any) -> TaskSkillDistiller:
         return index.list(owner_id, statuses=None) if index.table.exists else []
 
     return make_task_skill_distiller(
-        settings, embedder.encode, hydrate=hydrate, run_id=uuid.uuid4().hex
+        settings,
+        embedder.encode,
+        hydrate=hydrate,
+        publisher=Publisher.from_settings(settings),
+        run_id=uuid.uuid4().hex,
     )
 
 

@@ -59,17 +59,3 @@ def maintenance_clock(step_id: str, up: Stream, interval: timedelta | None) -> S
     if interval is None:
         return up
     return op.stateful_batch(step_id, up, lambda resume: ClockLogic(interval, resume))
-
-
-def make_maintenance(settings: Any, embedder: Any) -> Any:
-    """The pipeline's maintenance hook for ``settings`` (``None`` when maintenance is off)."""
-    from skillstream.lifecycle.maintenance import Maintenance
-    from skillstream.lifecycle.params import LifecycleParams
-    from skillstream.tokens import get_counter
-
-    rules = LifecycleParams.from_settings(settings)
-    if rules.maintenance_interval is None:
-        return None
-    return Maintenance(
-        rules, embed=embedder.encode, token_count=get_counter(settings.embed_model).count
-    )

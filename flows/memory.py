@@ -29,11 +29,10 @@ from skillstream.config import Settings
 from skillstream.embed import get_embedder
 from skillstream.extract import Executor
 from skillstream.flows import progress
-from skillstream.flows.maintenance import maintenance_clock, make_maintenance
+from skillstream.flows.maintenance import maintenance_clock
 from skillstream.flows.operators import ExtractLogic, SpanLogic, shard_of
-from skillstream.memskill.seeds import PRIMITIVES
 from skillstream.model import DeadLetter, Message, SpanResult
-from skillstream.pipeline import MemoryPipeline
+from skillstream.services.pipeline import build_pipeline, make_executor
 from skillstream.spans import SpanBuilder
 from skillstream.tokens import get_counter
 
@@ -61,17 +60,6 @@ def read_done_spans(settings: Settings) -> frozenset[str]:
         return frozenset(cat.processed_span_ids())
     finally:
         cat.close()
-
-
-def make_executor(settings: Settings) -> Executor:
-    """The executor for the configured backend."""
-    if settings.llm == "rules":
-        from skillstream.rules import RulesExecutor
-
-        return RulesExecutor()
-    from skillstream.memskill.factory import make_llm_executor  # the LLM executor (MemSkill)
-
-    return make_llm_executor(settings)
 
 
 def build_flow(
@@ -117,21 +105,13 @@ def build_flow(
     def hydrate(owner_id: str):
         return index().owner_memories(owner_id)
 
-    pipeline = MemoryPipeline(
-        executor=executor,
-        embed=embedder.encode,
-        hydrate=hydrate,
-        memory_skills=_memory_skills(settings),
-        controller=_controller(settings, embedder),
-        done_spans=done,
-        retrieve_k=settings.retrieve_k,
-        options=_apply_options(settings, embedder),
-        maintenance=make_maintenance(settings, embedder),
+    pipeline = build_pipeline(
+        settings, embedder, executor=executor, hydrate=hydrate, done_spans=done
     )
     builder = SpanBuilder(counter.count, settings.span_tokens, settings.idle_gap)
     shards = settings.shards or max(1, workers)
 
-    from skillstream.storage.writer import StoreSink
+    from skillstream.storage.sinks import ResultSink
 
     flow = Dataflow(flow_id)
     items = op.input("read", flow, source)
@@ -158,7 +138,7 @@ def build_flow(
         op.map("dead-to-store", dead, lambda d: ("store", d)),
         *_task_skills(settings, messages, embedder, workers),
     )
-    op.output("store", to_store, StoreSink(settings, embedder.dim))
+    op.output("store", to_store, ResultSink(settings, embedder.dim))
     if events_to:
         from skillstream.connectors.kafka import memory_events_sink
 
@@ -178,32 +158,6 @@ def _task_skills(settings: Settings, messages, embedder, workers: int) -> list:
 def _count_result(step_id: str, r: SpanResult) -> None:
     progress.bump(f"spans_{r.status}")
     progress.bump("memory_changes", len(r.memories))
-
-
-def _memory_skills(settings: Settings):
-    try:
-        from skillstream.memskill.bank import load_active_skills  # issue: memory skill bank
-
-        return load_active_skills(settings)
-    except ImportError:
-        return PRIMITIVES
-
-
-def _controller(settings: Settings, embedder):
-    try:
-        from skillstream.memskill.controller import make_controller
-    except ImportError:
-        from skillstream.extract import AllSkills
-
-        return AllSkills()
-    return make_controller(settings, embedder)
-
-
-def _apply_options(settings: Settings, embedder=None):
-    from skillstream.apply import ApplyOptions
-
-    # lifecycle rules (issue 5); the embedder lets near-duplicates merge as they arrive
-    return ApplyOptions.from_settings(settings, embed=embedder.encode if embedder else None)
 
 
 def get_flow(source: str | None = None, format: str = "auto", **overrides: Any) -> Dataflow:

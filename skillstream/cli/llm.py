@@ -84,10 +84,7 @@ def retry_failed_spans(
     from skillstream.embed import get_embedder
     from skillstream.errors import InputError
     from skillstream.failures import TABLE, resolved_row, span_from_row
-    from skillstream.flows import memory as flow
-    from skillstream.memskill.bank import load_active_skills
-    from skillstream.memskill.controller import make_controller
-    from skillstream.pipeline import MemoryPipeline
+    from skillstream.services.pipeline import build_pipeline, make_executor
     from skillstream.storage.home import open_stores
     from skillstream.storage.writer import write_results
 
@@ -118,7 +115,7 @@ def retry_failed_spans(
         summary.pending = len(rows)
         if not rows:
             return summary
-        executor = executor or flow.make_executor(settings)
+        executor = executor or make_executor(settings)
         others = sorted({r["extractor"] for r in rows} - {executor.name, None})
         if others and not any_extractor:
             raise InputError(
@@ -128,14 +125,14 @@ def retry_failed_spans(
                 "variables), or pass --llm explicitly to retry them with another one"
             )
 
-        pipeline = MemoryPipeline(
+        # The flow's pipeline, without maintenance: the flow maintains the owners on their clock.
+        pipeline = build_pipeline(
+            settings,
+            embedder,
             executor=executor,
-            embed=embedder.encode,
             hydrate=stores.index.owner_memories,
-            memory_skills=load_active_skills(settings, catalog=cat),
-            controller=make_controller(settings, embedder),
-            retrieve_k=settings.retrieve_k,
-            options=flow._apply_options(settings, embedder),  # exactly the flow's rules
+            catalog=cat,
+            maintenance=False,
         )
         by_owner: dict[str, list[dict[str, Any]]] = {}
         for r in rows:

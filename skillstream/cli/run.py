@@ -35,10 +35,8 @@ def make_source(
 ):
     """A Bytewax source for a path or a ``kafka://`` URI."""
     if source.startswith("kafka://"):
-        try:
-            from skillstream.connectors.kafka import kafka_source
-        except ImportError as e:  # pragma: no cover - the Kafka connector ships with the package
-            raise InputError("the Kafka connector is not available in this build") from e
+        from skillstream.connectors.kafka import kafka_source
+
         return kafka_source(source, settings, config=kafka_config or {}, tail=tail)
     from skillstream.connectors.files import FileSource
     from skillstream.redact import redactor_for

@@ -33,10 +33,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from skillstream.distill.draft import Draft, apply_draft
+from skillstream.distill.heuristics import procedural_steps
 from skillstream.distill.package import redact_skill
 from skillstream.distill.recall import RecallHit, recall
 from skillstream.distill.record import ConversationBlock, TaskSegment, TaskSkill, TaskSkillResult
-from skillstream.distill.heuristics import procedural_steps
 from skillstream.errors import TerminalError
 from skillstream.model import LLMCall
 
@@ -47,7 +47,8 @@ Hydrate = Callable[[str], list[TaskSkill]]
 
 
 class Distiller(Protocol):
-    """What the orchestrator needs from a distiller (``rules.HeuristicDistiller``, ``llm.LLMDistiller``)."""
+    """What the orchestrator needs from a distiller (``heuristics.HeuristicDistiller``,
+    ``llm.LLMDistiller``)."""
 
     name: str
 
@@ -58,6 +59,14 @@ class Distiller(Protocol):
     ) -> tuple[Draft | None, list[LLMCall]]: ...
 
     def details(self, skill: TaskSkill) -> tuple[TaskSkill, list[LLMCall]]: ...
+
+
+class PackagePublisher(Protocol):
+    """Publishes a task skill's package (``services.publishing.Publisher`` is one)."""
+
+    def publish(self, skill: TaskSkill) -> str:
+        """Write the package and return its URL."""
+        ...
 
 
 class CachedEmbed:
@@ -146,7 +155,7 @@ class TaskSkillDistiller:
         distiller: Distiller,
         embed: Embed,
         *,
-        publisher: Any = None,
+        publisher: PackagePublisher | None = None,
         hydrate: Hydrate | None = None,
         full: bool = False,
         min_steps: int = 2,

@@ -8,7 +8,12 @@ from typing import Any
 import numpy as np
 
 from skillstream.config import Settings
-from skillstream.distill.distiller import Distiller, Hydrate, TaskSkillDistiller
+from skillstream.distill.distiller import (
+    Distiller,
+    Hydrate,
+    PackagePublisher,
+    TaskSkillDistiller,
+)
 
 Embed = Callable[[Sequence[str]], np.ndarray]
 
@@ -43,16 +48,16 @@ def make_task_skill_distiller(
     embed: Embed,
     *,
     hydrate: Hydrate | None = None,
-    publish: bool = True,
+    publisher: PackagePublisher | None = None,
     backend: Any = None,
     run_id: str = "",
 ) -> TaskSkillDistiller:
-    """The whole distillation step for ``settings`` (distiller, gate, full mode, publisher)."""
-    publisher = None
-    if publish:
-        from skillstream.services.publishing import Publisher
+    """The whole distillation step for ``settings`` (distiller, gate, full mode).
 
-        publisher = Publisher.from_settings(settings)
+    Args:
+        publisher: Publishes packages (``services.publishing.Publisher``); ``None`` publishes
+            nothing.
+    """
     return TaskSkillDistiller(
         make_distiller(settings, embed, backend),
         embed,

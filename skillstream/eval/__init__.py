@@ -4,7 +4,8 @@
 * :mod:`.scoring` and :mod:`.porter`: the LoCoMo answer scoring rules and evidence recall;
 * :mod:`.qa`: answering from memories and the LLM judge;
 * :mod:`.baseline`: the raw-turn executor of the baseline;
-* :mod:`.report`: JSON, markdown and the bar chart.
+* :mod:`.report`: JSON, markdown and the bar chart;
+* :mod:`.skills`: the task-skill evaluation on STAR dialogues (``skillstream eval skills``).
 
 The command is ``skillstream eval locomo PATH``.
 """

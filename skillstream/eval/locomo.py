@@ -58,7 +58,7 @@ from typing import Any
 
 from skillstream.config import Settings
 from skillstream.connectors.locomo import LocomoQA, load_locomo, load_locomo_qa, sample_records
-from skillstream.errors import ConfigError, InputError
+from skillstream.errors import InputError
 from skillstream.eval.baseline import BASELINES, RawTurnsExecutor
 from skillstream.eval.qa import QAGrader, Usage
 from skillstream.eval.scoring import clean_evidence, evidence_recall, mean, score_answer
@@ -176,15 +176,9 @@ class _QueryVectors:
 def _executor(settings: Settings, system: str) -> Any:
     if system == "baseline":
         return RawTurnsExecutor()
-    from skillstream.flows.memory import make_executor
+    from skillstream.services.pipeline import make_executor
 
-    try:
-        return make_executor(settings)
-    except ImportError as e:
-        raise ConfigError(
-            f"the {settings.llm!r} executor is not available in this installation ({e}); "
-            "build with the rules executor (--build-llm rules) and answer with the LLM"
-        ) from e
+    return make_executor(settings)
 
 
 def build_home(settings: Settings, input_path: Path, system: str) -> Build:

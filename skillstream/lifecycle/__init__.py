@@ -8,22 +8,24 @@ Modules:
     lessons: lessons from outcome records in the stream.
     summaries: one summary per session, the ``session_summaries`` table.
     maintenance: expiry, decay, capacity and summaries at an event time; ``MaintenanceTick``.
-    policy: scopes, per-agent policies, read filters.
+    policy: scopes, per-agent policies, who may read what.
     ranking: search ranking (relevance, confidence, recency, reinforcement).
-    querylog: the ``queries`` table and access times.
-    store: the same operations on a home (``skillstream maintain``, ``history``, ``contradictions``).
+    querylog: the ``queries`` table and its rows.
+    params: ``LifecycleParams``, the lifecycle's parameters read from the settings.
     clock: event-time helpers (durations, ``--now``, tick boundaries).
 
 Importing the package registers its catalog tables (``contradictions``, ``session_summaries``,
-``queries``). See docs/lifecycle.md for the model and SQL over these tables.
+``queries``). The same operations on a home's stores (``skillstream maintain``, ``history``,
+``contradictions``) are in ``skillstream.services.home_lifecycle``. See docs/lifecycle.md for the
+model and SQL over these tables.
 """
 
 from __future__ import annotations
 
 from skillstream.lifecycle import contradictions, querylog, summaries  # noqa: F401  (tables)
 from skillstream.lifecycle.maintenance import MaintenanceTick, maintain_owner
-from skillstream.lifecycle.policy import Policy, PolicySet, Reader, can_read
 from skillstream.lifecycle.params import LifecycleParams
+from skillstream.lifecycle.policy import Policy, PolicySet, Reader, can_read
 from skillstream.lifecycle.states import EVENTS, STATUSES
 
 __all__ = [

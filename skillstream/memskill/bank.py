@@ -6,9 +6,10 @@ change of any kind (new wording, new action type, retirement) is written as a ne
 is updated in place except the usage counters that a trainer keeps on the current version.
 (Fields of a memory skill: ``memskill.versions``; the file format: ``memskill.files``.)
 
-An empty bank means the four primitives of ``memskill.seeds``: :func:`load_active_skills` returns
-them when the catalog file or the table does not exist or holds no row, and the first write stores
-them as version 1 so that edits start from them.
+An empty bank means the four primitives of ``memskill.seeds``: :meth:`MemorySkillBank.active_skills`
+returns them when the table holds no row (and ``services.pipeline.load_memory_skills`` when the
+catalog file or the table does not exist), and the first write stores them as version 1 so that
+edits start from them.
 
 :meth:`MemorySkillBank.export` writes one Markdown file per memory skill;
 :meth:`MemorySkillBank.import_files` validates every given file before writing anything and stores
@@ -19,12 +20,12 @@ nothing), in one transaction.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from skillstream.config import Settings
 from skillstream.errors import InputError
 from skillstream.extract import MemorySkill
 from skillstream.memskill.files import read_skill_file, skill_files, to_markdown
@@ -37,6 +38,18 @@ MAX_ACTIVE = 30
 
 
 # ---------------------------------------------------------------------------- the bank
+class SkillCatalog(Protocol):
+    """What the bank needs of a catalog (``storage.catalog.Catalog`` is one)."""
+
+    def sql(self, query: str, params: Any = None) -> Any: ...
+
+    def count(self, table: str) -> int: ...
+
+    def upsert(self, table: str, rows: Any, *, version: str | None = None) -> int: ...
+
+    def transaction(self) -> AbstractContextManager[Any]: ...
+
+
 @dataclass
 class ImportReport:
     """What an import did: new versions stored, and files that matched the current version."""
@@ -49,11 +62,11 @@ class MemorySkillBank:
     """The bank in an open catalog (read-only catalogs can list, show and export).
 
     Args:
-        catalog: A ``storage.catalog.Catalog``.
+        catalog: An open catalog (``storage.catalog.Catalog``).
         clock: Time source for ``created_at``.
     """
 
-    def __init__(self, catalog: Any, clock: Any = None) -> None:
+    def __init__(self, catalog: SkillCatalog, clock: Any = None) -> None:
         self.catalog = catalog
         self.clock = clock or (lambda: datetime.now(UTC))
 
@@ -275,31 +288,3 @@ class MemorySkillBank:
             "WHERE status = 'done') GROUP BY name"
         ).to_pylist()
         return {r["name"]: int(r["n"]) for r in rows}
-
-
-# ---------------------------------------------------------------------------- flow entry point
-def load_active_skills(settings: Settings, catalog: Any = None) -> list[MemorySkill]:
-    """The memory skills the flow selects from.
-
-    Args:
-        settings: Locates the catalog file.
-        catalog: An open catalog to read from. Without it the file is opened read-only and closed
-            again (the flow reads the bank when it is built, before its sink opens the file for
-            writing; DuckDB refuses a read-only and a read-write connection in one process).
-
-    Returns:
-        The active memory skills in bank order; the four primitives when the catalog file, the
-        table or any row is missing.
-    """
-    if catalog is not None:
-        return MemorySkillBank(catalog).active_skills()
-    path = Path(settings.catalog)
-    if not path.exists():
-        return list(PRIMITIVES)
-    from skillstream.storage.catalog import Catalog
-
-    cat = Catalog(str(path), read_only=True)
-    try:
-        return MemorySkillBank(cat).active_skills()
-    finally:
-        cat.close()

@@ -10,10 +10,11 @@ import pytest
 
 from skillstream.config import Settings
 from skillstream.errors import InputError
-from skillstream.memskill.bank import MemorySkillBank, load_active_skills
+from skillstream.memskill.bank import MemorySkillBank
 from skillstream.memskill.files import read_skill_file, to_markdown
 from skillstream.memskill.seeds import PRIMITIVES
 from skillstream.memskill.versions import MemorySkillVersion, seed_versions, split_instruction
+from skillstream.services.pipeline import load_memory_skills
 from skillstream.storage.catalog import Catalog
 
 NEW_SKILL = """---
@@ -59,13 +60,13 @@ def bank(settings):
 
 
 def test_no_catalog_file_or_empty_bank_gives_the_primitives(settings, bank):
-    assert load_active_skills(Settings.load(home="/nonexistent/skillstream-home")) == list(
+    assert load_memory_skills(Settings.load(home="/nonexistent/skillstream-home")) == list(
         PRIMITIVES
     )
     assert not bank.stored()
     assert bank.active_skills() == list(PRIMITIVES)
     bank.catalog.close()
-    assert load_active_skills(settings) == list(PRIMITIVES)  # file exists, table empty
+    assert load_memory_skills(settings) == list(PRIMITIVES)  # file exists, table empty
 
 
 def test_seed_versions_keep_the_primitive_instructions():
@@ -104,7 +105,7 @@ def test_export_edit_import_makes_a_new_version_and_nothing_else(settings, bank,
     again = bank.import_files([folder])
     assert again.created == [] and bank.catalog.count("memory_skills") == 5
     bank.catalog.close()
-    active = load_active_skills(settings)
+    active = load_memory_skills(settings)
     assert [s.name for s in active] == ["insert", "update", "delete", "skip"]
     assert active[0].version == 2 and active[0].instruction.endswith("one fact per item.")
 

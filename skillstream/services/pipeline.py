@@ -1,0 +1,132 @@
+"""The one place that builds the memory pipeline from settings.
+
+The flow (``flows.memory.build_flow``), ``skillstream retry-failed``, the LoCoMo evaluation (through
+the flow) and the benchmarks all call :func:`build_pipeline`, so they extract with the same
+executor, memory skills, controller, lifecycle parameters and maintenance for the same settings.
+What differs between them (where memories are hydrated from, the spans already done, whether
+maintenance runs) is an argument, not a second assembly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from skillstream.apply import ApplyOptions
+from skillstream.config import Settings
+from skillstream.embed import Embedder
+from skillstream.extract import Executor, MemorySkill
+from skillstream.lifecycle.maintenance import Maintenance
+from skillstream.lifecycle.params import LifecycleParams
+from skillstream.memskill.bank import MemorySkillBank
+from skillstream.memskill.controller import make_controller
+from skillstream.memskill.seeds import PRIMITIVES
+from skillstream.pipeline import Hydrate, MemoryPipeline
+from skillstream.tokens import get_counter
+
+
+def make_executor(settings: Settings) -> Executor:
+    """The executor of the configured backend: the offline ``rules`` one or the LLM one."""
+    if settings.llm == "rules":
+        from skillstream.rules import RulesExecutor
+
+        return RulesExecutor()
+    from skillstream.memskill.factory import make_llm_executor
+
+    return make_llm_executor(settings)
+
+
+def load_memory_skills(settings: Settings, catalog: Any = None) -> list[MemorySkill]:
+    """The memory skills the pipeline selects from: the bank's active ones.
+
+    Args:
+        settings: Locates the catalog file.
+        catalog: An open catalog to read from. Without it the file is opened read-only and closed
+            again (the flow reads the bank when it is built, before its sink opens the file for
+            writing; DuckDB refuses a read-only and a read-write connection in one process).
+
+    Returns:
+        The active memory skills in bank order; the four primitives when the catalog file, the
+        table or any row is missing.
+    """
+    if catalog is not None:
+        return MemorySkillBank(catalog).active_skills()
+    path = Path(settings.catalog)
+    if not path.exists():
+        return list(PRIMITIVES)
+    from skillstream.storage.catalog import Catalog
+
+    cat = Catalog(str(path), read_only=True)
+    try:
+        return MemorySkillBank(cat).active_skills()
+    finally:
+        cat.close()
+
+
+def apply_options(settings: Settings, embedder: Embedder | None = None) -> ApplyOptions:
+    """How operations are applied: the settings' lifecycle parameters; with ``embedder``,
+    near-duplicates merge as they arrive."""
+    return ApplyOptions.from_settings(settings, embed=embedder.encode if embedder else None)
+
+
+def make_maintenance(settings: Settings, embedder: Embedder) -> Maintenance | None:
+    """The pipeline's maintenance hook for ``settings`` (``None`` when maintenance is off)."""
+    params = LifecycleParams.from_settings(settings)
+    if params.maintenance_interval is None:
+        return None
+    return Maintenance(
+        params, embed=embedder.encode, token_count=get_counter(settings.embed_model).count
+    )
+
+
+def build_pipeline(
+    settings: Settings,
+    embedder: Embedder,
+    *,
+    executor: Executor | None = None,
+    hydrate: Hydrate | None = None,
+    catalog: Any = None,
+    done_spans: frozenset[str] = frozenset(),
+    memory_skills: Sequence[MemorySkill] | None = None,
+    options: ApplyOptions | None = None,
+    maintenance: bool = True,
+) -> MemoryPipeline:
+    """The memory pipeline for ``settings``.
+
+    The parts are built in this order (the same in every caller): executor, memory skills,
+    controller, apply options, maintenance.
+
+    Args:
+        settings: Backend, memory-skill selection, retrieval and lifecycle settings.
+        embedder: The embedding model (vectors, controller, near-duplicate merging).
+        executor: The executor to use (default: :func:`make_executor`).
+        hydrate: Reads an owner's stored memories when its state is first created.
+        catalog: An open catalog to read the memory skill bank from (default: the settings'
+            catalog file, opened read-only for the read).
+        done_spans: Span ids already in the ledger (skipped for owners new in this run).
+        memory_skills: The memory skills to select from (default: :func:`load_memory_skills`).
+        options: How operations are applied (default: :func:`apply_options` with the embedder).
+        maintenance: Run lifecycle maintenance on the owners' clock ticks (when the settings
+            give a maintenance interval).
+
+    Returns:
+        The pipeline; its ``run_id`` is new.
+    """
+    executor = executor or make_executor(settings)
+    if memory_skills is None:
+        memory_skills = load_memory_skills(settings, catalog)
+    controller = make_controller(settings, embedder)
+    if options is None:
+        options = apply_options(settings, embedder)
+    return MemoryPipeline(
+        executor=executor,
+        embed=embedder.encode,
+        hydrate=hydrate,
+        memory_skills=memory_skills,
+        controller=controller,
+        done_spans=done_spans,
+        retrieve_k=settings.retrieve_k,
+        options=options,
+        maintenance=make_maintenance(settings, embedder) if maintenance else None,
+    )
