@@ -1,0 +1,90 @@
+"""The import contracts of pyproject.toml (layers, and what core never imports) hold, and fail when
+a forbidden import is added (see docs/architecture.md)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LINT = Path(sys.executable).parent / "lint-imports"
+TREE = ("skillstream", "flows", "connectors", "storage")
+
+
+def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``lint-imports`` on the tree at ``root`` with its pyproject.toml, that tree first on the
+    import path."""
+    if not LINT.exists():
+        pytest.skip("import-linter is not installed (the test extra installs it)")
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    return subprocess.run(
+        [str(LINT), "--config", str(root / "pyproject.toml"), "--no-cache", "--no-logo"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_the_import_contracts_hold():
+    out = lint_imports(ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "2 kept, 0 broken" in out.stdout
+
+
+@pytest.fixture(scope="module")
+def tree_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dest = tmp_path_factory.mktemp("tree")
+    for name in TREE:
+        shutil.copytree(
+            ROOT / name,
+            dest / name,
+            symlinks=True,  # skillstream/flows -> ../flows stays a link, into the copy
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
+    shutil.copy(ROOT / "pyproject.toml", dest / "pyproject.toml")
+    return dest
+
+
+def _append(path: Path, line: str) -> str:
+    original = path.read_text()
+    path.write_text(original + f"\n{line}\n")
+    return original
+
+
+@pytest.mark.parametrize(
+    ("module", "line", "expected"),
+    [
+        (
+            "skillstream/apply.py",
+            "import skillstream.storage.catalog",
+            "skillstream.apply -> skillstream.storage.catalog",
+        ),
+        (
+            "skillstream/lifecycle/ranking.py",
+            "def late():\n    import bytewax.operators",  # inside a function counts too
+            "skillstream.lifecycle.ranking -> bytewax (l.",
+        ),
+        (
+            "skillstream/distill/recall.py",
+            "from skillstream.services import search",
+            "skillstream.distill.recall -> skillstream.services",
+        ),
+    ],
+)
+def test_a_forbidden_import_breaks_the_contracts(tree_copy, module, line, expected):
+    path = tree_copy / module
+    original = _append(path, line)
+    try:
+        out = lint_imports(tree_copy)
+    finally:
+        path.write_text(original)
+    assert out.returncode != 0, out.stdout
+    assert "BROKEN" in out.stdout or "broken" in out.stdout
+    assert expected in out.stdout, out.stdout
