@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from skillstream import schema as sch
-from skillstream.distill.record import TaskSkill, version_id
+from skillstream.distill.record import TaskSkill, task_skill_fields, version_id
 from skillstream.errors import InputError
 from skillstream.storage import filters
 from skillstream.storage.lance import LanceTable, connect
@@ -35,38 +35,9 @@ from skillstream.storage.lance import LanceTable, connect
 TABLE = "task_skills"
 VERSIONS = "task_skill_versions"
 
-TASK_SKILL_FIELDS = [
-    pa.field("id", pa.string(), nullable=False),
-    pa.field("owner_id", pa.string(), nullable=False),
-    pa.field("name", pa.string(), nullable=False),
-    pa.field("title", pa.string()),
-    pa.field("description", pa.string()),
-    pa.field("triggers", sch.STR_LIST),
-    pa.field("procedure", sch.STR_LIST),
-    pa.field("experience", sch.STR_LIST),
-    pa.field("preferences", sch.STR_LIST),
-    pa.field("examples", sch.STR_LIST),
-    pa.field("tools", sch.STR_LIST),
-    pa.field("verification", sch.STR_LIST),
-    pa.field("scripts", pa.string()),
-    pa.field("references", pa.string()),
-    pa.field("planned_scripts", pa.string()),
-    pa.field("planned_references", pa.string()),
-    pa.field("version", pa.int32(), nullable=False),
-    pa.field("status", pa.string(), nullable=False),
-    pa.field("lang", pa.string()),
-    pa.field("times_used", pa.int64()),
-    pa.field("last_used_at", sch.TS),
-    pa.field("created_at", sch.TS),
-    pa.field("updated_at", sch.TS),
-    pa.field("package_url", pa.string()),
-    pa.field("source_conversation_ids", sch.STR_LIST),
-    pa.field("source_segment_ids", sch.STR_LIST),
-    pa.field("distiller", pa.string()),
-    pa.field("stats", pa.string()),
-    pa.field("search_text", pa.string()),
-]
-"""Columns of a task skill (``scripts``, ``references``, ``planned_*`` and ``stats`` are JSON)."""
+TASK_SKILL_FIELDS = task_skill_fields()
+"""Columns of a task skill, from the record (``scripts``, ``references``, ``planned_*`` and
+``stats`` are JSON)."""
 
 TASK_SKILLS = sch._schema(
     TASK_SKILL_FIELDS, "id", "Current version of every task skill (the vector lives in LanceDB)."
