@@ -26,18 +26,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from skillstream.distill.sections import (
-    FILES,
-    LIST,
-    STR_LIST,
-    TEXT,
-    TS,
-    arrow_fields,
-    column,
-    columns,
-    section,
-    sections_of,
-)
+from skillstream.columns import STR_LIST, TS, arrow_fields, column, columns
+from skillstream.distill.sections import FILES, LIST, TEXT, section, sections_of
 from skillstream.errors import InputError
 from skillstream.ids import prefixed_id, stable_id
 from skillstream.model import LLMCall, Message

@@ -2,10 +2,11 @@
 
 Every field of :class:`~skillstream.distill.record.TaskSkill` is declared once, in the record's
 class body, with :func:`section` (content a distiller proposes and ``SKILL.md`` shows) or
-:func:`column` (identity and bookkeeping). The declaration carries everything the other views need,
-so they are derived from the record instead of written out again:
+:func:`skillstream.columns.column` (identity and bookkeeping). The declaration carries everything
+the other views need, so they are derived from the record instead of written out again:
 
-* the Arrow columns of the LanceDB and catalog ``task_skills`` tables (:func:`arrow_fields`);
+* the Arrow columns of the LanceDB and catalog ``task_skills`` tables
+  (:func:`skillstream.columns.arrow_fields`);
 * the ``SKILL.md`` body: which heading shows a section, in what order and style, and which other
   headings mean the same section when a package is read back (:attr:`Section.heading`,
   :attr:`Section.order`, :attr:`Section.style`, :attr:`Section.aliases`);
@@ -19,11 +20,12 @@ Adding a section is adding one ``section(...)`` line to the record.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+
+from skillstream.columns import STR_LIST, column, columns
 
 TEXT = "text"
 """A section holding one text (``title``, ``description``)."""
@@ -32,15 +34,11 @@ LIST = "list"
 FILES = "files"
 """A section holding files, ``{"name": "text"}``, stored as JSON text."""
 
-TS = pa.timestamp("us", tz="UTC")
-STR_LIST = pa.list_(pa.string())
 _ARROW = {TEXT: pa.string(), LIST: STR_LIST, FILES: pa.string()}
 
 STYLES = ("when", "numbered", "bullets", "examples", "files")
 """How a body section renders: the *When to use* paragraph (description and triggers), a numbered
 list, a bulleted list, fenced examples, or the package's files with the planned ones."""
-
-_KEY = "skillstream"
 
 
 @dataclass(frozen=True)
@@ -83,71 +81,19 @@ class Section:
         return _ARROW[self.shape]
 
 
-@dataclass(frozen=True)
-class Column:
-    """A stored column of the record.
-
-    Attributes:
-        type: Arrow type, or ``None`` for a field the tables do not hold as such (the vector, whose
-            width comes from the embedding model).
-        nullable: Whether the column may be null.
-        json: Stored as JSON text (dicts).
-        section: The section it is, if any.
-    """
-
-    type: pa.DataType | None
-    nullable: bool = True
-    json: bool = False
-    section: Section | None = None
-
-
 def section(shape: str, *, default: Any = dataclasses.MISSING, **how: Any) -> Any:
     """A record field that is a section (``how``: the :class:`Section` attributes)."""
     sec = Section(shape=shape, **how)
-    meta = {_KEY: Column(sec.arrow_type, json=shape == FILES, section=sec)}
-    if default is not dataclasses.MISSING:
-        return dataclasses.field(default=default, metadata=meta)
-    factory: Any = {TEXT: str, LIST: list, FILES: dict}[shape]
-    return dataclasses.field(default_factory=factory, metadata=meta)
-
-
-def column(
-    type_: pa.DataType | None,
-    *,
-    nullable: bool = True,
-    json: bool = False,
-    default: Any = dataclasses.MISSING,
-    default_factory: Any = dataclasses.MISSING,
-) -> Any:
-    """A record field that is a plain stored column."""
-    meta = {_KEY: Column(type_, nullable=nullable, json=json)}
-    return dataclasses.field(default=default, default_factory=default_factory, metadata=meta)
-
-
-def columns(cls: type) -> list[tuple[str, Column]]:
-    """The declared columns of a dataclass, in field order, with their names."""
-    out = []
-    for f in dataclasses.fields(cls):
-        col = f.metadata.get(_KEY)
-        if col is not None:
-            out.append((f.name, col))
-    return out
+    if default is dataclasses.MISSING:
+        factory: Any = {TEXT: str, LIST: list, FILES: dict}[shape]
+        return column(sec.arrow_type, json=shape == FILES, info=sec, default_factory=factory)
+    return column(sec.arrow_type, json=shape == FILES, info=sec, default=default)
 
 
 def sections_of(cls: type) -> tuple[Section, ...]:
     """The sections of a dataclass, in field order, with their names filled in."""
     return tuple(
-        dataclasses.replace(col.section, name=name)
+        dataclasses.replace(col.info, name=name)
         for name, col in columns(cls)
-        if col.section is not None
+        if isinstance(col.info, Section)
     )
-
-
-def arrow_fields(cls: type, extra: Iterable[pa.Field] = ()) -> list[pa.Field]:
-    """Arrow fields of every typed column of a dataclass, in field order, then ``extra``."""
-    out = [
-        pa.field(name, col.type, nullable=col.nullable)
-        for name, col in columns(cls)
-        if col.type is not None
-    ]
-    return out + list(extra)
