@@ -55,9 +55,7 @@ _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 
 BODY = tuple(sorted((s for s in SECTIONS if s.heading), key=lambda s: s.order))
 """Sections with a body heading, in the order ``SKILL.md`` shows them."""
-SECTION_ALIASES = {
-    alias: s.key for s in BODY for alias in (s.heading.lower(), *s.aliases) if s.heading
-}
+SECTION_ALIASES = {alias: s.key for s in BODY for alias in (str(s.heading).lower(), *s.aliases)}
 """Body headings (lower-cased) a parsed ``SKILL.md`` understands, and the field each fills."""
 
 

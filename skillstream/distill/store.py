@@ -8,8 +8,8 @@
   ``patched``, ``imported``, ``deleted``) with the package URL and the full record as JSON; packages
   of earlier versions stay where they were published.
 
-Both catalog tables are registered with ``schema.register_table`` when this module is imported;
-the store sink (``storage.task_skill_sink``) writes them in the same transaction as the rest of a
+All three tables are declared in ``skillstream.tables``; the store sink
+(``storage.task_skill_sink``) writes both catalog tables in the same transaction as the rest of a
 batch. ``times_used`` and ``last_used_at`` are bumped in LanceDB when a task skill is viewed (one
 ``UPDATE``, no new version); every later write carries the higher counters forward, so a view is
 never lost to a concurrent distillation, and the catalog copy catches up on the next write.
@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from skillstream import schema as sch
-from skillstream.distill.record import TaskSkill, task_skill_fields, version_id
+from skillstream import tables
+from skillstream.distill.record import TaskSkill, version_id
 from skillstream.errors import InputError
 from skillstream.storage import filters
 from skillstream.storage.lance import LanceTable, connect
@@ -35,40 +35,10 @@ from skillstream.storage.lance import LanceTable, connect
 TABLE = "task_skills"
 VERSIONS = "task_skill_versions"
 
-TASK_SKILL_FIELDS = task_skill_fields()
-"""Columns of a task skill, from the record (``scripts``, ``references``, ``planned_*`` and
-``stats`` are JSON)."""
-
-TASK_SKILLS = sch._schema(
-    TASK_SKILL_FIELDS, "id", "Current version of every task skill (the vector lives in LanceDB)."
-)
-TASK_SKILL_VERSIONS = sch._schema(
-    [
-        pa.field("version_id", pa.string(), nullable=False),
-        pa.field("skill_id", pa.string(), nullable=False),
-        pa.field("owner_id", pa.string(), nullable=False),
-        pa.field("name", pa.string(), nullable=False),
-        pa.field("version", pa.int32(), nullable=False),
-        pa.field("change", pa.string(), nullable=False),
-        pa.field("status", pa.string()),
-        pa.field("package_url", pa.string()),
-        pa.field("segment_id", pa.string()),
-        pa.field("conversation_id", pa.string()),
-        pa.field("record", pa.string()),
-        pa.field("created_at", sch.TS),
-    ],
-    "version_id",
-    "Every version of every task skill: what changed it, its package, the full record as JSON.",
-)
-sch.register_table(TABLE, TASK_SKILLS)
-sch.register_table(VERSIONS, TASK_SKILL_VERSIONS)
-
 
 def lance_schema(dim: int) -> pa.Schema:
     """Schema of the LanceDB ``task_skills`` table for vectors of width ``dim``."""
-    return sch._schema(
-        TASK_SKILL_FIELDS + [sch.vector_field(dim)], "id", "Task skills as search sees them."
-    )
+    return tables.task_skills_lance(dim)
 
 
 def catalog_row(skill: TaskSkill) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+from skillstream import tables
 from skillstream.distill import api, llm, store
 from skillstream.distill.draft import Draft
 from skillstream.distill.package import build_zip, package_files, render_skill_md, skill_from_files
@@ -79,7 +80,7 @@ def test_package_zip_and_reading_back_are_unchanged():
 def test_arrow_columns_are_unchanged():
     want = json.loads(golden("arrow_schemas.json"))
     assert schema_doc(store.lance_schema(4)) == want["lance:task_skills:4"]
-    assert schema_doc(store.TASK_SKILLS) == want["task_skills"]
+    assert schema_doc(tables.TASK_SKILLS) == want["task_skills"]
 
 
 def test_llm_schemas_and_patch_names_are_unchanged():
