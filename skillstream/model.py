@@ -10,7 +10,7 @@ import dataclasses
 import enum
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Self
 
 import pyarrow as pa
 
@@ -210,7 +210,7 @@ class CatalogRow:
     """Base of the typed rows of the catalog's own tables."""
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Any:
+    def from_row(cls, row: dict[str, Any]) -> Self:
         """The row from a catalog row (``SELECT *``); other columns are ignored."""
         names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
         return cls(**{k: v for k, v in row.items() if k in names})

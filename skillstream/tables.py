@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from skillstream.columns import STR_LIST, TS, arrow_fields
-from skillstream.distill.record import task_skill_fields
+from skillstream.distill.record import TaskSkillVersionRow, task_skill_fields
 from skillstream.model import (
     CatalogRow,
     ContradictionRow,
@@ -256,20 +256,7 @@ TASK_SKILLS = _schema(
     TASK_SKILL_FIELDS, "id", "Current version of every task skill (the vector lives in LanceDB)."
 )
 TASK_SKILL_VERSIONS = _schema(
-    [
-        pa.field("version_id", pa.string(), nullable=False),
-        pa.field("skill_id", pa.string(), nullable=False),
-        pa.field("owner_id", pa.string(), nullable=False),
-        pa.field("name", pa.string(), nullable=False),
-        pa.field("version", pa.int32(), nullable=False),
-        pa.field("change", pa.string(), nullable=False),
-        pa.field("status", pa.string()),
-        pa.field("package_url", pa.string()),
-        pa.field("segment_id", pa.string()),
-        pa.field("conversation_id", pa.string()),
-        pa.field("record", pa.string()),
-        pa.field("created_at", TS),
-    ],
+    arrow_fields(TaskSkillVersionRow),
     "version_id",
     "Every version of every task skill: what changed it, its package, the full record as JSON.",
 )
@@ -314,7 +301,7 @@ CATALOG: tuple[Table, ...] = (
     Table("queries", QUERIES, QueryRow),
     Table("session_summaries", SESSION_SUMMARIES, SessionSummaryRow),
     Table("task_skills", TASK_SKILLS),
-    Table("task_skill_versions", TASK_SKILL_VERSIONS),
+    Table("task_skill_versions", TASK_SKILL_VERSIONS, TaskSkillVersionRow),
 )
 """Every DuckDB table of the catalog, in creation order."""
 

@@ -30,7 +30,7 @@ from skillstream.columns import STR_LIST, TS, arrow_fields, column, columns
 from skillstream.distill.sections import FILES, LIST, TEXT, section, sections_of
 from skillstream.errors import InputError
 from skillstream.ids import prefixed_id, stable_id
-from skillstream.model import LLMCall, Message
+from skillstream.model import CatalogRow, LLMCall, Message
 
 NAME_MAX = 64
 DESCRIPTION_MAX = 1024
@@ -295,6 +295,24 @@ SEARCH_TEXT = pa.field("search_text", pa.string())
 def task_skill_fields() -> list[pa.Field]:
     """Arrow columns of a task skill, without the vector, then ``search_text`` (dicts as JSON)."""
     return arrow_fields(TaskSkill, [SEARCH_TEXT])
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskSkillVersionRow(CatalogRow):
+    """A row of ``task_skill_versions``: one version of a task skill, the full record as JSON."""
+
+    version_id: str = column(pa.string(), nullable=False)
+    skill_id: str = column(pa.string(), nullable=False)
+    owner_id: str = column(pa.string(), nullable=False)
+    name: str = column(pa.string(), nullable=False)
+    version: int = column(pa.int32(), nullable=False)
+    change: str = column(pa.string(), nullable=False)
+    status: str | None = column(pa.string(), default=None)
+    package_url: str | None = column(pa.string(), default=None)
+    segment_id: str | None = column(pa.string(), default=None)
+    conversation_id: str | None = column(pa.string(), default=None)
+    record: str | None = column(pa.string(), default=None)
+    created_at: datetime | None = column(TS, default=None)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from skillstream import tables
-from skillstream.distill.record import TaskSkill, version_id
+from skillstream.distill.record import TaskSkill, TaskSkillVersionRow, version_id
 from skillstream.errors import InputError
 from skillstream.storage import filters
 from skillstream.storage.lance import LanceTable, connect
@@ -54,22 +54,22 @@ def version_row(
     *,
     segment_id: str | None = None,
     conversation_id: str | None = None,
-) -> dict[str, Any]:
+) -> TaskSkillVersionRow:
     """The ``task_skill_versions`` row of a task skill's current version."""
-    return {
-        "version_id": version_id(skill.id, skill.version),
-        "skill_id": skill.id,
-        "owner_id": skill.owner_id,
-        "name": skill.name,
-        "version": skill.version,
-        "change": change,
-        "status": skill.status,
-        "package_url": skill.package_url,
-        "segment_id": segment_id,
-        "conversation_id": conversation_id,
-        "record": json.dumps(skill.document(), ensure_ascii=False, sort_keys=True),
-        "created_at": skill.updated_at,
-    }
+    return TaskSkillVersionRow(
+        version_id=version_id(skill.id, skill.version),
+        skill_id=skill.id,
+        owner_id=skill.owner_id,
+        name=skill.name,
+        version=skill.version,
+        change=change,
+        status=skill.status,
+        package_url=skill.package_url,
+        segment_id=segment_id,
+        conversation_id=conversation_id,
+        record=json.dumps(skill.document(), ensure_ascii=False, sort_keys=True),
+        created_at=skill.updated_at,
+    )
 
 
 class TaskSkillIndex:

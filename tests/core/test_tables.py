@@ -39,6 +39,13 @@ def test_every_row_type_of_a_result_has_its_table():
         assert names == tables.CATALOG_TABLES[table].names
 
 
+def test_row_classes_are_their_tables_columns():
+    for table in tables.CATALOG:
+        if table.row is not None:
+            assert [f.name for f in dataclasses.fields(table.row)] == table.schema.names
+            assert tables.ROW_TABLES[table.row] == table.name
+
+
 def test_rows_of_a_table_know_it():
     row = model.QueryRow(query_id="q", query="tea", strategy="hybrid")
     assert tables.table_of(row) == "queries"
