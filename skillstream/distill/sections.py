@@ -71,6 +71,12 @@ class Section:
     llm_required: bool = False
     planned: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.shape not in _ARROW:
+            raise ValueError(f"section shape {self.shape!r} is not one of {sorted(_ARROW)}")
+        if self.style not in STYLES:
+            raise ValueError(f"section style {self.style!r} is not one of {STYLES}")
+
     @property
     def key(self) -> str:
         """The key of its body text in ``package.parse_skill_md`` (``when`` for *When to use*)."""

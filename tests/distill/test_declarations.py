@@ -98,3 +98,16 @@ def test_draft_is_a_partial_of_the_record():
     assert content <= {f.name for f in dataclasses.fields(Draft)}
     assert content <= {f.name for f in dataclasses.fields(TaskSkill)}
     assert {s.name for s in SECTIONS} == content - {"id", "owner_id", "name"}
+
+
+def test_every_view_is_derived_from_the_sections():
+    from skillstream.distill import package
+
+    names = [f.name for f in tables.TASK_SKILL_FIELDS]
+    for s in SECTIONS:
+        assert s.name in names
+        assert (s in package.BODY) == (s.heading is not None)
+        assert all(api.PATCH_SECTIONS[p] == s.name for p in s.patch)
+        assert (s.name in llm.EXTRACT_SCHEMA["properties"]) == s.llm
+        assert (s.name in llm.EXTRACT_SCHEMA["required"]) == s.llm_required
+    assert set(api.PATCH_SECTIONS.values()) == {s.name for s in SECTIONS if s.patch}
