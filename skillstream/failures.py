@@ -2,9 +2,9 @@
 
 When an executor gives up on a span (for an LLM: no valid answer within the retry budget), the
 pipeline records the span as ``failed`` in the ledger and writes a row of the catalog table
-``failed_spans`` (``schema.FAILED_SPANS``) in the same transaction: the span's fields and its
-messages as JSON. Messages are redacted when they are parsed (``skillstream.redact``), so the row
-holds nothing the other tables could not hold.
+``failed_spans`` (:class:`~skillstream.model.FailedSpanRow`) in the same transaction: the span's
+fields and its messages as JSON. Messages are redacted when they are parsed
+(``skillstream.redact``), so the row holds nothing the other tables could not hold.
 
 ``skillstream retry-failed`` reads the rows whose ledger status is still ``failed``, rebuilds the
 spans with :func:`span_from_row`, runs them through the pipeline against the owners' current
@@ -14,13 +14,14 @@ input processes a failed span again too (only ``done`` spans are skipped).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
 from skillstream.errors import InputError
-from skillstream.model import Message, Span
+from skillstream.model import FailedSpanRow, Message, Span
 
 TABLE = "failed_spans"
 PENDING = "pending"
@@ -53,29 +54,31 @@ def failed_span_row(
     attempts: int,
     failed_at: datetime,
     retries: int = 0,
-) -> dict[str, Any]:
+) -> FailedSpanRow:
     """The ``failed_spans`` row of a span that just failed (status ``pending``)."""
-    return {
-        "span_id": span.span_id,
-        "owner_id": span.owner_id,
-        "conversation_id": span.conversation_id,
-        "session_id": span.session_id,
-        "seq": span.seq,
-        "lang": span.lang,
-        "n_tokens": span.n_tokens,
-        "messages": json.dumps([message_to_dict(m) for m in span.messages], ensure_ascii=False),
-        "extractor": extractor,
-        "error": (error or "")[:ERROR_CHARS] or None,
-        "attempts": attempts,
-        "retries": retries,
-        "status": PENDING,
-        "failed_at": failed_at,
-        "resolved_at": None,
-    }
+    return FailedSpanRow(
+        span_id=span.span_id,
+        owner_id=span.owner_id,
+        conversation_id=span.conversation_id,
+        session_id=span.session_id,
+        seq=span.seq,
+        lang=span.lang,
+        n_tokens=span.n_tokens,
+        messages=json.dumps([message_to_dict(m) for m in span.messages], ensure_ascii=False),
+        extractor=extractor,
+        error=(error or "")[:ERROR_CHARS] or None,
+        attempts=attempts,
+        retries=retries,
+        status=PENDING,
+        failed_at=failed_at,
+        resolved_at=None,
+    )
 
 
-def span_from_row(row: dict[str, Any]) -> Span:
+def span_from_row(row: FailedSpanRow | dict[str, Any]) -> Span:
     """Rebuild the ``Span`` of a ``failed_spans`` row (same id, seq, messages and language)."""
+    if isinstance(row, FailedSpanRow):
+        row = asdict(row)
     try:
         raw = json.loads(row["messages"])
     except (KeyError, TypeError, ValueError) as e:
@@ -98,12 +101,11 @@ def span_from_row(row: dict[str, Any]) -> Span:
 
 
 def resolved_row(
-    row: dict[str, Any], resolved_at: datetime, retries: int | None = None
-) -> dict[str, Any]:
-    """``row`` marked ``resolved`` (its span is now done)."""
-    out = dict(row)
-    out["status"] = RESOLVED
-    out["resolved_at"] = resolved_at
+    row: FailedSpanRow | dict[str, Any], resolved_at: datetime, retries: int | None = None
+) -> FailedSpanRow:
+    """``row`` (typed, or as read from the catalog) marked ``resolved`` (its span is now done)."""
+    typed = row if isinstance(row, FailedSpanRow) else FailedSpanRow.from_row(row)
+    out = dataclasses.replace(typed, status=RESOLVED, resolved_at=resolved_at)
     if retries is not None:
-        out["retries"] = retries
+        out = dataclasses.replace(out, retries=retries)
     return out

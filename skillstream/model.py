@@ -10,7 +10,11 @@ import dataclasses
 import enum
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Self
+
+import pyarrow as pa
+
+from skillstream.columns import STR_LIST, TS, column
 
 ROLES = ("user", "assistant", "system", "tool")
 
@@ -146,7 +150,7 @@ class Memory:
     vector: list[float] | None = None
 
     def row(self) -> dict[str, Any]:
-        """A dict with one entry per column of ``schema.MEMORY_FIELDS`` plus ``vector``."""
+        """A dict with one entry per column of ``tables.MEMORY_FIELDS`` plus ``vector``."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
     def copy(self) -> Memory:
@@ -197,6 +201,114 @@ class LLMCall:
     created_at: datetime
 
 
+# ---------------------------------------------------------------- rows of the catalog's own tables
+# Each class is the declaration of its table's columns (``skillstream.tables`` derives the Arrow
+# schema from it); the store sink writes each class to its table.
+
+
+class CatalogRow:
+    """Base of the typed rows of the catalog's own tables."""
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Self:
+        """The row from a catalog row (``SELECT *``); other columns are ignored."""
+        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in row.items() if k in names})
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContradictionRow(CatalogRow):
+    """A row of ``contradictions``: memory_a (existing) vs memory_b (new) and how it was settled."""
+
+    contradiction_id: str = column(pa.string(), nullable=False)
+    owner_id: str = column(pa.string(), nullable=False)
+    memory_a: str = column(pa.string(), nullable=False)
+    memory_b: str = column(pa.string(), nullable=False)
+    key: str | None = column(pa.string(), default=None)
+    description: str | None = column(pa.string(), default=None)
+    detected_at: datetime | None = column(TS, default=None)
+    detected_by: str | None = column(pa.string(), default=None)
+    span_id: str | None = column(pa.string(), default=None)
+    resolution: str = column(pa.string(), nullable=False)
+    rule: str | None = column(pa.string(), default=None)
+    winner_id: str | None = column(pa.string(), default=None)
+    resolved_at: datetime | None = column(TS, default=None)
+    recorded_at: datetime | None = column(TS, default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionSummaryRow(CatalogRow):
+    """A row of ``session_summaries``; ``summary_id`` is the id of the summary memory."""
+
+    summary_id: str = column(pa.string(), nullable=False)
+    owner_id: str = column(pa.string(), nullable=False)
+    conversation_id: str | None = column(pa.string(), default=None)
+    session_id: str = column(pa.string(), nullable=False)
+    narrative: str | None = column(pa.string(), default=None)
+    key_facts: list[str] = column(STR_LIST, default_factory=list)
+    topics: list[str] = column(STR_LIST, default_factory=list)
+    n_memories: int | None = column(pa.int32(), default=None)
+    token_count: int | None = column(pa.int32(), default=None)
+    start_ts: datetime | None = column(TS, default=None)
+    end_ts: datetime | None = column(TS, default=None)
+    version: int | None = column(pa.int32(), default=None)
+    recorded_at: datetime | None = column(TS, default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FailedSpanRow(CatalogRow):
+    """A row of ``failed_spans``: a span whose extraction failed, with its messages as JSON."""
+
+    span_id: str = column(pa.string(), nullable=False)
+    owner_id: str = column(pa.string(), nullable=False)
+    conversation_id: str = column(pa.string(), nullable=False)
+    session_id: str | None = column(pa.string(), default=None)
+    seq: int | None = column(pa.int64(), default=None)
+    lang: str | None = column(pa.string(), default=None)
+    n_tokens: int | None = column(pa.int32(), default=None)
+    messages: str = column(pa.string(), nullable=False)
+    extractor: str | None = column(pa.string(), default=None)
+    error: str | None = column(pa.string(), default=None)
+    attempts: int | None = column(pa.int32(), default=None)
+    retries: int | None = column(pa.int32(), default=None)
+    status: str = column(pa.string(), nullable=False)
+    failed_at: datetime | None = column(TS, default=None)
+    resolved_at: datetime | None = column(TS, default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueryRow(CatalogRow):
+    """A row of ``queries``: one recorded memory search."""
+
+    query_id: str = column(pa.string(), nullable=False)
+    owner_id: str | None = column(pa.string(), default=None)
+    agent_id: str | None = column(pa.string(), default=None)
+    session_id: str | None = column(pa.string(), default=None)
+    query: str = column(pa.string(), nullable=False)
+    strategy: str = column(pa.string(), nullable=False)
+    k: int | None = column(pa.int32(), default=None)
+    result_ids: list[str] = column(STR_LIST, default_factory=list)
+    n_results: int | None = column(pa.int32(), default=None)
+    executed_at: datetime | None = column(TS, default=None)
+    recorded_at: datetime | None = column(TS, default=None)
+
+
+@dataclass
+class TableRows:
+    """Rows a span or a maintenance pass adds to the catalog's own tables, one typed list each."""
+
+    contradictions: list[ContradictionRow] = field(default_factory=list)
+    session_summaries: list[SessionSummaryRow] = field(default_factory=list)
+    failed_spans: list[FailedSpanRow] = field(default_factory=list)
+
+    def all(self) -> list[ContradictionRow | SessionSummaryRow | FailedSpanRow]:
+        """Every row, table by table."""
+        return [*self.contradictions, *self.session_summaries, *self.failed_spans]
+
+    def __bool__(self) -> bool:
+        return bool(self.contradictions or self.session_summaries or self.failed_spans)
+
+
 @dataclass
 class SpanResult:
     """What processing one span produced; the unit the store sink writes atomically.
@@ -216,15 +328,15 @@ class SpanResult:
     error: str | None = None
     attempts: int = 1
     processed_at: datetime | None = None
-    extras: dict[str, list[Any]] = field(default_factory=dict)
-    """Rows for tables registered by later components, keyed by table name."""
+    rows: TableRows = field(default_factory=TableRows)
+    """Rows for the catalog's other tables (contradictions, a failed span's messages...)."""
 
 
 @dataclass
 class MaintenanceResult:
     """What one maintenance pass changed for one owner (no span: nothing goes to the ledger).
 
-    Written by the store sink like a ``SpanResult`` (memories, lifecycle events, ``extras``).
+    Written by the store sink like a ``SpanResult`` (memories, lifecycle events, ``rows``).
     ``status`` is always ``maintenance``; ``at`` is the event time the pass ran at.
     """
 
@@ -232,6 +344,6 @@ class MaintenanceResult:
     at: datetime
     memories: list[Memory] = field(default_factory=list)
     events: list[MemoryEvent] = field(default_factory=list)
-    extras: dict[str, list[Any]] = field(default_factory=dict)
+    rows: TableRows = field(default_factory=TableRows)
     status: str = "maintenance"
     actor: str = "maintenance"

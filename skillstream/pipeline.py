@@ -28,10 +28,9 @@ import numpy as np
 from skillstream.apply import ApplyOptions, apply_ops
 from skillstream.errors import SkillstreamError
 from skillstream.extract import AllSkills, Controller, Executor, ExtractionInput, MemorySkill
-from skillstream.failures import TABLE as FAILED_SPANS
 from skillstream.failures import failed_span_row
 from skillstream.memories import OwnerMemories
-from skillstream.model import Memory, Span, SpanResult
+from skillstream.model import Memory, Span, SpanResult, TableRows
 from skillstream.spans import render_span
 
 log = logging.getLogger(__name__)
@@ -136,7 +135,7 @@ class MemoryPipeline:
                 error=str(e)[:2000],
                 attempts=attempts,
                 processed_at=now,
-                extras={FAILED_SPANS: [payload]},
+                rows=TableRows(failed_spans=[payload]),
             )
         for op_text, reason in extraction.rejected:
             log.info("span %s: rejected operation %s: %s", span.span_id, op_text, reason)
@@ -158,7 +157,7 @@ class MemoryPipeline:
             memory_skills=extraction.memory_skills or [s.name for s in skills],
             n_ops=len(extraction.ops),
             processed_at=now,
-            extras=applied.extras,
+            rows=applied.rows,
         )
 
     def _embed_into(self, memories: list[Memory]) -> None:

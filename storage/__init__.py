@@ -2,7 +2,7 @@
 
 Modules:
     lance: ``MemoryIndex`` and the generic ``LanceTable`` (upsert by key, vector/FTS/hybrid search).
-    catalog: ``Catalog``, the DuckDB file (DDL from ``skillstream.schema``, upserts, SQL views).
+    catalog: ``Catalog``, the DuckDB file (DDL from ``skillstream.tables``, upserts, SQL views).
     artifacts: ``ArtifactStore`` on fsspec (local, ``memory://``, ``s3://``, ``oss://``).
     options: one ``storage_options`` dict translated for LanceDB and fsspec.
     home: ``open_stores`` / ``Stores``, every store of a home at once.

@@ -1,9 +1,8 @@
 """The DuckDB catalog: metadata, the lifecycle log, the span ledger, and SQL over both stores.
 
-Tables come from ``skillstream.schema.CATALOG_TABLES`` (DDL is generated, never written by hand),
-including tables that later components add with ``schema.register_table``: call
-:meth:`Catalog.ensure_tables` after registering, or let :meth:`Catalog.upsert` create a table on
-first write. A column added to a schema is added to an existing file with ``ALTER TABLE``.
+Tables are exactly those declared in ``skillstream.tables.CATALOG`` (DDL is generated, never
+written by hand); opening a catalog for writing creates the missing ones. A column added to a
+schema is added to an existing file with ``ALTER TABLE``.
 
 Data goes in as Arrow tables registered on the connection, never as SQL text; statements quote every
 identifier. Writes are idempotent: :meth:`Catalog.upsert` replaces rows by primary key and
@@ -34,7 +33,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from skillstream import schema as sch
+from skillstream import tables as declared
 from skillstream.errors import InputError, TransientError
 from skillstream.storage.filters import ident
 from skillstream.storage.rows import Rows, dedupe, to_table
@@ -89,7 +88,7 @@ def table_ddl(name: str, schema: pa.Schema) -> str:
     cols = [
         f"{ident(f.name)} {duckdb_type(f.type)}{'' if f.nullable else ' NOT NULL'}" for f in schema
     ]
-    key = sch.primary_key(schema)
+    key = declared.primary_key(schema)
     if key:
         cols.append(f"PRIMARY KEY ({ident(key)})")
     return f"CREATE TABLE IF NOT EXISTS {ident(name)} (\n  " + ",\n  ".join(cols) + "\n)"
@@ -234,7 +233,7 @@ class Catalog:
         return [r[0] for r in rows]
 
     def ensure_table(self, name: str) -> None:
-        """Create a registered table if missing, or add columns its schema gained since."""
+        """Create a declared table if missing, or add columns its schema gained since."""
         schema = self._schema(name)
         if self.read_only or self._ensured.get(name) is schema:
             return
@@ -249,18 +248,18 @@ class Catalog:
         self._ensured[name] = schema
 
     def ensure_tables(self) -> None:
-        """Create every table in ``schema.CATALOG_TABLES`` (also ones registered after opening)."""
-        for name in list(sch.CATALOG_TABLES):
+        """Create every table declared in ``tables.CATALOG``."""
+        for name in list(declared.CATALOG_TABLES):
             self.ensure_table(name)
 
     @staticmethod
     def _schema(name: str) -> pa.Schema:
         try:
-            return sch.CATALOG_TABLES[name]
+            return declared.CATALOG_TABLES[name]
         except KeyError:
             raise InputError(
-                f"{name!r} is not a catalog table; known: {sorted(sch.CATALOG_TABLES)}. "
-                "Register it first with skillstream.schema.register_table"
+                f"{name!r} is not a catalog table; known: {sorted(declared.CATALOG_TABLES)} "
+                "(declared in skillstream.tables)"
             ) from None
 
     # ------------------------------------------------------------------ writing
@@ -286,7 +285,7 @@ class Catalog:
         """Insert rows, replacing existing rows with the same primary key (last wins in a batch).
 
         Args:
-            table: A table of ``schema.CATALOG_TABLES``.
+            table: A table of ``tables.CATALOG``.
             rows: Dicts, dataclasses, records with ``row()``, or an Arrow table; extra fields
                 are ignored.
             version: A version column: in a batch the highest version of a key wins, and a
@@ -303,7 +302,7 @@ class Catalog:
 
     def _write(self, table: str, rows: Rows, *, replace: bool, version: str | None = None) -> int:
         schema = self._schema(table)
-        key = sch.primary_key(schema)
+        key = declared.primary_key(schema)
         if not key:
             raise InputError(f"catalog table {table!r} has no primary key; upserts need one")
         data = to_table(rows, schema, table=table)

@@ -1,7 +1,7 @@
 """LanceDB tables: memories (and, with the same class, any other table with an id and a vector).
 
 :class:`LanceTable` is the generic part: one table described by an Arrow schema from
-``skillstream.schema``, a primary-key column, optional full-text columns, upsert by key,
+``skillstream.tables``, a primary-key column, optional full-text columns, upsert by key,
 filtered vector / full-text / hybrid search. :class:`MemoryIndex` wraps it for
 :class:`~skillstream.model.Memory`.
 
@@ -26,7 +26,7 @@ import lancedb
 import numpy as np
 import pyarrow as pa
 
-from skillstream import schema as sch
+from skillstream import tables as declared
 from skillstream.errors import InputError
 from skillstream.model import Memory
 from skillstream.storage import filters
@@ -79,7 +79,7 @@ class LanceTable:
         self.db = db
         self.name = name
         self.schema = schema
-        key = key or sch.primary_key(schema)
+        key = key or declared.primary_key(schema)
         if not key or key not in schema.names:
             raise ValueError(f"LanceDB table {name!r}: the schema names no key column")
         self.key: str = key
@@ -327,7 +327,7 @@ class MemoryIndex:
         self.table = LanceTable(
             self.db,
             table,
-            sch.memories_lance(dim),
+            declared.memories_lance(dim),
             key="id",
             fts_columns=("text",),
             version_column="version",

@@ -1,7 +1,7 @@
 """Turning records into Arrow tables that match a schema, and collapsing duplicate keys.
 
 Both stores take batches as Arrow tables shaped exactly like the table's schema (from
-``skillstream.schema``): the LanceDB upsert and the DuckDB upsert share these helpers so a record
+``skillstream.tables``): the LanceDB upsert and the DuckDB upsert share these helpers so a record
 is converted the same way for either store.
 """
 

@@ -54,14 +54,14 @@ def write_lance(stores: Any, results: list[TaskSkillResult]) -> list[TaskSkill]:
     return [stored.get(s.id, s) for s in skills]
 
 
-def catalog_rows(results: list[TaskSkillResult], stored: list[TaskSkill]) -> dict[str, list[dict]]:
+def catalog_rows(results: list[TaskSkillResult], stored: list[TaskSkill]) -> dict[str, list[Any]]:
     """Rows for the catalog tables ``task_skills`` (current) and ``task_skill_versions``."""
     versions = [
         version_row(r.skill, r.action, segment_id=r.segment_id, conversation_id=r.conversation_id)
         for r in results
         if r.changed and r.skill is not None
     ]
-    out: dict[str, list[dict]] = {}
+    out: dict[str, list[Any]] = {}
     if stored:
         out[TABLE] = [catalog_row(s) for s in stored]
     if versions:

@@ -8,8 +8,8 @@
   ``patched``, ``imported``, ``deleted``) with the package URL and the full record as JSON; packages
   of earlier versions stay where they were published.
 
-Both catalog tables are registered with ``schema.register_table`` when this module is imported;
-the store sink (``storage.task_skill_writer``) writes them in the same transaction as the rest of a
+All three tables are declared in ``skillstream.tables``; the store sink
+(``storage.task_skill_writer``) writes both catalog tables in the same transaction as the rest of a
 batch. ``times_used`` and ``last_used_at`` are bumped in LanceDB when a task skill is viewed (one
 ``UPDATE``, no new version); every later write carries the higher counters forward, so a view is
 never lost to a concurrent distillation, and the catalog copy catches up on the next write.
@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from skillstream import schema as sch
-from skillstream.distill.record import TaskSkill, version_id
+from skillstream import tables
+from skillstream.distill.record import TaskSkill, TaskSkillVersionRow, version_id
 from skillstream.errors import InputError
 from skillstream.storage import filters
 from skillstream.storage.lance import LanceTable, connect
@@ -35,69 +35,10 @@ from skillstream.storage.lance import LanceTable, connect
 TABLE = "task_skills"
 VERSIONS = "task_skill_versions"
 
-TASK_SKILL_FIELDS = [
-    pa.field("id", pa.string(), nullable=False),
-    pa.field("owner_id", pa.string(), nullable=False),
-    pa.field("name", pa.string(), nullable=False),
-    pa.field("title", pa.string()),
-    pa.field("description", pa.string()),
-    pa.field("triggers", sch.STR_LIST),
-    pa.field("procedure", sch.STR_LIST),
-    pa.field("experience", sch.STR_LIST),
-    pa.field("preferences", sch.STR_LIST),
-    pa.field("examples", sch.STR_LIST),
-    pa.field("tools", sch.STR_LIST),
-    pa.field("verification", sch.STR_LIST),
-    pa.field("scripts", pa.string()),
-    pa.field("references", pa.string()),
-    pa.field("planned_scripts", pa.string()),
-    pa.field("planned_references", pa.string()),
-    pa.field("version", pa.int32(), nullable=False),
-    pa.field("status", pa.string(), nullable=False),
-    pa.field("lang", pa.string()),
-    pa.field("times_used", pa.int64()),
-    pa.field("last_used_at", sch.TS),
-    pa.field("created_at", sch.TS),
-    pa.field("updated_at", sch.TS),
-    pa.field("package_url", pa.string()),
-    pa.field("source_conversation_ids", sch.STR_LIST),
-    pa.field("source_segment_ids", sch.STR_LIST),
-    pa.field("distiller", pa.string()),
-    pa.field("stats", pa.string()),
-    pa.field("search_text", pa.string()),
-]
-"""Columns of a task skill (``scripts``, ``references``, ``planned_*`` and ``stats`` are JSON)."""
-
-TASK_SKILLS = sch._schema(
-    TASK_SKILL_FIELDS, "id", "Current version of every task skill (the vector lives in LanceDB)."
-)
-TASK_SKILL_VERSIONS = sch._schema(
-    [
-        pa.field("version_id", pa.string(), nullable=False),
-        pa.field("skill_id", pa.string(), nullable=False),
-        pa.field("owner_id", pa.string(), nullable=False),
-        pa.field("name", pa.string(), nullable=False),
-        pa.field("version", pa.int32(), nullable=False),
-        pa.field("change", pa.string(), nullable=False),
-        pa.field("status", pa.string()),
-        pa.field("package_url", pa.string()),
-        pa.field("segment_id", pa.string()),
-        pa.field("conversation_id", pa.string()),
-        pa.field("record", pa.string()),
-        pa.field("created_at", sch.TS),
-    ],
-    "version_id",
-    "Every version of every task skill: what changed it, its package, the full record as JSON.",
-)
-sch.register_table(TABLE, TASK_SKILLS)
-sch.register_table(VERSIONS, TASK_SKILL_VERSIONS)
-
 
 def lance_schema(dim: int) -> pa.Schema:
     """Schema of the LanceDB ``task_skills`` table for vectors of width ``dim``."""
-    return sch._schema(
-        TASK_SKILL_FIELDS + [sch.vector_field(dim)], "id", "Task skills as search sees them."
-    )
+    return tables.task_skills_lance(dim)
 
 
 def catalog_row(skill: TaskSkill) -> dict[str, Any]:
@@ -113,22 +54,22 @@ def version_row(
     *,
     segment_id: str | None = None,
     conversation_id: str | None = None,
-) -> dict[str, Any]:
+) -> TaskSkillVersionRow:
     """The ``task_skill_versions`` row of a task skill's current version."""
-    return {
-        "version_id": version_id(skill.id, skill.version),
-        "skill_id": skill.id,
-        "owner_id": skill.owner_id,
-        "name": skill.name,
-        "version": skill.version,
-        "change": change,
-        "status": skill.status,
-        "package_url": skill.package_url,
-        "segment_id": segment_id,
-        "conversation_id": conversation_id,
-        "record": json.dumps(skill.document(), ensure_ascii=False, sort_keys=True),
-        "created_at": skill.updated_at,
-    }
+    return TaskSkillVersionRow(
+        version_id=version_id(skill.id, skill.version),
+        skill_id=skill.id,
+        owner_id=skill.owner_id,
+        name=skill.name,
+        version=skill.version,
+        change=change,
+        status=skill.status,
+        package_url=skill.package_url,
+        segment_id=segment_id,
+        conversation_id=conversation_id,
+        record=json.dumps(skill.document(), ensure_ascii=False, sort_keys=True),
+        created_at=skill.updated_at,
+    )
 
 
 class TaskSkillIndex:

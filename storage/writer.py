@@ -8,8 +8,9 @@ Order of a write (one call, any number of results):
 1. every memory the results touched, de-duplicated by id (highest ``version`` wins), in one
    LanceDB upsert;
 2. one DuckDB transaction: ``memory_meta`` upsert, ``memory_events`` insert-if-new,
-   ``llm_calls`` upsert, the ``extras`` tables of later components, ``dead_letters``, and last the
-   span ledger (``spans``).
+   ``llm_calls`` upsert, the typed ``rows`` of the results (each row class to its table, see
+   ``skillstream.tables``) and the task-skill tables, ``dead_letters``, and last the span ledger
+   (``spans``).
 
 The ledger row is the span's commit marker. A crash before the transaction commits leaves no
 ledger row, so the span is processed again and its rows are written again under the same
@@ -26,10 +27,11 @@ from typing import Any
 
 from skillstream.errors import InputError
 from skillstream.lifecycle.querylog import TABLE as QUERIES_TABLE
-from skillstream.model import DeadLetter, MaintenanceResult, Memory, SpanResult
+from skillstream.model import DeadLetter, MaintenanceResult, Memory, QueryRow, SpanResult
 from skillstream.storage import filters, task_skill_writer
 from skillstream.storage.home import Stores
 from skillstream.storage.rows import as_dict, latest_indices
+from skillstream.tables import table_of
 
 
 @dataclass
@@ -41,7 +43,8 @@ class WriteSummary:
     events: int = 0
     llm_calls: int = 0
     dead_letters: int = 0
-    extras: dict[str, int] = field(default_factory=dict)
+    tables: dict[str, int] = field(default_factory=dict)
+    """Rows offered to the other catalog tables, by table."""
 
 
 def ledger_row(result: SpanResult) -> dict[str, Any]:
@@ -93,7 +96,7 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
         Counts of what was written.
 
     Raises:
-        InputError: for an item of another type, or an ``extras`` table that is not registered.
+        InputError: for an item of another type.
     """
     results: list[SpanResult] = []
     maintained: list[MaintenanceResult] = []
@@ -127,32 +130,32 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
 
     events = [e for r in changes for e in r.events]
     calls = [c for r in results for c in r.llm_calls]
-    extras: dict[str, list[Any]] = {}
+    by_table: dict[str, list[Any]] = {}
     for r in changes:
-        for table, rows in r.extras.items():
-            extras.setdefault(table, []).extend(rows)
+        for row in r.rows.all():
+            by_table.setdefault(table_of(row), []).append(row)
     calls += [c for r in task_skills for c in r.llm_calls]
     for table, rows in task_skill_writer.catalog_rows(task_skills, stored_skills).items():
-        extras.setdefault(table, []).extend(rows)
+        by_table.setdefault(table, []).extend(rows)
 
     cat = stores.catalog
     with cat.transaction():
         cat.upsert("memory_meta", [_meta_row(m) for m in memories], version="version")
         summary.events = cat.insert_ignore("memory_events", [as_dict(e) for e in events])
         summary.llm_calls = cat.upsert("llm_calls", [as_dict(c) for c in calls])
-        for table, rows in extras.items():
-            summary.extras[table] = cat.upsert(table, rows)
+        for table, rows in by_table.items():
+            summary.tables[table] = cat.upsert(table, rows)
         summary.dead_letters = cat.upsert("dead_letters", [as_dict(d) for d in dead])
         summary.spans = cat.upsert("spans", [ledger_row(r) for r in results])
     return summary
 
 
-def record_query(catalog: Any, index: Any, row: dict[str, Any], at: datetime | None) -> None:
+def record_query(catalog: Any, index: Any, row: QueryRow, at: datetime | None) -> None:
     """Write a ``queries`` row (``lifecycle.querylog.query_row``) and the hits' access times.
 
     The catalog transaction first, then LanceDB.
     """
-    ids = list(row["result_ids"])
+    ids = list(row.result_ids)
     with catalog.transaction():
         catalog.upsert(QUERIES_TABLE, [row])
         if ids and at is not None:

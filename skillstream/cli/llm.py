@@ -20,7 +20,7 @@ Rows whose span is already ``done`` in the ledger (a later flow run processed it
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -144,11 +144,12 @@ def retry_failed_spans(
             for row, result in zip(owner_rows, results):
                 retries = int(row.get("retries") or 0) + 1
                 if result.status == "done":
-                    result.extras[TABLE] = [resolved_row(row, now(), retries)]
+                    result.rows.failed_spans = [resolved_row(row, now(), retries)]
                     summary.done += 1
                 else:
-                    for failed in result.extras.get(TABLE, []):
-                        failed["retries"] = retries
+                    result.rows.failed_spans = [
+                        replace(failed, retries=retries) for failed in result.rows.failed_spans
+                    ]
                     summary.failed += 1
                     summary.span_ids_failed.append(row["span_id"])
                 summary.llm_calls += sum(1 for c in result.llm_calls if not c.cached)

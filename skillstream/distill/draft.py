@@ -19,7 +19,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from skillstream.distill.record import DESCRIPTION_MAX, TaskSkill, check_name, skill_id, slugify
+from skillstream.distill.record import (
+    DESCRIPTION_MAX,
+    FILE_SECTIONS,
+    LIST_SECTIONS,
+    TEXT_SECTIONS,
+    SkillContent,
+    TaskSkill,
+    check_name,
+    skill_id,
+    slugify,
+)
 from skillstream.distill.steps import terms
 
 MAX_STEPS = 12
@@ -29,26 +39,18 @@ MAX_STAT_STEPS = 60
 MAX_STAT_TERMS = 200
 STEP_MATCH = 0.5
 """Term overlap (Jaccard) at which two steps count as the same step."""
+_FROM_STATS = ("procedure", "triggers")
+"""List sections a rules merge recomputes from the evidence; the others are unions."""
 
 
-@dataclass
-class Draft:
-    """What a distiller proposes for one segment (see the module docstring)."""
+@dataclass(kw_only=True)
+class Draft(SkillContent):
+    """What a distiller proposes for one segment (see the module docstring).
 
-    title: str
-    description: str = ""
-    name: str = ""
-    triggers: list[str] = field(default_factory=list)
-    procedure: list[str] = field(default_factory=list)
-    experience: list[str] = field(default_factory=list)
-    preferences: list[str] = field(default_factory=list)
-    examples: list[str] = field(default_factory=list)
-    tools: list[str] = field(default_factory=list)
-    verification: list[str] = field(default_factory=list)
-    scripts: dict[str, str] = field(default_factory=dict)
-    references: dict[str, str] = field(default_factory=dict)
-    planned_scripts: dict[str, str] = field(default_factory=dict)
-    planned_references: dict[str, str] = field(default_factory=dict)
+    The name and sections are the record's own (:class:`SkillContent`); ``id`` and ``owner_id``
+    stay empty.
+    """
+
     update_of: str | None = None
     merge: str = "evidence"
     stats: dict[str, Any] = field(default_factory=dict)
@@ -127,21 +129,13 @@ def clip_description(text: str) -> str:
 
 
 def _replace(skill: TaskSkill, draft: Draft) -> None:
-    for name in ("title", "description"):
+    for name in TEXT_SECTIONS:
         value = getattr(draft, name)
         if value:
             setattr(skill, name, value)
-    for name in (
-        "triggers",
-        "procedure",
-        "experience",
-        "preferences",
-        "examples",
-        "tools",
-        "verification",
-    ):
+    for name in LIST_SECTIONS:
         setattr(skill, name, _dedupe(getattr(draft, name)))
-    for name in ("scripts", "references", "planned_scripts", "planned_references"):
+    for name in FILE_SECTIONS:
         value = getattr(draft, name)
         if value or name.startswith("planned"):
             setattr(skill, name, dict(value))
@@ -158,10 +152,12 @@ def _merge_evidence(skill: TaskSkill, draft: Draft) -> None:
     skill.procedure = [s[0] for s in sorted(keep, key=lambda s: s[2] / max(1, s[1]))]
     top = sorted(stats.get("terms", {}).items(), key=lambda kv: (-kv[1], kv[0]))
     skill.triggers = [t for t, _ in top[:MAX_TRIGGERS]]
-    for name in ("experience", "preferences", "examples", "tools", "verification"):
+    for name in LIST_SECTIONS:
+        if name in _FROM_STATS:
+            continue
         merged = _dedupe(getattr(skill, name) + getattr(draft, name))
         setattr(skill, name, merged[:MAX_ITEMS])
-    for name in ("scripts", "references", "planned_scripts", "planned_references"):
+    for name in FILE_SECTIONS:
         files: dict[str, str] = dict(getattr(skill, name))
         for key, value in getattr(draft, name).items():
             files.setdefault(key, value)

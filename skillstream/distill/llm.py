@@ -29,7 +29,8 @@ import numpy as np
 from skillstream.distill.draft import Draft
 from skillstream.distill.package import FILE_NAME
 from skillstream.distill.recall import RecallHit
-from skillstream.distill.record import ConversationBlock, TaskSegment, TaskSkill, slugify
+from skillstream.distill.record import SECTIONS, ConversationBlock, TaskSegment, TaskSkill, slugify
+from skillstream.distill.sections import FILES, LIST, TEXT
 from skillstream.distill.segment import exchanges
 from skillstream.lang import detect_language
 from skillstream.llm.base import ChatBackend, ChatRequest
@@ -62,26 +63,25 @@ CHUNK_SCHEMA: dict[str, Any] = {
     },
     "required": ["tasks"],
 }
+_JSON_TYPE = {TEXT: {"type": "string"}, LIST: _STR_LIST, FILES: _STR_MAP}
+_EXTRACTED = tuple(s for s in SECTIONS if s.llm)
+"""Sections an extraction answer carries (the package files come from the full-mode calls)."""
 EXTRACT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "skip": {"type": "boolean"},
         "name": {"type": "string"},
-        "title": {"type": "string"},
-        "description": {"type": "string"},
-        "triggers": _STR_LIST,
-        "procedure": _STR_LIST,
-        "experience": _STR_LIST,
-        "preferences": _STR_LIST,
-        "examples": _STR_LIST,
-        "tools": _STR_LIST,
-        "verification": _STR_LIST,
-        "planned_scripts": _STR_MAP,
-        "planned_references": _STR_MAP,
+        **{s.name: _JSON_TYPE[s.shape] for s in _EXTRACTED},
         "update": {"type": "boolean"},
         "update_of": {"type": "string"},
     },
-    "required": ["skip", "name", "description", "procedure", "update", "update_of"],
+    "required": [
+        "skip",
+        "name",
+        *(s.name for s in _EXTRACTED if s.llm_required),
+        "update",
+        "update_of",
+    ],
 }
 SCRIPTS_SCHEMA = {"type": "object", "properties": {"scripts": _STR_MAP}, "required": ["scripts"]}
 TOOLS_SCHEMA = {"type": "object", "properties": {"tools": _STR_LIST}, "required": ["tools"]}
@@ -196,19 +196,13 @@ class LLMDistiller:
             title = str(data.get("title") or data.get("name") or segment.title).strip()
             name = slugify(str(data.get("name") or title))
             update_of = str(data.get("update_of") or "").strip() if data.get("update") else ""
+            sections: dict[str, Any] = {
+                s.name: _READ[s.shape](data.get(s.name), s.name) for s in _EXTRACTED
+            }
+            sections.update(title=title, procedure=procedure)
             return Draft(
-                title=title,
+                **sections,
                 name=name,
-                description=str(data.get("description") or "").strip(),
-                triggers=_strings(data.get("triggers"), "triggers"),
-                procedure=procedure,
-                experience=_strings(data.get("experience"), "experience"),
-                preferences=_strings(data.get("preferences"), "preferences"),
-                examples=_strings(data.get("examples"), "examples"),
-                tools=_strings(data.get("tools"), "tools"),
-                verification=_strings(data.get("verification"), "verification"),
-                planned_scripts=_files(data.get("planned_scripts"), "planned_scripts"),
-                planned_references=_files(data.get("planned_references"), "planned_references"),
                 update_of=update_of if update_of in ids else None,
                 merge="replace",
                 lang=lang,
@@ -279,6 +273,10 @@ class LLMDistiller:
         return out, calls
 
 
+def _text(value: Any, field: str) -> str:
+    return str(value or "").strip()
+
+
 def _clip(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 1] + "…"
@@ -307,6 +305,10 @@ def _files(value: Any, field: str) -> dict[str, str]:
             )
         out[str(name)] = str(text)
     return out
+
+
+_READ: dict[str, Callable[[Any, str], Any]] = {TEXT: _text, LIST: _strings, FILES: _files}
+"""How each shape of section is read from an answer."""
 
 
 def _existing(hits: list[RecallHit], lang: str) -> str:

@@ -32,7 +32,17 @@ from typing import Any
 
 import yaml
 
-from skillstream.distill.record import DESCRIPTION_MAX, TaskSkill, name_problem, skill_id
+from skillstream.distill.record import (
+    DESCRIPTION_MAX,
+    FILE_SECTIONS,
+    LIST_SECTIONS,
+    SECTIONS,
+    TEXT_SECTIONS,
+    TaskSkill,
+    name_problem,
+    skill_id,
+)
+from skillstream.distill.sections import Section
 from skillstream.errors import InputError
 from skillstream.redact import DEFAULT_REDACTOR
 
@@ -43,36 +53,9 @@ BODY_MAX_LINES = 500
 FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 
-SECTIONS = (
-    ("When to use", None),
-    ("Procedure", "procedure"),
-    ("Pitfalls and experience", "experience"),
-    ("User preferences", "preferences"),
-    ("Examples", "examples"),
-    ("Scripts", None),
-    ("Tools", "tools"),
-    ("References", None),
-    ("Verification", "verification"),
-)
-SECTION_ALIASES = {
-    "when to use": "when",
-    "trigger": "when",
-    "triggers": "when",
-    "procedure": "procedure",
-    "steps": "procedure",
-    "pitfalls and experience": "experience",
-    "pitfalls": "experience",
-    "experience": "experience",
-    "lessons": "experience",
-    "user preferences": "preferences",
-    "preferences": "preferences",
-    "examples": "examples",
-    "scripts": "scripts",
-    "tools": "tools",
-    "tool usage": "tools",
-    "references": "references",
-    "verification": "verification",
-}
+BODY = tuple(sorted((s for s in SECTIONS if s.heading), key=lambda s: s.order))
+"""Sections with a body heading, in the order ``SKILL.md`` shows them."""
+SECTION_ALIASES = {alias: s.key for s in BODY for alias in (str(s.heading).lower(), *s.aliases)}
 """Body headings (lower-cased) a parsed ``SKILL.md`` understands, and the field each fills."""
 
 
@@ -84,19 +67,11 @@ def redact(text: str) -> str:
 def redact_skill(skill: TaskSkill) -> TaskSkill:
     """A copy of the task skill with the sensitive-data rules applied to every text field."""
     out = skill.copy()
-    for name in ("title", "description"):
+    for name in TEXT_SECTIONS:
         setattr(out, name, redact(getattr(out, name)))
-    for name in (
-        "triggers",
-        "procedure",
-        "experience",
-        "preferences",
-        "examples",
-        "tools",
-        "verification",
-    ):
+    for name in LIST_SECTIONS:
         setattr(out, name, [redact(x) for x in getattr(out, name)])
-    for name in ("scripts", "references", "planned_scripts", "planned_references"):
+    for name in FILE_SECTIONS:
         setattr(out, name, {k: redact(v) for k, v in getattr(out, name).items()})
     return out
 
@@ -119,36 +94,35 @@ def render_skill_md(skill: TaskSkill) -> str:
     head = yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=10_000).strip()
     lines = ["---", head, "---", "", f"# {skill.title or skill.name}", ""]
 
-    def section(title: str, body: list[str]) -> None:
+    for sec in BODY:
+        body = _body(skill, sec)
         if body:
-            lines.extend([f"## {title}", "", *body, ""])
-
-    when = [skill.description] if skill.description else []
-    if skill.triggers:
-        when.append("")
-        when.append("Triggers: " + ", ".join(skill.triggers))
-    section("When to use", when)
-    section("Procedure", [f"{i}. {_one_line(s)}" for i, s in enumerate(skill.procedure, 1)])
-    section("Pitfalls and experience", [f"- {_one_line(s)}" for s in skill.experience])
-    section("User preferences", [f"- {_one_line(s)}" for s in skill.preferences])
-    examples: list[str] = []
-    for i, ex in enumerate(skill.examples, 1):
-        fence = "`" * max(3, _longest_run(ex, "`") + 1)
-        examples.extend([f"### Example {i}", "", f"{fence}markdown", ex.strip(), fence, ""])
-    section("Examples", examples[:-1] if examples else [])
-    scripts = [f"- `scripts/{n}`" for n in sorted(skill.scripts)]
-    scripts += [
-        f"- planned `{n}`: {_one_line(p)}" for n, p in sorted(skill.planned_scripts.items())
-    ]
-    section("Scripts", scripts)
-    section("Tools", [f"- {_one_line(t)}" for t in skill.tools])
-    refs = [f"- `references/{n}`" for n in sorted(skill.references)]
-    refs += [
-        f"- planned `{n}`: {_one_line(p)}" for n, p in sorted(skill.planned_references.items())
-    ]
-    section("References", refs)
-    section("Verification", [f"- {_one_line(v)}" for v in skill.verification])
+            lines.extend([f"## {sec.heading}", "", *body, ""])
     return redact("\n".join(lines).rstrip() + "\n")
+
+
+def _body(skill: TaskSkill, sec: Section) -> list[str]:
+    """The lines under a section's heading (empty: the heading is left out)."""
+    value = getattr(skill, sec.name)
+    if sec.style == "when":
+        when = [value] if value else []
+        if skill.triggers:
+            when.append("")
+            when.append("Triggers: " + ", ".join(skill.triggers))
+        return when
+    if sec.style == "numbered":
+        return [f"{i}. {_one_line(s)}" for i, s in enumerate(value, 1)]
+    if sec.style == "examples":
+        examples: list[str] = []
+        for i, ex in enumerate(value, 1):
+            fence = "`" * max(3, _longest_run(ex, "`") + 1)
+            examples.extend([f"### Example {i}", "", f"{fence}markdown", ex.strip(), fence, ""])
+        return examples[:-1]
+    if sec.style == "files":
+        files = [f"- `{sec.name}/{n}`" for n in sorted(value)]
+        planned = getattr(skill, sec.planned) if sec.planned else {}
+        return files + [f"- planned `{n}`: {_one_line(p)}" for n, p in sorted(planned.items())]
+    return [f"- {_one_line(s)}" for s in value]
 
 
 def _longest_run(text: str, ch: str) -> int:
@@ -166,8 +140,8 @@ def _one_line(text: str) -> str:
 def package_files(skill: TaskSkill) -> dict[str, bytes]:
     """The package's files, by path inside the skill folder (``SKILL.md``, ``scripts/x``...)."""
     files = {"SKILL.md": render_skill_md(skill).encode("utf-8")}
-    for folder, docs in (("scripts", skill.scripts), ("references", skill.references)):
-        for name, text in sorted(docs.items()):
+    for folder in FOLDERS:
+        for name, text in sorted(getattr(skill, folder).items()):
             if not FILE_NAME.match(name):
                 raise InputError(
                     f"task skill {skill.name!r}: {folder} file name {name!r} is not a plain file name "
@@ -440,29 +414,29 @@ def skill_from_files(files: Mapping[str, bytes], owner_id: str) -> TaskSkill:
     triggers = str(meta.get("triggers") or "")
     skill.triggers = [t.strip() for t in triggers.split(",") if t.strip()]
     for key, value in sections.items():
-        if key in ("procedure", "experience", "preferences", "tools", "verification"):
+        sec = _BY_KEY.get(key)
+        if sec is not None and sec.style in ("numbered", "bullets"):
             setattr(skill, key, section_items(value))
-        elif key == "examples":
-            skill.examples = examples_of(value)
-        elif key == "scripts":
-            skill.planned_scripts = _planned(value)
-        elif key == "references":
-            skill.planned_references = _planned(value)
+        elif sec is not None and sec.style == "examples":
+            setattr(skill, key, examples_of(value))
+        elif sec is not None and sec.planned:
+            setattr(skill, sec.planned, _planned(value))
         elif key != "when" and value:
             fname = re.sub(r"[^a-z0-9]+", "-", key.lower()).strip("-") or "section"
             skill.references[f"{fname[:60]}.md"] = f"# {key}\n\n{value}\n"
     for rel, data in files.items():
         folder, _, fname = rel.partition("/")
-        if folder in ("scripts", "references") and FILE_NAME.match(fname):
-            target = skill.scripts if folder == "scripts" else skill.references
-            target[fname] = data.decode("utf-8", errors="replace")
-    skill.planned_scripts = {
-        k: v for k, v in skill.planned_scripts.items() if k not in skill.scripts
-    }
-    skill.planned_references = {
-        k: v for k, v in skill.planned_references.items() if k not in skill.references
-    }
+        if folder in FOLDERS and FILE_NAME.match(fname):
+            getattr(skill, folder)[fname] = data.decode("utf-8", errors="replace")
+    for folder, planned in FOLDERS.items():
+        done = getattr(skill, folder)
+        setattr(skill, planned, {k: v for k, v in getattr(skill, planned).items() if k not in done})
     return skill
+
+
+_BY_KEY = {s.key: s for s in BODY}
+FOLDERS = {s.name: s.planned for s in SECTIONS if s.planned}
+"""Package folders (``scripts``, ``references``) and the field listing their planned files."""
 
 
 def _planned(text: str) -> dict[str, str]:

@@ -3,7 +3,8 @@
 A **task skill** is a reusable procedure for doing one kind of user task ("deploy a Flask app to
 staging"), distilled from conversations. This module holds plain data only:
 
-* :class:`TaskSkill`: the record (what ``SKILL.md`` renders, what the stores keep);
+* :class:`TaskSkill`: the record (what ``SKILL.md`` renders, what the stores keep), whose name
+  and sections are declared once in :class:`SkillContent`;
 * :class:`TaskSegment`: the messages of one task inside a conversation (ranges may interleave);
 * :class:`ConversationBlock`: the messages of a conversation between two idle gaps (what the flow
   hands to the distiller when a session closes);
@@ -23,26 +24,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import pyarrow as pa
+
+from skillstream.columns import STR_LIST, TS, arrow_fields, column, columns
+from skillstream.distill.sections import FILES, LIST, TEXT, section, sections_of
 from skillstream.errors import InputError
 from skillstream.ids import prefixed_id, stable_id
-from skillstream.model import LLMCall, Message
+from skillstream.model import CatalogRow, LLMCall, Message
 
 NAME_MAX = 64
 DESCRIPTION_MAX = 1024
 NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 STATUSES = ("active", "archived", "deleted")
 """``deleted`` is the soft delete: the record and every package stay, search and lists skip it."""
-
-LIST_SECTIONS = (
-    "triggers",
-    "procedure",
-    "experience",
-    "preferences",
-    "examples",
-    "tools",
-    "verification",
-)
-"""Fields that hold a list of strings (one bullet, step or example each)."""
 
 CHANGES = ("created", "updated", "saved", "patched", "imported", "deleted")
 """What a new version of a task skill came from."""
@@ -96,8 +90,13 @@ def version_id(skill_id_: str, version: int) -> str:
 
 
 @dataclass
-class TaskSkill:
-    """A task skill: how to do one kind of task, with everything an agent needs to reuse it.
+class SkillContent:
+    """The name and sections of a task skill: what a distiller proposes and ``SKILL.md`` shows.
+
+    Each section is declared here once (see :mod:`skillstream.distill.sections`); the record, the
+    draft, the Arrow columns, the ``SKILL.md`` layout, the LLM schema and the patchable names are
+    derived from these lines. A draft (``distill.draft.Draft``) leaves ``id`` and ``owner_id``
+    empty.
 
     Attributes:
         id: ``skill_id(owner_id, name)``.
@@ -116,41 +115,98 @@ class TaskSkill:
         references: Reference documents, ``{"notes.md": "text"}`` (``references/``).
         planned_scripts: Scripts worth writing, ``{"file.py": "purpose"}`` (full mode writes them).
         planned_references: Reference documents worth writing, ``{"file.md": "purpose"}``.
+    """
+
+    id: str = column(pa.string(), nullable=False, default="")
+    owner_id: str = column(pa.string(), nullable=False, default="")
+    name: str = column(pa.string(), nullable=False, default="")
+    title: str = section(TEXT, patch=("title",))
+    description: str = section(
+        TEXT,
+        heading="When to use",
+        order=1,
+        style="when",
+        aliases=("trigger", "triggers"),
+        patch=("description", "when", "when-to-use"),
+        llm_required=True,
+    )
+    triggers: list[str] = section(LIST, patch=("triggers",))
+    procedure: list[str] = section(
+        LIST,
+        heading="Procedure",
+        order=2,
+        style="numbered",
+        aliases=("steps",),
+        patch=("procedure", "steps"),
+        llm_required=True,
+    )
+    experience: list[str] = section(
+        LIST,
+        heading="Pitfalls and experience",
+        order=3,
+        aliases=("pitfalls", "experience", "lessons"),
+        patch=("experience", "pitfalls"),
+    )
+    preferences: list[str] = section(
+        LIST,
+        heading="User preferences",
+        order=4,
+        aliases=("preferences",),
+        patch=("preferences",),
+    )
+    examples: list[str] = section(
+        LIST, heading="Examples", order=5, style="examples", patch=("examples",)
+    )
+    tools: list[str] = section(
+        LIST, heading="Tools", order=7, aliases=("tool usage",), patch=("tools",)
+    )
+    verification: list[str] = section(
+        LIST, heading="Verification", order=9, patch=("verification",)
+    )
+    scripts: dict[str, str] = section(
+        FILES, heading="Scripts", order=6, style="files", llm=False, planned="planned_scripts"
+    )
+    references: dict[str, str] = section(
+        FILES,
+        heading="References",
+        order=8,
+        style="files",
+        llm=False,
+        planned="planned_references",
+    )
+    planned_scripts: dict[str, str] = section(FILES)
+    planned_references: dict[str, str] = section(FILES)
+
+
+@dataclass(kw_only=True)
+class TaskSkill(SkillContent):
+    """A task skill: how to do one kind of task, with everything an agent needs to reuse it.
+
+    The name and sections are those of :class:`SkillContent`; the rest is bookkeeping.
+
+    Attributes:
         version: Increments on every change (distillation, save, patch, import, delete).
         status: ``active``, ``archived`` or ``deleted`` (soft).
         stats: Evidence the offline distiller keeps to merge later segments (step support,
             term counts); not rendered.
     """
 
-    id: str
-    owner_id: str
-    name: str
-    title: str = ""
-    description: str = ""
-    triggers: list[str] = field(default_factory=list)
-    procedure: list[str] = field(default_factory=list)
-    experience: list[str] = field(default_factory=list)
-    preferences: list[str] = field(default_factory=list)
-    examples: list[str] = field(default_factory=list)
-    tools: list[str] = field(default_factory=list)
-    verification: list[str] = field(default_factory=list)
-    scripts: dict[str, str] = field(default_factory=dict)
-    references: dict[str, str] = field(default_factory=dict)
-    planned_scripts: dict[str, str] = field(default_factory=dict)
-    planned_references: dict[str, str] = field(default_factory=dict)
-    version: int = 1
-    status: str = "active"
-    lang: str = "en"
-    times_used: int = 0
-    last_used_at: datetime | None = None
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
-    package_url: str | None = None
-    source_conversation_ids: list[str] = field(default_factory=list)
-    source_segment_ids: list[str] = field(default_factory=list)
-    distiller: str = "rules"
-    stats: dict[str, Any] = field(default_factory=dict)
-    vector: list[float] | None = None
+    id: str = column(pa.string(), nullable=False)
+    owner_id: str = column(pa.string(), nullable=False)
+    name: str = column(pa.string(), nullable=False)
+    version: int = column(pa.int32(), nullable=False, default=1)
+    status: str = column(pa.string(), nullable=False, default="active")
+    lang: str = column(pa.string(), default="en")
+    times_used: int = column(pa.int64(), default=0)
+    last_used_at: datetime | None = column(TS, default=None)
+    created_at: datetime | None = column(TS, default=None)
+    updated_at: datetime | None = column(TS, default=None)
+    package_url: str | None = column(pa.string(), default=None)
+    source_conversation_ids: list[str] = column(STR_LIST, default_factory=list)
+    source_segment_ids: list[str] = column(STR_LIST, default_factory=list)
+    distiller: str = column(pa.string(), default="rules")
+    stats: dict[str, Any] = column(pa.string(), json=True, default_factory=dict)
+    vector: list[float] | None = column(None, default=None)
 
     @classmethod
     def new(cls, owner_id: str, name: str, **fields: Any) -> TaskSkill:
@@ -220,10 +276,43 @@ class TaskSkill:
         return out
 
 
-_JSON_FIELDS = frozenset(
-    {"scripts", "references", "planned_scripts", "planned_references", "stats"}
-)
-_LIST_FIELDS = frozenset(LIST_SECTIONS) | {"source_conversation_ids", "source_segment_ids"}
+_JSON_FIELDS = frozenset(name for name, col in columns(TaskSkill) if col.json)
+_LIST_FIELDS = frozenset(name for name, col in columns(TaskSkill) if col.type == STR_LIST)
+
+SECTIONS = sections_of(SkillContent)
+"""Every section of a task skill, in field order."""
+SECTION = {s.name: s for s in SECTIONS}
+LIST_SECTIONS = tuple(s.name for s in SECTIONS if s.shape == LIST)
+"""Fields that hold a list of strings (one bullet, step or example each)."""
+TEXT_SECTIONS = tuple(s.name for s in SECTIONS if s.shape == TEXT)
+"""Fields that hold one text."""
+FILE_SECTIONS = tuple(s.name for s in SECTIONS if s.shape == FILES)
+"""Fields that hold files (``{"name": "text"}``, JSON in the tables)."""
+SEARCH_TEXT = pa.field("search_text", pa.string())
+"""The column :meth:`TaskSkill.search_text` fills (``row()`` adds it)."""
+
+
+def task_skill_fields() -> list[pa.Field]:
+    """Arrow columns of a task skill, without the vector, then ``search_text`` (dicts as JSON)."""
+    return arrow_fields(TaskSkill, [SEARCH_TEXT])
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskSkillVersionRow(CatalogRow):
+    """A row of ``task_skill_versions``: one version of a task skill, the full record as JSON."""
+
+    version_id: str = column(pa.string(), nullable=False)
+    skill_id: str = column(pa.string(), nullable=False)
+    owner_id: str = column(pa.string(), nullable=False)
+    name: str = column(pa.string(), nullable=False)
+    version: int = column(pa.int32(), nullable=False)
+    change: str = column(pa.string(), nullable=False)
+    status: str | None = column(pa.string(), default=None)
+    package_url: str | None = column(pa.string(), default=None)
+    segment_id: str | None = column(pa.string(), default=None)
+    conversation_id: str | None = column(pa.string(), default=None)
+    record: str | None = column(pa.string(), default=None)
+    created_at: datetime | None = column(TS, default=None)
 
 
 @dataclass(frozen=True)

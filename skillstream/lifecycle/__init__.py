@@ -14,15 +14,12 @@ Modules:
     params: ``LifecycleParams``, the lifecycle's parameters read from the settings.
     clock: event-time helpers (durations, ``--now``, tick boundaries).
 
-Importing the package registers its catalog tables (``contradictions``, ``session_summaries``,
-``queries``). The same operations on a home's stores (``skillstream maintain``, ``history``,
-``contradictions``) are in ``skillstream.services.home_lifecycle``. See docs/lifecycle.md for the
-model and SQL over these tables.
+Their catalog tables (``contradictions``, ``session_summaries``, ``queries``) are declared in
+``skillstream.tables``. See docs/lifecycle.md for the model and SQL over these tables.
 """
 
 from __future__ import annotations
 
-from skillstream.lifecycle import contradictions, querylog, summaries  # noqa: F401  (tables)
 from skillstream.lifecycle.maintenance import MaintenanceTick, maintain_owner
 from skillstream.lifecycle.params import LifecycleParams
 from skillstream.lifecycle.policy import Policy, PolicySet, Reader, can_read

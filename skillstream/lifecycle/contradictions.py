@@ -37,40 +37,14 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any
-
-import pyarrow as pa
 
 from skillstream.ids import prefixed_id
 from skillstream.lifecycle.clock import latest
 from skillstream.lifecycle.params import LifecycleParams
 from skillstream.lifecycle.states import ARCHIVED, INVALIDATED, ChangeLog
-from skillstream.model import Memory
-from skillstream.schema import TS, _schema, register_table
+from skillstream.model import ContradictionRow, Memory
 
 TABLE = "contradictions"
-CONTRADICTIONS = _schema(
-    [
-        pa.field("contradiction_id", pa.string(), nullable=False),
-        pa.field("owner_id", pa.string(), nullable=False),
-        pa.field("memory_a", pa.string(), nullable=False),
-        pa.field("memory_b", pa.string(), nullable=False),
-        pa.field("key", pa.string()),
-        pa.field("description", pa.string()),
-        pa.field("detected_at", TS),
-        pa.field("detected_by", pa.string()),
-        pa.field("span_id", pa.string()),
-        pa.field("resolution", pa.string(), nullable=False),
-        pa.field("rule", pa.string()),
-        pa.field("winner_id", pa.string()),
-        pa.field("resolved_at", TS),
-        pa.field("recorded_at", TS),
-    ],
-    "contradiction_id",
-    "Conflicting memories of one owner: memory_a (existing) vs memory_b (new), how it was settled "
-    "(keep-a, keep-b, discard-both, unresolved) and by which rule (newer, confidence, lifecycle).",
-)
-register_table(TABLE, CONTRADICTIONS)
 
 KEEP_A, KEEP_B, DISCARD_BOTH, UNRESOLVED = "keep-a", "keep-b", "discard-both", "unresolved"
 CONFLICT_KINDS = frozenset({"fact", "preference", "plan", "opinion"})
@@ -234,25 +208,25 @@ def row(
     span_id: str | None,
     recorded_at: datetime,
     resolved_at: datetime | None = None,
-) -> dict[str, Any]:
+) -> ContradictionRow:
     """A ``contradictions`` row (the id hashes the owner and both memory ids)."""
     winner = {KEEP_A: a.id, KEEP_B: b.id}.get(resolution)
-    return {
-        "contradiction_id": prefixed_id("ctr", a.owner_id, a.id, b.id),
-        "owner_id": a.owner_id,
-        "memory_a": a.id,
-        "memory_b": b.id,
-        "key": a.key or b.key,
-        "description": description[:1000],
-        "detected_at": detected_at,
-        "detected_by": detected_by,
-        "span_id": span_id,
-        "resolution": resolution,
-        "rule": rule,
-        "winner_id": winner,
-        "resolved_at": resolved_at,
-        "recorded_at": recorded_at,
-    }
+    return ContradictionRow(
+        contradiction_id=prefixed_id("ctr", a.owner_id, a.id, b.id),
+        owner_id=a.owner_id,
+        memory_a=a.id,
+        memory_b=b.id,
+        key=a.key or b.key,
+        description=description[:1000],
+        detected_at=detected_at,
+        detected_by=detected_by,
+        span_id=span_id,
+        resolution=resolution,
+        rule=rule,
+        winner_id=winner,
+        resolved_at=resolved_at,
+        recorded_at=recorded_at,
+    )
 
 
 def settle(
@@ -273,21 +247,18 @@ def settle(
         invalidate(log, a, b, rule or "", at)
     elif resolution == KEEP_A:
         invalidate(log, b, a, rule or "", at)
-    log.add_rows(
-        TABLE,
-        [
-            row(
-                a,
-                b,
-                description,
-                resolution,
-                rule,
-                detected_at=at,
-                detected_by=log.actor,
-                span_id=log.span_id,
-                recorded_at=log.recorded_at,
-                resolved_at=None if resolution == UNRESOLVED else at,
-            )
-        ],
+    log.rows.contradictions.append(
+        row(
+            a,
+            b,
+            description,
+            resolution,
+            rule,
+            detected_at=at,
+            detected_by=log.actor,
+            span_id=log.span_id,
+            recorded_at=log.recorded_at,
+            resolved_at=None if resolution == UNRESOLVED else at,
+        )
     )
     return resolution

@@ -166,7 +166,7 @@ def maintain_owner(
         at=at,
         memories=list(log.changed.values()),
         events=log.events,
-        extras=log.extras,
+        rows=log.rows,
         actor=actor,
     )
 

@@ -15,36 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
-
-import pyarrow as pa
 
 from skillstream.ids import prefixed_id
 from skillstream.lifecycle.policy import Reader
+from skillstream.model import QueryRow
 from skillstream.redact import Redactor
-from skillstream.schema import STR_LIST, TS, _schema, register_table
 
 TABLE = "queries"
 STRATEGIES = ("keyword", "semantic", "hybrid")
-QUERIES = _schema(
-    [
-        pa.field("query_id", pa.string(), nullable=False),
-        pa.field("owner_id", pa.string()),
-        pa.field("agent_id", pa.string()),
-        pa.field("session_id", pa.string()),
-        pa.field("query", pa.string(), nullable=False),
-        pa.field("strategy", pa.string(), nullable=False),
-        pa.field("k", pa.int32()),
-        pa.field("result_ids", STR_LIST),
-        pa.field("n_results", pa.int32()),
-        pa.field("executed_at", TS),
-        pa.field("recorded_at", TS),
-    ],
-    "query_id",
-    "Every recorded memory search: who asked, what (redacted), how (keyword, semantic, hybrid), "
-    "which memories came back in rank order, and the event time it ran at.",
-)
-register_table(TABLE, QUERIES)
 
 
 def query_row(
@@ -56,13 +34,13 @@ def query_row(
     executed_at: datetime | None,
     recorded_at: datetime,
     redactor: Redactor,
-) -> dict[str, Any]:
+) -> QueryRow:
     """One ``queries`` row; a query matching a ``reject`` pattern is stored as its pattern names."""
     text, _, rejected = redactor.check(query)
     if rejected:
         text = " ".join(f"[REJECTED:{n}]" for n in sorted(set(rejected)))
-    return {
-        "query_id": prefixed_id(
+    return QueryRow(
+        query_id=prefixed_id(
             "qry",
             reader.owner_id,
             reader.agent_id,
@@ -72,14 +50,14 @@ def query_row(
             executed_at,
             recorded_at,
         ),
-        "owner_id": reader.owner_id,
-        "agent_id": reader.agent_id,
-        "session_id": reader.session_id,
-        "query": text,
-        "strategy": strategy,
-        "k": k,
-        "result_ids": list(result_ids),
-        "n_results": len(result_ids),
-        "executed_at": executed_at,
-        "recorded_at": recorded_at,
-    }
+        owner_id=reader.owner_id,
+        agent_id=reader.agent_id,
+        session_id=reader.session_id,
+        query=text,
+        strategy=strategy,
+        k=k,
+        result_ids=list(result_ids),
+        n_results=len(result_ids),
+        executed_at=executed_at,
+        recorded_at=recorded_at,
+    )

@@ -29,7 +29,7 @@ from typing import Any
 
 from skillstream.errors import InputError
 from skillstream.ids import prefixed_id
-from skillstream.model import Memory, MemoryEvent
+from skillstream.model import Memory, MemoryEvent, TableRows
 
 ACTIVATED = "activated"
 ARCHIVED = "archived"
@@ -133,7 +133,8 @@ class ChangeLog:
     recorded_at: datetime
     changed: dict[str, Memory] = field(default_factory=dict)
     events: list[MemoryEvent] = field(default_factory=list)
-    extras: dict[str, list[Any]] = field(default_factory=dict)
+    rows: TableRows = field(default_factory=TableRows)
+    """Rows for the catalog's other tables, written with the changes."""
     seq: int = 0
 
     def log(
@@ -173,11 +174,6 @@ class ChangeLog:
         if changed:
             self.changed[m.id] = m
         return ev
-
-    def add_rows(self, table: str, rows: list[dict[str, Any]]) -> None:
-        """Queue rows for a catalog table written with the changes (``extras``)."""
-        if rows:
-            self.extras.setdefault(table, []).extend(rows)
 
     def transition(
         self,

@@ -18,44 +18,22 @@ someone who could not read the fact itself.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from skillstream.ids import prefixed_id
 from skillstream.lifecycle.params import LifecycleParams
 from skillstream.lifecycle.states import ACTIVATED, CREATED, MERGED, UPDATED, ChangeLog
 from skillstream.lifecycle.types import LONG_TERM
 from skillstream.memories import OwnerMemories
-from skillstream.model import Memory
+from skillstream.model import Memory, SessionSummaryRow
 from skillstream.prompts import render
-from skillstream.schema import STR_LIST, TS, _schema, register_table
 
 TABLE = "session_summaries"
-SESSION_SUMMARIES = _schema(
-    [
-        pa.field("summary_id", pa.string(), nullable=False),
-        pa.field("owner_id", pa.string(), nullable=False),
-        pa.field("conversation_id", pa.string()),
-        pa.field("session_id", pa.string(), nullable=False),
-        pa.field("narrative", pa.string()),
-        pa.field("key_facts", STR_LIST),
-        pa.field("topics", STR_LIST),
-        pa.field("n_memories", pa.int32()),
-        pa.field("token_count", pa.int32()),
-        pa.field("start_ts", TS),
-        pa.field("end_ts", TS),
-        pa.field("version", pa.int32()),
-        pa.field("recorded_at", TS),
-    ],
-    "summary_id",
-    "One summary per session (narrative and key facts); summary_id is the id of the summary memory.",
-)
-register_table(TABLE, SESSION_SUMMARIES)
 
 SUMMARY_KIND = "summary"
 MAX_FACTS = 8
@@ -94,8 +72,9 @@ def _join(names: list[str], lang: str) -> str:
     return ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def build(owner_id: str, session_id: str, items: list[Memory]) -> tuple[Memory, dict[str, Any]]:
-    """The summary memory (without vector) and its table row for one session's memories."""
+def build(owner_id: str, session_id: str, items: list[Memory]) -> tuple[Memory, SessionSummaryRow]:
+    """The summary memory (without vector) and its table row for one session's memories (the row's
+    ``version``, ``token_count`` and ``recorded_at`` are set once the memory is stored)."""
     langs = Counter(m.lang for m in items)
     lang = "zh" if langs.get("zh", 0) > len(items) / 2 else "en"
     speakers = list(dict.fromkeys(m.subject for m in items if m.subject))[:4]
@@ -139,18 +118,18 @@ def build(owner_id: str, session_id: str, items: list[Memory]) -> tuple[Memory, 
         lang=lang,
         session_id=session_id,
     )
-    table_row = {
-        "summary_id": sid,
-        "owner_id": owner_id,
-        "conversation_id": items[-1].conversation_id,
-        "session_id": session_id,
-        "narrative": narrative,
-        "key_facts": facts,
-        "topics": topics,
-        "n_memories": len(items),
-        "start_ts": start,
-        "end_ts": end,
-    }
+    table_row = SessionSummaryRow(
+        summary_id=sid,
+        owner_id=owner_id,
+        conversation_id=items[-1].conversation_id,
+        session_id=session_id,
+        narrative=narrative,
+        key_facts=facts,
+        topics=topics,
+        n_memories=len(items),
+        start_ts=start,
+        end_ts=end,
+    )
     return memory, table_row
 
 
@@ -165,7 +144,7 @@ def summarize(
     token_count: Callable[[str], int] | None = None,
 ) -> int:
     """Write or refresh the summaries of the owner's closed sessions; returns how many changed."""
-    todo: list[tuple[Memory, dict[str, Any], Memory | None]] = []
+    todo: list[tuple[Memory, SessionSummaryRow, Memory | None]] = []
     for session_id, items in sorted(sessions(state).items()):
         if not close_all and items[-1].created_at + rules.idle_gap > at:  # type: ignore[operator]
             continue
@@ -189,7 +168,7 @@ def summarize(
         if current is None:
             memory.confidence = rules.default_confidence
             state.put(memory)
-            log.log(memory, CREATED, f"session {table_row['session_id']} closed", memory.created_at)
+            log.log(memory, CREATED, f"session {table_row.session_id} closed", memory.created_at)
             target = memory
         else:
             old = current.copy()
@@ -216,11 +195,12 @@ def summarize(
                 old,
             )
             target = current
-        table_row["version"] = target.version
-        table_row["token_count"] = (
-            token_count(target.text) if token_count else len(target.text.split())
+        table_row = dataclasses.replace(
+            table_row,
+            version=target.version,
+            token_count=token_count(target.text) if token_count else len(target.text.split()),
+            recorded_at=log.recorded_at,
         )
-        table_row["recorded_at"] = log.recorded_at
         rows.append(table_row)
-    log.add_rows(TABLE, rows)
+    log.rows.session_summaries.extend(rows)
     return len(todo)

@@ -1,6 +1,6 @@
 """The memory skill bank: versioned memory skills in the catalog, exported to files and back.
 
-Every memory skill is a row of the catalog table ``memory_skills`` (``schema.MEMORY_SKILLS``) per
+Every memory skill is a row of the catalog table ``memory_skills`` (``tables.MEMORY_SKILLS``) per
 *version*: ``name@version`` is the key, the highest version of a name is its current state, and a
 change of any kind (new wording, new action type, retirement) is written as a new version. Nothing
 is updated in place except the usage counters that a trainer keeps on the current version.

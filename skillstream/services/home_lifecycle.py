@@ -35,7 +35,7 @@ from skillstream.lifecycle.states import (
     ChangeLog,
 )
 from skillstream.memories import OwnerMemories
-from skillstream.model import MaintenanceResult
+from skillstream.model import ContradictionRow, MaintenanceResult
 
 
 def store_clock(catalog: Any) -> datetime | None:
@@ -172,14 +172,12 @@ def _recheck_contradictions(
             recorded_at=recorded,
             winner_id={ctr.KEEP_A: a.id, ctr.KEEP_B: b.id}.get(resolution),
         )
-        log.add_rows(ctr.TABLE, [row])
+        log.rows.contradictions.append(ContradictionRow.from_row(row))
         report.contradictions[resolution] += 1
     return [
-        MaintenanceResult(
-            owner, at, list(log.changed.values()), log.events, log.extras, actor=actor
-        )
+        MaintenanceResult(owner, at, list(log.changed.values()), log.events, log.rows, actor=actor)
         for owner, log in sorted(logs.items())
-        if log.events or log.extras
+        if log.events or log.rows
     ]
 
 
@@ -219,9 +217,7 @@ def set_status(
         else:
             log.transition(m, to, event, reason, at)
     results = [
-        MaintenanceResult(
-            owner, at, list(log.changed.values()), log.events, log.extras, actor=actor
-        )
+        MaintenanceResult(owner, at, list(log.changed.values()), log.events, log.rows, actor=actor)
         for owner, log in sorted(logs.items())
     ]
     if results:

@@ -39,30 +39,16 @@ from skillstream.distill.package import (
     validate_files,
     write_folder,
 )
-from skillstream.services.publishing import Publisher
-from skillstream.distill.record import TaskSkill, TaskSkillResult
-from skillstream.storage.task_skills import TaskSkillIndex
+from skillstream.distill.record import SECTIONS, TEXT_SECTIONS, TaskSkill, TaskSkillResult
 from skillstream.errors import InputError
+from skillstream.services.publishing import Publisher
 from skillstream.storage.home import storage_options
+from skillstream.storage.task_skills import TaskSkillIndex
 
 log = logging.getLogger(__name__)
 
 DEFAULT_OWNER = "default"
-PATCH_SECTIONS = {
-    "description": "description",
-    "when": "description",
-    "when-to-use": "description",
-    "title": "title",
-    "triggers": "triggers",
-    "procedure": "procedure",
-    "steps": "procedure",
-    "experience": "experience",
-    "pitfalls": "experience",
-    "preferences": "preferences",
-    "examples": "examples",
-    "tools": "tools",
-    "verification": "verification",
-}
+PATCH_SECTIONS = {name: s.name for s in SECTIONS for name in s.patch}
 """``--section`` names and the field each edits; ``scripts/<file>`` and ``references/<file>``
 set one file of the package."""
 
@@ -283,7 +269,7 @@ class TaskSkillAPI:
             target[fname] = (target.get(fname, "") + "\n" + text) if append else text
         elif key in PATCH_SECTIONS:
             field = PATCH_SECTIONS[key]
-            if field in ("description", "title"):
+            if field in TEXT_SECTIONS:
                 value = text.strip()
                 setattr(
                     skill, field, f"{getattr(skill, field)} {value}".strip() if append else value

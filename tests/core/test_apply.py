@@ -1,3 +1,4 @@
+from dataclasses import asdict
 from datetime import UTC, datetime
 
 from skillstream.apply import ApplyOptions, apply_ops
@@ -125,7 +126,7 @@ def test_update_that_changes_a_slot_value_supersedes_instead_of_overwriting():
         2,
         "User lives in Oslo",
     )
-    (row,) = b.extras["contradictions"]
+    (row,) = [asdict(r) for r in b.rows.contradictions]
     assert (row["memory_a"], row["memory_b"], row["resolution"], row["rule"], row["winner_id"]) == (
         oslo.id,
         bergen.id,

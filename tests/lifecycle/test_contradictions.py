@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import timedelta
 
 import pytest
@@ -107,7 +108,7 @@ def test_the_newer_fact_wins_and_the_older_keeps_its_validity(recorded):
     ]
     assert (oslo.status, oslo.valid_to) == ("archived", T0 + 28 * DAY)
     assert (bergen.status, bergen.valid_from, bergen.valid_to) == ("activated", T0 + 28 * DAY, None)
-    assert r.extras["contradictions"] == [
+    assert [asdict(x) for x in r.rows.contradictions] == [
         {
             "contradiction_id": ctr.row(
                 oslo,
@@ -119,7 +120,7 @@ def test_the_newer_fact_wins_and_the_older_keeps_its_validity(recorded):
                 detected_by="",
                 span_id=None,
                 recorded_at=recorded,
-            )["contradiction_id"],
+            ).contradiction_id,
             "owner_id": "o1",
             "memory_a": oslo.id,
             "memory_b": bergen.id,
@@ -163,7 +164,7 @@ def test_an_older_claim_loses_on_confidence_or_stays_unresolved(recorded):
         recorded,
     )
     bergen = next(m for m in state.items.values() if m.id != oslo.id)
-    (row,) = r.extras["contradictions"]
+    (row,) = [asdict(x) for x in r.rows.contradictions]
     assert (row["resolution"], row["rule"], row["winner_id"]) == ("keep-a", "confidence", oslo.id)
     # the older claim held until the newer fact began
     assert (bergen.status, bergen.valid_from, bergen.valid_to) == ("archived", T0 - 100 * DAY, T0)
@@ -181,7 +182,7 @@ def test_an_older_claim_loses_on_confidence_or_stays_unresolved(recorded):
         ],
         recorded,
     )
-    (row,) = r.extras["contradictions"]
+    (row,) = [asdict(x) for x in r.rows.contradictions]
     assert (row["resolution"], row["rule"], row["winner_id"], row["resolved_at"]) == (
         "unresolved",
         None,
@@ -206,7 +207,7 @@ def test_what_did_we_believe_on_date_x_and_later_settlement(tmp_path, recorded, 
         ),
     ]:
         r = apply_ops(state, span([op.text], at=at), [op], recorded, options)
-        results.append(MaintenanceResult("o1", at, list(r.changed.values()), r.events, r.extras))
+        results.append(MaintenanceResult("o1", at, list(r.changed.values()), r.events, r.rows))
     with open_stores(settings, embedder.dim) as stores:
         write_results(stores, results)
         believed = lambda x: [

@@ -86,7 +86,7 @@ def home(tmp_path, embedder, recorded):
             recorded,
             ApplyOptions(embed=embedder.encode),
         )
-        results.append(MaintenanceResult("o1", at, list(r.changed.values()), r.events, r.extras))
+        results.append(MaintenanceResult("o1", at, list(r.changed.values()), r.events, r.rows))
     with open_stores(settings, embedder.dim) as stores:
         write_results(stores, results)
         stores.index.optimize()

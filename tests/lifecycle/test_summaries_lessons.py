@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import timedelta
 
 from skillstream.apply import apply_ops
@@ -80,7 +81,7 @@ def test_a_closed_session_gets_one_summary(recorded):
     assert [(e.event, e.memory_id, e.reason, e.event_ts) for e in r.events] == [
         ("created", s.id, "session s1 closed", T0 + 10 * MIN)
     ]
-    (row,) = r.extras["session_summaries"]
+    (row,) = [asdict(x) for x in r.rows.session_summaries]
     assert {
         k: row[k]
         for k in ("summary_id", "session_id", "n_memories", "topics", "version", "token_count")

@@ -105,16 +105,15 @@ def test_a_failed_span_keeps_its_calls_and_its_messages_for_a_retry(embedder):
     (res,) = p.process_owner(p.new_state("c1"), [span])
     assert res.status == "failed" and res.attempts == 3 and len(res.llm_calls) == 3
     assert "LLM request 'extract'" in res.error and res.memories == []
-    (row,) = res.extras["failed_spans"]
-    assert (row["span_id"], row["status"], row["attempts"], row["retries"]) == (
+    (row,) = res.rows.failed_spans
+    assert (row.span_id, row.status, row.attempts, row.retries) == (
         span.span_id,
         "pending",
         3,
         0,
     )
     assert (
-        json.loads(row["messages"])[0]["text"]
-        == "My password is [REDACTED:password] and I like jazz."
+        json.loads(row.messages)[0]["text"] == "My password is [REDACTED:password] and I like jazz."
     )
     assert span_from_row(row) == span
 
@@ -123,7 +122,7 @@ def test_failed_span_row_round_trip_keeps_every_field():
     span = make_span([("user", "a"), ("assistant", "b"), ("user", "c")], conversation_id="conv-9")
     row = failed_span_row(span, "memskill", "boom", 4, NOW)
     assert span_from_row(row) == span
-    assert row["error"] == "boom" and row["failed_at"] == NOW
+    assert row.error == "boom" and row.failed_at == NOW
 
 
 def test_llm_failure_is_terminal_for_the_span_not_the_owner(embedder):

@@ -16,6 +16,7 @@ from skillstream.model import (
     Message,
     Span,
     SpanResult,
+    TableRows,
 )
 from tests.servers.ports import free_port  # noqa: F401 - re-exported for the tests here
 from tests.servers.s3 import fresh_bucket
@@ -76,7 +77,7 @@ def make_span(n: int, owner: str = "u1") -> Span:
 
 
 def make_result(
-    n: int, owner: str = "u1", memories=None, status: str = "done", extras=None
+    n: int, owner: str = "u1", memories=None, status: str = "done", rows=None
 ) -> SpanResult:
     span = make_span(n, owner)
     mems = memories if memories is not None else [make_memory(10 * n + k, owner) for k in range(2)]
@@ -124,7 +125,7 @@ def make_result(
         memory_skills=["insert"],
         n_ops=len(mems),
         processed_at=T0,
-        extras=extras or {},
+        rows=rows or TableRows(),
     )
 
 

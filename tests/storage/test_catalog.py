@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
-from skillstream import schema as sch
+from skillstream import tables as sch
 from skillstream.errors import InputError
 from skillstream.storage.catalog import (
     VIEWS,
@@ -32,17 +34,13 @@ def catalog(tmp_path):
 
 
 @pytest.fixture
-def new_table():
-    """Register a catalog table for one test and take it out again."""
-    names = []
+def new_table(monkeypatch):
+    """Declare one more catalog table for one test."""
 
-    def register(name, schema):
-        sch.register_table(name, schema)
-        names.append(name)
+    def declare(name, schema):
+        monkeypatch.setitem(sch.CATALOG_TABLES, name, schema)
 
-    yield register
-    for name in names:
-        sch.CATALOG_TABLES.pop(name, None)
+    return declare
 
 
 @pytest.mark.parametrize(
@@ -86,6 +84,34 @@ def test_tables_created_from_schemas(catalog):
             assert (c["null"] == "NO") == (not f.nullable)
         keys = [c["column_name"] for c in cols if c["key"] == "PRI"]
         assert keys == [sch.primary_key(schema)]
+
+
+GOLDEN = Path(__file__).parents[1] / "golden" / "declarations" / "catalog_ddl.json"
+FRESH_CATALOG = """
+import json, sys
+from skillstream.storage.catalog import Catalog, table_ddl
+from skillstream import tables
+cat = Catalog(sys.argv[1])
+cols = cat.sql(
+    "SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns "
+    "WHERE table_schema = 'main' ORDER BY table_name, ordinal_position"
+).to_pylist()
+ddl = {t.name: table_ddl(t.name, t.schema) for t in tables.CATALOG}
+print(json.dumps({"ddl": ddl, "tables": sorted({c["table_name"] for c in cols}), "columns": cols}))
+"""
+
+
+def test_a_fresh_catalog_has_exactly_the_declared_tables(tmp_path):
+    """Whatever else is imported (here: nothing), a new catalog holds every declared table, with
+    the DDL the catalog had before the tables were declared in one module."""
+    out = subprocess.run(
+        [sys.executable, "-c", FRESH_CATALOG, str(tmp_path / "c.duckdb")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert json.loads(out) == json.loads(GOLDEN.read_text())
+    assert {t.name for t in sch.CATALOG} == set(sch.CATALOG_TABLES)
 
 
 def test_fts_extension_is_loaded(catalog):
@@ -157,7 +183,7 @@ def test_processed_span_ids(catalog):
     assert catalog.processed_span_ids() == {"a"}
 
 
-def test_register_table_later(catalog, new_table):
+def test_a_table_declared_after_opening_is_created(catalog, new_table):
     schema = pa.schema(
         [
             pa.field("version_id", pa.string(), nullable=False),

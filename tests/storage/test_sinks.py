@@ -8,13 +8,12 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 from bytewax.recovery import RecoveryConfig, init_db_dir
 from bytewax.testing import TestingSource, cluster_main, run_main
 
-from skillstream import schema as sch
 from skillstream.errors import InputError
+from skillstream.model import ContradictionRow, TableRows
 from skillstream.storage import sinks
 from skillstream.storage.home import open_stores
 from skillstream.storage.writer import write_results
@@ -115,34 +114,33 @@ def test_memories_deduped_across_results_by_version(stores):
     assert [m.text for m in stores.index.owner_memories("u1")] == ["new"]
 
 
-@pytest.fixture
-def extras_table():
-    schema = pa.schema(
-        [
-            pa.field("contradiction_id", pa.string(), nullable=False),
-            pa.field("memory_id", pa.string()),
-        ],
-        metadata={b"primary_key": b"contradiction_id"},
+def contradiction(n: int, resolution: str | None = "unresolved") -> ContradictionRow:
+    return ContradictionRow(
+        contradiction_id=f"ctr_{n}",
+        owner_id="u1",
+        memory_a=f"m{n}a",
+        memory_b=f"m{n}b",
+        resolution=resolution,  # type: ignore[arg-type]
     )
-    sch.register_table("contradictions_test", schema)
-    yield "contradictions_test"
-    sch.CATALOG_TABLES.pop("contradictions_test", None)
 
 
-def test_extras_go_to_registered_tables(stores, extras_table):
-    rows = [
-        {"contradiction_id": "k1", "memory_id": "m1"},
-        {"contradiction_id": "k2", "memory_id": "m2"},
+def test_typed_rows_go_to_their_tables(stores):
+    rows = TableRows(contradictions=[contradiction(1), contradiction(2)])
+    summary = write_results(stores, [make_result(1, rows=rows)])
+    write_results(stores, [make_result(1, rows=rows)])
+    assert summary.tables == {"contradictions": 2}
+    assert stores.catalog.count("contradictions") == 2
+    assert stores.catalog.sql(
+        "SELECT memory_a, resolution FROM contradictions ORDER BY 1"
+    ).to_pylist() == [
+        {"memory_a": "m1a", "resolution": "unresolved"},
+        {"memory_a": "m2a", "resolution": "unresolved"},
     ]
-    summary = write_results(stores, [make_result(1, extras={extras_table: rows})])
-    write_results(stores, [make_result(1, extras={extras_table: rows})])
-    assert summary.extras == {extras_table: 2}
-    assert stores.catalog.count(extras_table) == 2
 
 
 def test_failure_in_catalog_leaves_no_ledger_row(stores):
-    bad = make_result(1, extras={"unregistered_table": [{"a": 1}]})
-    with pytest.raises(InputError, match="not a catalog table"):
+    bad = make_result(1, rows=TableRows(contradictions=[contradiction(1, resolution=None)]))
+    with pytest.raises(InputError, match="is required"):
         write_results(stores, [bad])
     assert stores.catalog.count("spans") == 0
     assert stores.catalog.count("memory_meta") == 0  # the transaction rolled back

@@ -1,16 +1,32 @@
-"""Arrow schemas of every table, defined once.
+"""Every table of a home, declared in one place: the DuckDB catalog's and LanceDB's.
 
-LanceDB tables are created from these schemas and DuckDB DDL is generated from them
-(``storage.catalog``), so a column is added in exactly one place. Timestamps are microseconds in
-UTC. ``vector`` columns are fixed-size lists whose width comes from the embedding model.
+:data:`CATALOG` lists the catalog tables (name, Arrow schema with its primary key and a one-line
+description, and the row class written to it, if any). ``storage.catalog`` creates exactly these
+tables and generates their DDL from the schemas; nothing adds a table by being imported. LanceDB
+tables are created from :func:`memories_lance` and :func:`task_skills_lance`.
+
+Where a record type exists, the columns come from it (LanceDB's ``LanceModel`` idea): the typed rows
+of ``skillstream.model`` (contradictions, session summaries, failed spans, queries) and the
+task-skill record (``distill.record``), so a column is added in exactly one place. Timestamps are
+microseconds in UTC. ``vector`` columns are fixed-size lists whose width comes from the embedding
+model.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pyarrow as pa
 
-TS = pa.timestamp("us", tz="UTC")
-STR_LIST = pa.list_(pa.string())
+from skillstream.columns import STR_LIST, TS, arrow_fields
+from skillstream.distill.record import TaskSkillVersionRow, task_skill_fields
+from skillstream.model import (
+    CatalogRow,
+    ContradictionRow,
+    FailedSpanRow,
+    QueryRow,
+    SessionSummaryRow,
+)
 
 
 def _schema(fields: list[pa.Field], key: str | None, doc: str) -> pa.Schema:
@@ -93,7 +109,7 @@ MEMORY_FIELDS = [
     pa.field("span_id", pa.string()),
     pa.field("lang", pa.string()),
     pa.field("version", pa.int32()),
-    # lifecycle (issue 5): the creating session (session scope, summaries) and decay bookkeeping
+    # lifecycle: the creating session (session scope, summaries) and decay bookkeeping
     pa.field("session_id", pa.string()),
     pa.field("decay_steps", pa.int32()),
 ]
@@ -178,7 +194,7 @@ LLM_CALLS = _schema(
     "Every LLM request: purpose, tokens, latency, outcome.",
 )
 
-# ---------------------------------------------------------------- memory skills (MemSkill, issue 3)
+# ---------------------------------------------------------------- memory skills
 MEMORY_SKILLS = _schema(
     [
         pa.field("version_id", pa.string(), nullable=False),
@@ -204,45 +220,101 @@ MEMORY_SKILLS = _schema(
 )
 
 FAILED_SPANS = _schema(
-    [
-        pa.field("span_id", pa.string(), nullable=False),
-        pa.field("owner_id", pa.string(), nullable=False),
-        pa.field("conversation_id", pa.string(), nullable=False),
-        pa.field("session_id", pa.string()),
-        pa.field("seq", pa.int64()),
-        pa.field("lang", pa.string()),
-        pa.field("n_tokens", pa.int32()),
-        pa.field("messages", pa.string(), nullable=False),
-        pa.field("extractor", pa.string()),
-        pa.field("error", pa.string()),
-        pa.field("attempts", pa.int32()),
-        pa.field("retries", pa.int32()),
-        pa.field("status", pa.string(), nullable=False),
-        pa.field("failed_at", TS),
-        pa.field("resolved_at", TS),
-    ],
+    arrow_fields(FailedSpanRow),
     "span_id",
     "Spans whose extraction failed, with their (already redacted) messages as JSON, so "
     "``skillstream retry-failed`` can process them later; status 'pending' or 'resolved'.",
 )
 
-CATALOG_TABLES: dict[str, pa.Schema] = {
-    "memory_meta": MEMORY_META,
-    "memory_events": MEMORY_EVENTS,
-    "spans": SPANS,
-    "dead_letters": DEAD_LETTERS,
-    "llm_calls": LLM_CALLS,
-    "memory_skills": MEMORY_SKILLS,
-    "failed_spans": FAILED_SPANS,
-}
-"""DuckDB tables of the catalog, by name. Later components register theirs with ``register_table``."""
+CONTRADICTIONS = _schema(
+    arrow_fields(ContradictionRow),
+    "contradiction_id",
+    "Conflicting memories of one owner: memory_a (existing) vs memory_b (new), how it was settled "
+    "(keep-a, keep-b, discard-both, unresolved) and by which rule (newer, confidence, lifecycle).",
+)
+
+SESSION_SUMMARIES = _schema(
+    arrow_fields(SessionSummaryRow),
+    "summary_id",
+    "One summary per session (narrative and key facts); summary_id is the id of the summary "
+    "memory.",
+)
+
+QUERIES = _schema(
+    arrow_fields(QueryRow),
+    "query_id",
+    "Every recorded memory search: who asked, what (redacted), how (keyword, semantic, hybrid), "
+    "which memories came back in rank order, and the event time it ran at.",
+)
+
+# ---------------------------------------------------------------- task skills
+TASK_SKILL_FIELDS = task_skill_fields()
+"""Columns of a task skill, from the record (``scripts``, ``references``, ``planned_*`` and
+``stats`` are JSON)."""
+
+TASK_SKILLS = _schema(
+    TASK_SKILL_FIELDS, "id", "Current version of every task skill (the vector lives in LanceDB)."
+)
+TASK_SKILL_VERSIONS = _schema(
+    arrow_fields(TaskSkillVersionRow),
+    "version_id",
+    "Every version of every task skill: what changed it, its package, the full record as JSON.",
+)
 
 
-def register_table(name: str, schema: pa.Schema) -> None:
-    """Add a catalog table (used by task skills, lifecycle, memory skills)."""
-    if name in CATALOG_TABLES and CATALOG_TABLES[name] != schema:
-        raise ValueError(f"catalog table {name!r} is already registered with another schema")
-    CATALOG_TABLES[name] = schema
+def task_skills_lance(dim: int) -> pa.Schema:
+    """Schema of the LanceDB ``task_skills`` table for vectors of width ``dim``."""
+    return _schema(
+        TASK_SKILL_FIELDS + [vector_field(dim)], "id", "Task skills as search sees them."
+    )
+
+
+# ---------------------------------------------------------------- the catalog
+@dataclass(frozen=True)
+class Table:
+    """A catalog table.
+
+    Attributes:
+        name: Table name.
+        schema: Its columns, with the primary key and a description in the metadata.
+        row: The typed row class written to it, when rows travel as one.
+    """
+
+    name: str
+    schema: pa.Schema
+    row: type[CatalogRow] | None = None
+
+    @property
+    def key(self) -> str | None:
+        return primary_key(self.schema)
+
+
+CATALOG: tuple[Table, ...] = (
+    Table("memory_meta", MEMORY_META),
+    Table("memory_events", MEMORY_EVENTS),
+    Table("spans", SPANS),
+    Table("dead_letters", DEAD_LETTERS),
+    Table("llm_calls", LLM_CALLS),
+    Table("memory_skills", MEMORY_SKILLS),
+    Table("failed_spans", FAILED_SPANS, FailedSpanRow),
+    Table("contradictions", CONTRADICTIONS, ContradictionRow),
+    Table("queries", QUERIES, QueryRow),
+    Table("session_summaries", SESSION_SUMMARIES, SessionSummaryRow),
+    Table("task_skills", TASK_SKILLS),
+    Table("task_skill_versions", TASK_SKILL_VERSIONS, TaskSkillVersionRow),
+)
+"""Every DuckDB table of the catalog, in creation order."""
+
+CATALOG_TABLES: dict[str, pa.Schema] = {t.name: t.schema for t in CATALOG}
+"""Catalog table schemas by name."""
+
+ROW_TABLES: dict[type[CatalogRow], str] = {t.row: t.name for t in CATALOG if t.row is not None}
+"""The table each typed row class is written to."""
+
+
+def table_of(row: CatalogRow) -> str:
+    """The catalog table a typed row belongs to."""
+    return ROW_TABLES[type(row)]
 
 
 def primary_key(schema: pa.Schema) -> str | None:
