@@ -8,7 +8,7 @@ import typing
 from pathlib import Path
 
 from skillstream import model, tables
-from skillstream.distill import store
+from skillstream.storage import task_skills as store
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "declarations" / "arrow_schemas.json"
 

@@ -13,10 +13,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from skillstream import tables
-from skillstream.distill import api, llm, store
+from skillstream.distill import llm
 from skillstream.distill.draft import Draft
 from skillstream.distill.package import build_zip, package_files, render_skill_md, skill_from_files
 from skillstream.distill.record import SECTIONS, SkillContent, TaskSkill
+from skillstream.services import task_skills as api
+from skillstream.storage import task_skills as store
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "declarations"
 
