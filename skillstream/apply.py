@@ -27,9 +27,8 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import Any
 
 import numpy as np
 
@@ -52,6 +51,7 @@ from skillstream.lifecycle.states import (
 from skillstream.lifecycle.types import memory_type_for
 from skillstream.memories import OwnerMemories, age_key
 from skillstream.model import Memory, MemoryOp, Op, Span
+from skillstream.settings import LifecycleSettings
 
 __all__ = ["CONFIDENCE_CAP", "REINFORCE_STEP", "Applied", "ApplyOptions", "apply_ops", "normalise"]
 
@@ -105,11 +105,14 @@ class ApplyOptions:
     lessons: bool = True
 
     @classmethod
-    def from_settings(cls, settings: Any, embed: Embed | None = None) -> ApplyOptions:
-        rules = LifecycleRules.from_settings(settings)
+    def from_settings(
+        cls, lifecycle: LifecycleSettings, idle_gap: timedelta, embed: Embed | None = None
+    ) -> ApplyOptions:
+        """Options from the ``lifecycle`` settings group and the session gap ``idle_gap``."""
+        rules = LifecycleRules.from_settings(lifecycle, idle_gap)
         return cls(
-            scope=settings.default_scope,
-            confidence=settings.default_confidence,
+            scope=lifecycle.default_scope,
+            confidence=lifecycle.default_confidence,
             rules=rules,
             embed=embed,
         )

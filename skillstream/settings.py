@@ -51,6 +51,8 @@ ENV_PREFIX = "SKILLSTREAM_"
 DEFAULT_HOME = "./.skillstream"
 CONFIG_FILE = "skillstream.toml"
 OPENAI_BASE_URL_ENV = "OPENAI_BASE_URL"
+API_KEY_ENV = ("SKILLSTREAM_LLM_API_KEY", "OPENAI_API_KEY")
+"""Where the LLM API key is read, first set wins; a secret, so never part of ``Settings``."""
 
 BOOL_WORDS = {"true": True, "false": False, "1": True, "0": False}
 BOOL_WORDS.update({"yes": True, "no": False, "on": True, "off": False})
@@ -653,6 +655,18 @@ def mask_secrets(options: dict[str, Any]) -> dict[str, Any]:
         k: "***" if _SECRET_KEY.search(str(k)) and v not in (None, "") else v
         for k, v in options.items()
     }
+
+
+def llm_api_key() -> str:
+    """The LLM API key from ``SKILLSTREAM_LLM_API_KEY`` or ``OPENAI_API_KEY`` (``""``: none).
+
+    Read when a backend is built and handed to its client only; never stored in ``Settings``.
+    """
+    for name in API_KEY_ENV:
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value
+    return ""
 
 
 def env_var(key: str) -> str:

@@ -194,7 +194,8 @@ def maintain(ctx, now, owners, close_sessions, freeze, unfreeze, forget, as_json
 
     if not Path(settings.catalog).exists():
         raise InputError(
-            f"no catalog at {settings.catalog}; run 'skillstream --home {settings.home} run' first"
+            f"no catalog at {settings.storage.catalog}; "
+            f"run 'skillstream --home {settings.storage.home} run' first"
         )
     rules = LifecycleRules.from_settings(settings)
     embedder = get_embedder(settings.embed_model, settings.embed_batch)

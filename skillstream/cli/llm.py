@@ -123,7 +123,8 @@ def retry_failed_spans(
         if others and not any_extractor:
             raise InputError(
                 f"the failed spans were extracted with {others}, but the configured executor is "
-                f"{executor.name!r} (SKILLSTREAM_LLM={settings.llm!r}); configure the same backend "
+                f"{executor.name!r} (SKILLSTREAM_LLM={settings.llm.backend!r}); "
+                "configure the same backend "
                 "(--llm openai --llm-base-url URL --llm-model NAME, or the SKILLSTREAM_LLM_* "
                 "variables), or pass --llm explicitly to retry them with another one"
             )

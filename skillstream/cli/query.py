@@ -16,7 +16,8 @@ def open_catalog(settings, dim: int | None = None):
 
     if not Path(settings.catalog).exists():
         raise InputError(
-            f"no catalog at {settings.catalog}; run 'skillstream --home {settings.home} run' first"
+            f"no catalog at {settings.storage.catalog}; "
+            f"run 'skillstream --home {settings.storage.home} run' first"
         )
     cat = Catalog(settings.catalog, read_only=True)
     cat.attach_lance(settings.lancedb, settings.storage_options)

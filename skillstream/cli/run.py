@@ -178,7 +178,8 @@ def run(
             f"read {summary['messages']} messages ({summary['dead_letters']} dead letters); "
             f"spans: {summary['spans_processed']} processed, "
             f"{summary['spans_already_processed']} already processed, {summary['spans_failed']} failed; "
-            f"{summary['memory_changes']} memory changes in {summary['seconds']} s; home {settings.home}"
+            f"{summary['memory_changes']} memory changes in {summary['seconds']} s; "
+            f"home {settings.storage.home}"
         )
 
 

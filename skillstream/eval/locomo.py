@@ -311,7 +311,7 @@ class LocomoEval:
         backend = None
         try:
             if (self.settings.llm or "rules").strip().lower() != "rules":
-                backend = make_backend(dataclasses.replace(self.settings, home=str(root)))
+                backend = make_backend(self.settings.llm, str(root))
             grader = QAGrader(backend, judge=self.options.judge) if backend is not None else None
             embedder = get_embedder(self.settings.embed_model, self.settings.embed_batch)
             for sample in samples:

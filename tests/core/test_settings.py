@@ -236,7 +236,7 @@ def test_remote_home_keeps_the_catalog_local_and_reads_no_file():
 def test_settings_and_groups_pickle_and_stay_frozen():
     s = Settings.from_keys(policies={"*": {"readable_scopes": ["private"]}}, span_tokens=99)
     assert pickle.loads(pickle.dumps(s)) == s
-    assert pickle.loads(pickle.dumps(s.llm)) == s.llm
+    assert pickle.loads(pickle.dumps(s.lifecycle)) == s.lifecycle
     with pytest.raises(Exception):  # noqa: B017 - pydantic's frozen-instance error
         s.spans.span_tokens = 1  # type: ignore[misc]
 

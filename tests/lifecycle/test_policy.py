@@ -59,7 +59,7 @@ def test_policies_from_settings(tmp_path):
             },
         },
     )
-    ps = rules().__class__.from_settings(s).policies
+    ps = rules().__class__.from_settings(s.lifecycle, s.spans.idle_gap).policies
     default, bot = ps.for_agent(None), ps.for_agent("bot")
     assert (default.readable, default.writable, ps.for_agent("other") is default) == (
         ("private", "fleet"),

@@ -59,9 +59,8 @@ def test_rank_combines_the_four_signals_exactly():
 
 
 def test_rank_weights_are_configurable_and_checked(tmp_path):
-    r = LifecycleRules.from_settings(
-        Settings.load(home=str(tmp_path), rank_weights={"recency": 0.5})
-    )
+    s = Settings.load(home=str(tmp_path), rank_weights={"recency": 0.5})
+    r = LifecycleRules.from_settings(s.lifecycle, s.spans.idle_gap)
     assert r.weights == {"relevance": 0.6, "confidence": 0.2, "recency": 0.5, "reinforcement": 0.1}
     with pytest.raises(ConfigError, match="unknown weight 'freshness'"):
         rank_weights({"freshness": 1})
