@@ -49,14 +49,14 @@ def main(argv: list[str] | None = None) -> dict:
     from bytewax.testing import cluster_main
 
     import skillstream.storage.sinks  # noqa: F401  (store libraries imported, like the model loaded, before timing)
-    from skillstream.config import Settings
     from skillstream.connectors.files import FileSource
     from skillstream.embed import get_embedder
     from skillstream.flows import progress
     from skillstream.flows.memory import build_flow
+    from skillstream.settings import Settings
 
     settings_probe = Settings.load(home=tempfile.mkdtemp(prefix="ss-bench-probe-"))
-    embedder = get_embedder(settings_probe.embed_model, settings_probe.embed_batch)
+    embedder = get_embedder(settings_probe.embedding)
     embedder.encode(["warm up"])
 
     messages = read_messages(args.data, args.format)
@@ -77,7 +77,9 @@ def main(argv: list[str] | None = None) -> dict:
         counts = progress.snapshot()
         from skillstream.storage.lance import MemoryIndex
 
-        n_memories = MemoryIndex(settings.lancedb, parts.dim, settings.storage_options).count()
+        n_memories = MemoryIndex(
+            settings.storage.lancedb, parts.dim, settings.storage.storage_options
+        ).count()
 
     n = len(texts)
     result = {

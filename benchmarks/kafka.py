@@ -159,10 +159,10 @@ def produce(bootstrap: str, topic: str, messages: list, partitions: int) -> floa
 def throughput(bootstrap: str, topic: str, n_messages: int, workers: int) -> dict:
     from bytewax.testing import cluster_main
 
-    from skillstream.config import Settings
     from skillstream.connectors.kafka import kafka_source
     from skillstream.flows import progress
     from skillstream.flows.memory import build_flow
+    from skillstream.settings import Settings
 
     home = tempfile.mkdtemp(prefix=f"ss-bench-kafka-w{workers}-")
     try:
@@ -179,7 +179,7 @@ def throughput(bootstrap: str, topic: str, n_messages: int, workers: int) -> dic
             [],
             0,
             worker_count_per_proc=workers,
-            epoch_interval=timedelta(seconds=settings.epoch_interval_s),
+            epoch_interval=timedelta(seconds=settings.flow.epoch_interval_s),
         )
         seconds = time.perf_counter() - t0
         counts = progress.snapshot()
@@ -226,10 +226,10 @@ def probe_messages(k: int, word: str) -> list[dict]:
 def freshness(bootstrap: str, probes: int, gap_s: float, kafka_config: list[str]) -> dict:
     from confluent_kafka import Producer
 
-    from skillstream.config import Settings
     from skillstream.connectors.kafka import ensure_topic, parse_kafka_uri
     from skillstream.embed import get_embedder
     from skillstream.services.search import search_memories
+    from skillstream.settings import Settings
     from skillstream.storage.lance import MemoryIndex
 
     topic = f"fresh-{uuid.uuid4().hex[:8]}"
@@ -249,7 +249,7 @@ def freshness(bootstrap: str, probes: int, gap_s: float, kafka_config: list[str]
         {"bootstrap.servers": bootstrap, "linger.ms": 0, "log.connection.close": False}
     )
     settings = Settings.load(home=home)
-    embedder = get_embedder(settings.embed_model, settings.embed_batch)
+    embedder = get_embedder(settings.embedding)
     index: MemoryIndex | None = None
     latencies: list[float] = []
     try:
@@ -266,8 +266,10 @@ def freshness(bootstrap: str, probes: int, gap_s: float, kafka_config: list[str]
                     raise RuntimeError(
                         f"the tail run exited with {run.returncode}; see {home}/run.log"
                     )
-                if index is None and Path(settings.lancedb, "memories.lance").exists():
-                    index = MemoryIndex(settings.lancedb, embedder.dim, settings.storage_options)
+                if index is None and Path(settings.storage.lancedb, "memories.lance").exists():
+                    index = MemoryIndex(
+                        settings.storage.lancedb, embedder.dim, settings.storage.storage_options
+                    )
                 if index is not None:
                     hits = search_memories(
                         settings, f"dog named {word}", owner=owner, k=3, index=index

@@ -81,11 +81,11 @@ def run_once(
     computed); ``record``: store every computed vector in this map."""
     from bytewax.testing import run_main
 
-    from skillstream.config import Settings
     from skillstream.connectors.files import FileSource
     from skillstream.embed import get_embedder
     from skillstream.flows import progress
     from skillstream.flows.memory import build_flow
+    from skillstream.settings import Settings
 
     with StubProcess(latency) as stub, tempfile.TemporaryDirectory(prefix="ss-conc-") as home:
         settings = Settings.load(
@@ -103,7 +103,7 @@ def run_once(
             distill=False,
         )
         # Time spent in the model itself (one call at a time: concurrent requests are coalesced).
-        embedder = get_embedder(settings.embed_model, settings.embed_batch)
+        embedder = get_embedder(settings.embedding)
         forward, spent = embedder._forward, [0.0]
 
         def timed_forward(texts):

@@ -49,7 +49,7 @@ def read_messages(path: str, fmt: str):
 
 
 def settings_for(home: str, url: str, args):
-    from skillstream.config import Settings
+    from skillstream.settings import Settings
 
     return Settings.load(
         home=home,
@@ -150,7 +150,7 @@ def run_pair_level(args, messages, counter, embedder) -> dict:
         pipeline = build_pipeline(
             settings,
             embedder,
-            executor=make_llm_executor(settings),
+            executor=make_llm_executor(settings.llm, settings.storage.home),
             options=ApplyOptions(),
             maintenance=False,
         )
@@ -159,7 +159,7 @@ def run_pair_level(args, messages, counter, embedder) -> dict:
         def one_owner(owner: str):
             return pipeline.process_owner(pipeline.new_state(owner), spans[owner])
 
-        with ThreadPoolExecutor(max_workers=settings.concurrency) as pool:
+        with ThreadPoolExecutor(max_workers=settings.flow.concurrency) as pool:
             results = list(pool.map(one_owner, spans))
         seconds = time.perf_counter() - t0
         out = tally(stub.requests, counter)

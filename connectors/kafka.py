@@ -53,11 +53,11 @@ from typing import Any
 from bytewax.connectors.kafka import KafkaSource
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 
-from skillstream.config import Settings
 from skillstream.connectors.records import dead_letter, parse_record
 from skillstream.errors import InputError
 from skillstream.model import DeadLetter, Message
 from skillstream.redact import DEFAULT_REDACTOR, Redactor
+from skillstream.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -441,14 +441,14 @@ def kafka_source(
     from skillstream.redact import redactor_for
 
     address = parse_kafka_uri(uri)
-    merged = {**(settings.kafka_config or {}), **(config or {})}
+    merged = {**(settings.kafka.config or {}), **(config or {})}
     list_partitions(address, merged)  # fail fast, with a clear message
     return KafkaMessageSource(
         address,
         tail=True if tail is None else bool(tail),
         config=merged,
-        max_chars=settings.max_message_chars,
-        redactor=redactor_for(settings),
+        max_chars=settings.spans.max_message_chars,
+        redactor=redactor_for(settings.lifecycle.policies),
     )
 
 
@@ -466,6 +466,6 @@ def memory_events_sink(uri: str, settings: Settings):
     address = parse_kafka_uri(uri, single_topic=True)
     return MemoryEventSink(
         address,
-        settings.kafka_config,
-        partitions=settings.kafka_events_partitions,
+        settings.kafka.config,
+        partitions=settings.kafka.events_partitions,
     )

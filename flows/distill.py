@@ -28,12 +28,12 @@ import bytewax.operators as op
 from bytewax.dataflow import Stream
 from bytewax.operators import StatefulBatchLogic, StatefulLogic
 
-from skillstream.config import Settings
 from skillstream.distill.distiller import OwnerTaskSkills, TaskSkillDistiller
 from skillstream.distill.record import ConversationBlock, TaskSkill, TaskSkillResult
 from skillstream.flows import progress
 from skillstream.flows.operators import per_owner, shard_of
 from skillstream.model import Message
+from skillstream.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class BlockLogic(StatefulLogic[Message, ConversationBlock, BlockState]):
     """Collects a conversation's messages until its session or task segment closes."""
 
     def __init__(self, settings: Settings, resume: BlockState | None) -> None:
-        self.gap = settings.idle_gap
+        self.gap = settings.spans.idle_gap
         self.state = resume.copy() if resume is not None else BlockState()
 
     def on_item(self, value: Message) -> tuple[Iterable[ConversationBlock], bool]:
@@ -133,15 +133,17 @@ def make_core(settings: Settings, embedder: Any) -> TaskSkillDistiller:
         index = cache.get("index")
         if index is None or not index.table.exists:
             index = cache["index"] = TaskSkillIndex.open(
-                settings.lancedb, storage_options(settings), None, create=False
+                settings.storage.lancedb, storage_options(settings), None, create=False
             )
         return index.list(owner_id, statuses=None) if index.table.exists else []
 
     return make_task_skill_distiller(
-        settings,
+        settings.distillation,
+        settings.llm,
+        settings.storage.home,
         embedder.encode,
         hydrate=hydrate,
-        publisher=Publisher.from_settings(settings),
+        publisher=Publisher.from_settings(settings.storage),
         run_id=uuid.uuid4().hex,
     )
 
@@ -168,9 +170,9 @@ def attach_distill(
         (their LLM calls are accounted).
     """
     core = core or make_core(settings, embedder)
-    shards = settings.shards or max(1, workers)
+    shards = settings.flow.shards or max(1, workers)
     pool = ThreadPoolExecutor(
-        max_workers=max(1, settings.concurrency), thread_name_prefix="distill"
+        max_workers=max(1, settings.flow.concurrency), thread_name_prefix="distill"
     )
     by_conv = op.key_on("distill-by-conversation", messages, lambda m: m.conversation_id)
     blocks = op.stateful("distill-blocks", by_conv, lambda resume: BlockLogic(settings, resume))

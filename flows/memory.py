@@ -25,7 +25,6 @@ import bytewax.operators as op
 from bytewax.dataflow import Dataflow
 from bytewax.inputs import Source
 
-from skillstream.config import Settings
 from skillstream.embed import get_embedder
 from skillstream.extract import Executor
 from skillstream.flows import progress
@@ -33,6 +32,7 @@ from skillstream.flows.maintenance import maintenance_clock
 from skillstream.flows.operators import ExtractLogic, SpanLogic, shard_of
 from skillstream.model import DeadLetter, Message, SpanResult
 from skillstream.services.pipeline import build_pipeline, make_executor
+from skillstream.settings import Settings
 from skillstream.spans import SpanBuilder
 from skillstream.tokens import get_counter
 
@@ -50,7 +50,7 @@ class FlowParts:
 
 def read_done_spans(settings: Settings) -> frozenset[str]:
     """Span ids already in the ledger (read once, before the flow runs)."""
-    path = Path(settings.catalog)
+    path = Path(settings.storage.catalog)
     if not path.exists():
         return frozenset()
     from skillstream.storage.catalog import Catalog
@@ -80,12 +80,12 @@ def build_flow(
     """
     from skillstream.storage.lance import MemoryIndex
 
-    embedder = get_embedder(settings.embed_model, settings.embed_batch)
-    counter = get_counter(settings.embed_model)
+    embedder = get_embedder(settings.embedding)
+    counter = get_counter(settings.embedding.model)
     executor = executor or make_executor(settings)
     done = read_done_spans(settings)
     pool = ThreadPoolExecutor(
-        max_workers=max(1, settings.concurrency), thread_name_prefix="extract"
+        max_workers=max(1, settings.flow.concurrency), thread_name_prefix="extract"
     )
     index_cache: dict[str, Any] = {}
 
@@ -93,7 +93,7 @@ def build_flow(
         idx = index_cache.get("idx")
         if idx is None:
             idx = index_cache["idx"] = MemoryIndex(
-                settings.lancedb, embedder.dim, settings.storage_options
+                settings.storage.lancedb, embedder.dim, settings.storage.storage_options
             )
         return idx
 
@@ -108,8 +108,8 @@ def build_flow(
     pipeline = build_pipeline(
         settings, embedder, executor=executor, hydrate=hydrate, done_spans=done
     )
-    builder = SpanBuilder(counter.count, settings.span_tokens, settings.idle_gap)
-    shards = settings.shards or max(1, workers)
+    builder = SpanBuilder(counter.count, settings.spans.span_tokens, settings.spans.idle_gap)
+    shards = settings.flow.shards or max(1, workers)
 
     from skillstream.storage.sinks import ResultSink
 
@@ -148,7 +148,7 @@ def build_flow(
 
 def _task_skills(settings: Settings, messages, embedder, workers: int) -> list:
     """Task-skill distillation (issue 4) as a stream for the store sink, when ``settings.distill``."""
-    if not settings.distill:
+    if not settings.distillation.enabled:
         return []
     from skillstream.flows.distill import attach_distill
 
@@ -169,7 +169,7 @@ def get_flow(source: str | None = None, format: str = "auto", **overrides: Any) 
     from skillstream.redact import redactor_for
 
     return build_flow(
-        settings, FileSource(src, format=format, redactor=redactor_for(settings))
+        settings, FileSource(src, format=format, redactor=redactor_for(settings.lifecycle.policies))
     ).flow
 
 

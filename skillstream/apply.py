@@ -26,8 +26,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timedelta
+from functools import lru_cache
 
 import numpy as np
 
@@ -50,6 +50,7 @@ from skillstream.lifecycle.states import (
 from skillstream.lifecycle.types import memory_type_for
 from skillstream.memories import OwnerMemories, age_key, normalise
 from skillstream.model import Memory, MemoryOp, Op, Span
+from skillstream.settings import LifecycleSettings
 
 __all__ = ["CONFIDENCE_CAP", "REINFORCE_STEP", "Applied", "ApplyOptions", "apply_ops", "normalise"]
 
@@ -92,11 +93,14 @@ class ApplyOptions:
     lessons: bool = True
 
     @classmethod
-    def from_settings(cls, settings: Any, embed: Embed | None = None) -> ApplyOptions:
-        rules = LifecycleParams.from_settings(settings)
+    def from_settings(
+        cls, lifecycle: LifecycleSettings, idle_gap: timedelta, embed: Embed | None = None
+    ) -> ApplyOptions:
+        """Options from the ``lifecycle`` settings group and the session gap ``idle_gap``."""
+        rules = LifecycleParams.from_settings(lifecycle, idle_gap)
         return cls(
-            scope=settings.default_scope,
-            confidence=settings.default_confidence,
+            scope=lifecycle.default_scope,
+            confidence=lifecycle.default_confidence,
             rules=rules,
             embed=embed,
         )

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from skillstream.errors import ConfigError
+from skillstream.settings import EmbeddingSettings
 
 
 def model_path(name: str) -> str:
@@ -143,7 +144,19 @@ class _Request:
         return self.vectors
 
 
+def get_embedder(name: str | EmbeddingSettings = "minilm", batch_size: int = 64) -> Embedder:
+    """One shared embedder per process and model (Bytewax workers are threads of one process).
+
+    Args:
+        name: The model (see ``model_path``), or the ``embedding`` settings group (model and
+            batch size).
+        batch_size: Texts per batch when ``name`` is a model name.
+    """
+    if isinstance(name, EmbeddingSettings):
+        return _shared_embedder(name.model, name.batch)
+    return _shared_embedder(name, batch_size)
+
+
 @lru_cache(maxsize=4)
-def get_embedder(name: str = "minilm", batch_size: int = 64) -> Embedder:
-    """One shared embedder per process and model (Bytewax workers are threads of one process)."""
+def _shared_embedder(name: str, batch_size: int) -> Embedder:
     return Embedder(name, batch_size)

@@ -170,15 +170,16 @@ def patterns_from_config(
     return tuple(out)
 
 
-def redactor_for(settings: Any) -> Redactor:
+def redactor_for(policies: Mapping[str, Any] | None) -> Redactor:
     """The redactor for incoming records: the defaults plus the patterns of every policy.
+
+    ``policies`` is the ``lifecycle.policies`` setting (agent id -> policy table).
 
     Patterns of all agents' policies are applied to every message at parse time (a connector does
     not know every message's agent before parsing it); each agent's own patterns are applied again
     to that agent's memories before they are stored (``skillstream.lifecycle.policy``).
     """
-    policies = getattr(settings, "policies", None) or {}
-    return _redactor_for(json.dumps(policies, sort_keys=True, default=str))
+    return _redactor_for(json.dumps(dict(policies or {}), sort_keys=True, default=str))
 
 
 @lru_cache(maxsize=16)

@@ -1,6 +1,6 @@
 """Opening every store of a skillstream home at once.
 
-A home is the set of stores one :class:`~skillstream.config.Settings` points at: the LanceDB
+A home is the set of stores one :class:`~skillstream.settings.Settings` points at: the LanceDB
 database (``settings.lancedb``), the DuckDB catalog file (``settings.catalog``) and the artifact
 store (``settings.artifacts``), all sharing ``settings.storage_options``.
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from skillstream.config import Settings
+from skillstream.settings import Settings
 from skillstream.storage.artifacts import ArtifactStore
 from skillstream.storage.catalog import Catalog
 from skillstream.storage.lance import MemoryIndex
@@ -46,7 +46,7 @@ class Stores:
 
 def storage_options(settings: Settings) -> dict | None:
     """The settings' storage options as a dict, or ``None`` when there are none."""
-    options = settings.storage_options
+    options = settings.storage.storage_options
     # A Settings default of the ``dict`` type itself (not an instance) counts as no options.
     return dict(options) if isinstance(options, Mapping) and options else None
 
@@ -64,11 +64,11 @@ def open_stores(settings: Settings, dim: int, read_only: bool = False) -> Stores
         The stores, with the LanceDB tables attached to the catalog's SQL views.
     """
     options = storage_options(settings)
-    index = MemoryIndex(settings.lancedb, dim, options, create=not read_only)
-    catalog = Catalog(settings.catalog, read_only=read_only)
+    index = MemoryIndex(settings.storage.lancedb, dim, options, create=not read_only)
+    catalog = Catalog(settings.storage.catalog, read_only=read_only)
     try:
-        catalog.attach_lance(settings.lancedb, options, db=index.db)
-        artifacts = ArtifactStore(settings.artifacts, options)
+        catalog.attach_lance(settings.storage.lancedb, options, db=index.db)
+        artifacts = ArtifactStore(settings.storage.artifacts, options)
     except BaseException:
         catalog.close()
         raise

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from skillstream.config import Settings
+from skillstream.settings import Settings
 from skillstream.storage import filters
 from skillstream.storage.catalog import Catalog
 from skillstream.storage.lance import LanceTable, MemoryIndex, memory_from_row
@@ -138,8 +138,10 @@ def reconcile_task_skills(cat: Catalog | None, db: Any, embed: Embed) -> Reconci
 
 def reconcile_home(settings: Settings, dim: int, embed: Embed) -> dict[str, Reconciled]:
     """Reconcile every LanceDB table of a home that has a committed copy in the catalog."""
-    index = MemoryIndex(settings.lancedb, dim, settings.storage_options, create=False)
-    path = Path(settings.catalog)
+    index = MemoryIndex(
+        settings.storage.lancedb, dim, settings.storage.storage_options, create=False
+    )
+    path = Path(settings.storage.catalog)
     cat = Catalog(str(path), read_only=True) if path.exists() else None
     try:
         return {

@@ -10,7 +10,7 @@ from typing import Any
 
 from bytewax.outputs import FixedPartitionedSink, StatefulSinkPartition
 
-from skillstream.config import Settings
+from skillstream.settings import Settings
 from skillstream.storage.home import Stores, open_stores
 from skillstream.storage.writer import write_results
 

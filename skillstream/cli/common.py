@@ -15,7 +15,7 @@ from uuid import UUID
 import click
 import pyarrow as pa
 
-from skillstream.config import Settings
+from skillstream.settings import Settings
 
 
 def settings_from(ctx: click.Context, **explicit: Any) -> Settings:

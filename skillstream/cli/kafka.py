@@ -83,13 +83,13 @@ def produce(ctx, path, to, fmt, mapping, partitions, kafka_config, as_json):
 
     settings = settings_from(ctx)
     address = parse_kafka_uri(to, single_topic=True)
-    config = {**settings.kafka_config, **parse_pairs(kafka_config, "--kafka-config")}
+    config = {**settings.kafka.config, **parse_pairs(kafka_config, "--kafka-config")}
     source = FileSource(
         list(path),
         format=fmt,
         mapping=parse_pairs(mapping, "--map") or None,
-        max_chars=settings.max_message_chars,
-        redactor=redactor_for(settings),
+        max_chars=settings.spans.max_message_chars,
+        redactor=redactor_for(settings.lifecycle.policies),
     )
     n_parts, created = ensure_topic(address, partitions, config)
     topic = address.topics[0]

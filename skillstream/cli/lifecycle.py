@@ -34,11 +34,11 @@ def history(ctx, memory_id, owner, agent, session, as_json):
     """Show a memory and every lifecycle event it went through, oldest first."""
     from skillstream.cli.query import open_catalog
     from skillstream.errors import InputError
-    from skillstream.services import home_lifecycle as store
     from skillstream.lifecycle.params import LifecycleParams
+    from skillstream.services import home_lifecycle as store
 
     settings = settings_from(ctx)
-    rules = LifecycleParams.from_settings(settings)
+    rules = LifecycleParams.from_settings(settings.lifecycle, settings.spans.idle_gap)
     reader = _reader(owner, agent, session)
     cat = open_catalog(settings)
     try:
@@ -138,7 +138,7 @@ def contradictions(ctx, older_than, now, owner, all_, as_json):
     age = (
         parse_duration(older_than)
         if older_than is not None
-        else timedelta(seconds=settings.contradiction_escalate_after_s)
+        else timedelta(seconds=settings.lifecycle.contradiction_escalate_after_s)
     )
     cat = open_catalog(settings)
     try:
@@ -183,21 +183,22 @@ def maintain(ctx, now, owners, close_sessions, freeze, unfreeze, forget, as_json
     """Expire, decay, archive over capacity, summarise closed sessions, settle contradictions."""
     from skillstream.embed import get_embedder
     from skillstream.errors import InputError
-    from skillstream.services import home_lifecycle as store
     from skillstream.lifecycle.params import LifecycleParams
     from skillstream.lifecycle.states import ACTIVATED, DELETED, FROZEN
+    from skillstream.services import home_lifecycle as store
     from skillstream.storage.home import open_stores
     from skillstream.tokens import get_counter
 
     settings = settings_from(ctx)
     from pathlib import Path
 
-    if not Path(settings.catalog).exists():
+    if not Path(settings.storage.catalog).exists():
         raise InputError(
-            f"no catalog at {settings.catalog}; run 'skillstream --home {settings.home} run' first"
+            f"no catalog at {settings.storage.catalog}; "
+            f"run 'skillstream --home {settings.storage.home} run' first"
         )
-    rules = LifecycleParams.from_settings(settings)
-    embedder = get_embedder(settings.embed_model, settings.embed_batch)
+    rules = LifecycleParams.from_settings(settings.lifecycle, settings.spans.idle_gap)
+    embedder = get_embedder(settings.embedding)
     with open_stores(settings, embedder.dim) as stores:
         at = parse_time(now) or store.store_clock(stores.catalog)
         changed = {}
@@ -219,7 +220,7 @@ def maintain(ctx, now, owners, close_sessions, freeze, unfreeze, forget, as_json
             only=owners or None,
             close_sessions=close_sessions,
             embed=embedder.encode,
-            token_count=get_counter(settings.embed_model).count,
+            token_count=get_counter(settings.embedding.model).count,
         )
         counts = stores.catalog.sql(
             "SELECT status, count(*) AS n FROM memory_meta GROUP BY status ORDER BY status"

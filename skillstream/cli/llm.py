@@ -27,7 +27,7 @@ from typing import Any
 import click
 
 from skillstream.cli.common import dumps, settings_from
-from skillstream.config import Settings
+from skillstream.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -89,9 +89,11 @@ def retry_failed_spans(
     from skillstream.storage.writer import write_results
 
     now = clock or (lambda: datetime.now(UTC))
-    if not Path(settings.catalog).exists():
-        raise InputError(f"no catalog at {settings.catalog}; nothing has run in this home yet")
-    embedder = get_embedder(settings.embed_model, settings.embed_batch)
+    if not Path(settings.storage.catalog).exists():
+        raise InputError(
+            f"no catalog at {settings.storage.catalog}; nothing has run in this home yet"
+        )
+    embedder = get_embedder(settings.embedding)
     summary = RetrySummary()
     with open_stores(settings, embedder.dim) as stores:
         cat = stores.catalog
@@ -120,7 +122,8 @@ def retry_failed_spans(
         if others and not any_extractor:
             raise InputError(
                 f"the failed spans were extracted with {others}, but the configured executor is "
-                f"{executor.name!r} (SKILLSTREAM_LLM={settings.llm!r}); configure the same backend "
+                f"{executor.name!r} (SKILLSTREAM_LLM={settings.llm.backend!r}); "
+                "configure the same backend "
                 "(--llm openai --llm-base-url URL --llm-model NAME, or the SKILLSTREAM_LLM_* "
                 "variables), or pass --llm explicitly to retry them with another one"
             )

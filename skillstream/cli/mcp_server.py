@@ -22,10 +22,10 @@ from typing import Any
 
 import yaml
 
-from skillstream.config import Settings
-from skillstream.services.task_skills import TaskSkillAPI
 from skillstream.distill.package import render_skill_md, skill_from_files, validate_skill_md
 from skillstream.errors import InputError, MissingExtraError, SkillstreamError
+from skillstream.services.task_skills import TaskSkillAPI
+from skillstream.settings import Settings
 
 INSTRUCTIONS = (
     "Task skills are reusable procedures distilled from this user's past conversations. Call "

@@ -28,7 +28,7 @@ def _bank(settings: Any, write: bool = False) -> Iterator[Any]:
     from skillstream.memskill.bank import MemorySkillBank
     from skillstream.storage.catalog import Catalog
 
-    path = Path(settings.catalog)
+    path = Path(settings.storage.catalog)
     if not write and not path.exists():
         cat = Catalog(":memory:", read_only=False)  # an empty bank reads as the primitives
     else:
@@ -131,7 +131,7 @@ def import_cmd(
     """Validate memory skill files (or folders of them) and store changes as new versions."""
     settings = settings_from(ctx)
     if not dry_run:
-        Path(settings.catalog).parent.mkdir(parents=True, exist_ok=True)
+        Path(settings.storage.catalog).parent.mkdir(parents=True, exist_ok=True)
     with _bank(settings, write=not dry_run) as bank:
         report = bank.import_files(list(paths), force=force, dry_run=dry_run)
     summary = {

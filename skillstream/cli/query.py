@@ -14,12 +14,13 @@ def open_catalog(settings, dim: int | None = None):
     from skillstream.errors import InputError
     from skillstream.storage.catalog import Catalog
 
-    if not Path(settings.catalog).exists():
+    if not Path(settings.storage.catalog).exists():
         raise InputError(
-            f"no catalog at {settings.catalog}; run 'skillstream --home {settings.home} run' first"
+            f"no catalog at {settings.storage.catalog}; "
+            f"run 'skillstream --home {settings.storage.home} run' first"
         )
-    cat = Catalog(settings.catalog, read_only=True)
-    cat.attach_lance(settings.lancedb, settings.storage_options)
+    cat = Catalog(settings.storage.catalog, read_only=True)
+    cat.attach_lance(settings.storage.lancedb, settings.storage.storage_options)
     return cat
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import sys
 import threading
@@ -45,8 +44,10 @@ def make_source(
         source,
         format=fmt,
         mapping=mapping or None,
-        max_chars=settings.max_message_chars,
-        redactor=redactor_for(settings),  # default patterns plus the policies' own (issue 5)
+        max_chars=settings.spans.max_message_chars,
+        redactor=redactor_for(
+            settings.lifecycle.policies
+        ),  # default patterns plus the policies' own (issue 5)
     )
 
 
@@ -119,16 +120,14 @@ def run(
     settings = settings_from(ctx, llm=llm, llm_base_url=llm_base_url, llm_model=llm_model)
     kafka_pairs = parse_pairs(kafka_config, "--kafka-config")
     if kafka_pairs:  # the source and the event sink both read settings.kafka_config
-        settings = dataclasses.replace(
-            settings, kafka_config={**settings.kafka_config, **kafka_pairs}
-        )
+        settings = settings.with_keys(kafka_config={**settings.kafka.config, **kafka_pairs})
     if not source:
         source = str(default_sample())
         if not Path(source).exists():
             raise InputError(f"no --source given and the bundled sample {source} is missing")
-    if not settings.home.startswith(("s3://", "oss://", "memory://")):
-        Path(settings.home).mkdir(parents=True, exist_ok=True)
-    Path(settings.catalog).parent.mkdir(parents=True, exist_ok=True)
+    if not settings.storage.home.startswith(("s3://", "oss://", "memory://")):
+        Path(settings.storage.home).mkdir(parents=True, exist_ok=True)
+    Path(settings.storage.catalog).parent.mkdir(parents=True, exist_ok=True)
 
     src = make_source(source, fmt, parse_pairs(mapping, "--map"), settings, kafka_pairs, tail)
     parts = build_flow(
@@ -150,7 +149,7 @@ def run(
             workers_per_process=workers,
             process_id=process_id,
             addresses=addresses.split(";") if addresses else None,
-            epoch_interval=timedelta(seconds=settings.epoch_interval_s),
+            epoch_interval=timedelta(seconds=settings.flow.epoch_interval_s),
             recovery_config=recovery,
         )
     finally:
@@ -167,7 +166,7 @@ def run(
         "spans_failed": counts.get("spans_failed", 0),
         "memory_changes": counts.get("memory_changes", 0),
         "seconds": round(seconds, 2),
-        "home": settings.home,
+        "home": settings.storage.home,
     }
     if as_json:
         click.echo(dumps(summary))
@@ -176,7 +175,8 @@ def run(
             f"read {summary['messages']} messages ({summary['dead_letters']} dead letters); "
             f"spans: {summary['spans_processed']} processed, "
             f"{summary['spans_already_processed']} already processed, {summary['spans_failed']} failed; "
-            f"{summary['memory_changes']} memory changes in {summary['seconds']} s; home {settings.home}"
+            f"{summary['memory_changes']} memory changes in {summary['seconds']} s; "
+            f"home {settings.storage.home}"
         )
 
 
@@ -227,6 +227,6 @@ def _finish(settings, dim: int, process_id: int | None) -> None:
     try:
         from skillstream.storage.lance import MemoryIndex
 
-        MemoryIndex(settings.lancedb, dim, settings.storage_options).optimize()
+        MemoryIndex(settings.storage.lancedb, dim, settings.storage.storage_options).optimize()
     except Exception as e:  # noqa: BLE001 - an index refresh must not fail a finished run
         log.warning("could not optimise the memory index: %s", e)

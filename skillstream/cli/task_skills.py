@@ -191,6 +191,6 @@ def eval_skills(ctx, path, json_out, llm, per_task, embed_threads, write):
 
 
 def _settings(llm):
-    from skillstream.config import Settings
+    from skillstream.settings import Settings
 
     return Settings.load(llm=llm)

@@ -7,44 +7,54 @@ from typing import Any
 
 import numpy as np
 
-from skillstream.config import Settings
 from skillstream.distill.distiller import (
     Distiller,
     Hydrate,
     PackagePublisher,
     TaskSkillDistiller,
 )
+from skillstream.settings import DistillationSettings, LLMSettings
 
 Embed = Callable[[Sequence[str]], np.ndarray]
 
 
-def make_distiller(settings: Settings, embed: Embed, backend: Any = None) -> Distiller:
-    """The ``rules`` distiller, or the LLM distiller when ``settings.llm`` names an LLM backend.
+def make_distiller(
+    distillation: DistillationSettings,
+    llm: LLMSettings,
+    home: str,
+    embed: Embed,
+    backend: Any = None,
+) -> Distiller:
+    """The ``rules`` distiller, or the LLM distiller when ``llm.backend`` names an LLM backend.
 
     Args:
-        settings: ``llm``, ``distill_*`` settings.
+        distillation: The ``distillation`` settings group.
+        llm: The ``llm`` settings group.
+        home: The home that holds the LLM response cache.
         embed: Texts to unit vectors.
-        backend: A ready ``ChatBackend`` (tests); else ``llm.make_backend(settings)``.
+        backend: A ready ``ChatBackend`` (tests); else ``llm.make_backend(llm, home)``.
     """
-    if backend is None and settings.llm == "rules":
+    if backend is None and llm.backend == "rules":
         from skillstream.distill.heuristics import HeuristicDistiller
 
         return HeuristicDistiller(
             embed,
-            merge_threshold=settings.distill_merge_threshold,
-            shift_threshold=settings.distill_shift_threshold,
+            merge_threshold=distillation.merge_threshold,
+            shift_threshold=distillation.shift_threshold,
         )
     if backend is None:
         from skillstream.llm import make_backend
 
-        backend = make_backend(settings)
+        backend = make_backend(llm, home)
     from skillstream.distill.llm import LLMDistiller
 
-    return LLMDistiller(backend, embed, shift_threshold=settings.distill_shift_threshold)
+    return LLMDistiller(backend, embed, shift_threshold=distillation.shift_threshold)
 
 
 def make_task_skill_distiller(
-    settings: Settings,
+    distillation: DistillationSettings,
+    llm: LLMSettings,
+    home: str,
     embed: Embed,
     *,
     hydrate: Hydrate | None = None,
@@ -52,19 +62,26 @@ def make_task_skill_distiller(
     backend: Any = None,
     run_id: str = "",
 ) -> TaskSkillDistiller:
-    """The whole distillation step for ``settings`` (distiller, gate, full mode).
+    """The whole distillation step (distiller, gate, full mode).
 
     Args:
+        distillation: The ``distillation`` settings group.
+        llm: The ``llm`` settings group.
+        home: The home that holds the LLM response cache.
+        embed: Texts to unit vectors.
+        hydrate: Fills recalled task skills in (see ``TaskSkillDistiller``).
         publisher: Publishes packages (``services.publishing.Publisher``); ``None`` publishes
             nothing.
+        backend: A ready ``ChatBackend`` (tests).
+        run_id: The run that distils.
     """
     return TaskSkillDistiller(
-        make_distiller(settings, embed, backend),
+        make_distiller(distillation, llm, home, embed, backend),
         embed,
         publisher=publisher,
         hydrate=hydrate,
-        full=settings.distill_full,
-        min_steps=settings.distill_min_steps,
-        recall_k=settings.distill_recall_k,
+        full=distillation.full,
+        min_steps=distillation.min_steps,
+        recall_k=distillation.recall_k,
         run_id=run_id,
     )

@@ -56,12 +56,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from skillstream.config import Settings
 from skillstream.connectors.locomo import LocomoQA, load_locomo, load_locomo_qa, sample_records
 from skillstream.errors import InputError
 from skillstream.eval.baseline import BASELINES, RawTurnsExecutor
 from skillstream.eval.qa import QAGrader, Usage
 from skillstream.eval.scoring import clean_evidence, evidence_recall, mean, score_answer
+from skillstream.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -145,8 +145,7 @@ class Build:
 
 def home_settings(settings: Settings, home: Path, llm: str, *, summaries: bool = False) -> Settings:
     """``settings`` pointed at a fresh local home: every store under it, no storage options."""
-    return dataclasses.replace(
-        settings,
+    return settings.with_keys(
         home=str(home),
         lancedb_uri="",
         catalog_path="",
@@ -201,11 +200,13 @@ def build_home(settings: Settings, input_path: Path, system: str) -> Build:
     from skillstream.storage.catalog import Catalog
     from skillstream.storage.lance import MemoryIndex
 
-    home = Path(settings.home)
+    home = Path(settings.storage.home)
     if home.exists():
         shutil.rmtree(home)
     home.mkdir(parents=True)
-    source = FileSource(str(input_path), format="locomo", max_chars=settings.max_message_chars)
+    source = FileSource(
+        str(input_path), format="locomo", max_chars=settings.spans.max_message_chars
+    )
     progress.reset()
     t0 = time.perf_counter()
     parts = build_flow(
@@ -218,10 +219,10 @@ def build_home(settings: Settings, input_path: Path, system: str) -> Build:
     out.dead_letters = counts.get("dead_letters", 0)
     out.spans = counts.get("spans_done", 0)
     out.spans_failed = counts.get("spans_failed", 0)
-    index = MemoryIndex(settings.lancedb, parts.dim)
+    index = MemoryIndex(settings.storage.lancedb, parts.dim)
     out.items = index.count(filters.eq("status", "activated"))
     out.items_total = index.count()
-    cat = Catalog(settings.catalog, read_only=True)
+    cat = Catalog(settings.storage.catalog, read_only=True)
     try:
         rows = cat.sql("SELECT prompt_tokens, completion_tokens, status, cached FROM llm_calls")
     finally:
@@ -272,7 +273,7 @@ class LocomoEval:
         self.settings = settings
         self.options = options.checked()
         self.say = say or (lambda msg: log.info("%s", msg))
-        self.build_llm = (self.options.build_llm or settings.llm or "rules").strip().lower()
+        self.build_llm = (self.options.build_llm or settings.llm.backend or "rules").strip().lower()
         self.qa_k = self.options.qa_k or max(self.options.ks)
         self.systems = ("ours", "baseline") if self.options.baseline != "none" else ("ours",)
         self.records: list[dict[str, Any]] = []
@@ -304,10 +305,10 @@ class LocomoEval:
             root = Path(tmp.name)
         backend = None
         try:
-            if (self.settings.llm or "rules").strip().lower() != "rules":
-                backend = make_backend(dataclasses.replace(self.settings, home=str(root)))
+            if (self.settings.llm.backend or "rules").strip().lower() != "rules":
+                backend = make_backend(self.settings.llm, str(root))
             grader = QAGrader(backend, judge=self.options.judge) if backend is not None else None
-            embedder = get_embedder(self.settings.embed_model, self.settings.embed_batch)
+            embedder = get_embedder(self.settings.embedding)
             for sample in samples:
                 sid = str(sample["sample_id"])
                 questions = load_questions(
@@ -348,7 +349,7 @@ class LocomoEval:
             settings = home_settings(self.settings, folder / system, llm, summaries=summaries)
             built = build_home(settings, input_path, system)
             self.builds[system].append(built)
-            index = MemoryIndex(settings.lancedb, embedder.dim)
+            index = MemoryIndex(settings.storage.lancedb, embedder.dim)
             t0 = time.perf_counter()
             with MemorySearch(settings, record=False, index=index) as searcher:
                 searcher.embedder = vectors  # type: ignore[assignment]
@@ -419,7 +420,7 @@ class LocomoEval:
             q = questions[i].qa
             return grader.grade(q.question, q.answer, q.category, hits[i][: self.qa_k])
 
-        threads = max(1, self.settings.llm_concurrency)
+        threads = max(1, self.settings.llm.concurrency)
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="eval-qa") as pool:
             graded = list(pool.map(one, range(len(questions))))
         for rec, q, g in zip(records, questions, graded):
@@ -522,12 +523,12 @@ class LocomoEval:
                 "categories": list(self.options.categories),
                 "baseline": self.options.baseline,
                 "qa_k": self.qa_k if qa else None,
-                "llm": self.settings.llm,
+                "llm": self.settings.llm.backend,
                 "build_llm": self.build_llm,
-                "llm_model": self.settings.llm_model if qa or self.build_llm != "rules" else None,
+                "llm_model": self.settings.llm.model if qa or self.build_llm != "rules" else None,
                 "judge": bool(qa and self.options.judge),
-                "embed_model": self.settings.embed_model,
-                "span_tokens": self.settings.span_tokens,
+                "embed_model": self.settings.embedding.model,
+                "span_tokens": self.settings.spans.span_tokens,
                 "retriever": "skillstream search (MemorySearch, hybrid vector + full-text with RRF, "
                 "re-ranked; owner-filtered), recall@k on the first k of one ranked "
                 "list per question",

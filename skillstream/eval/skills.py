@@ -27,16 +27,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from skillstream.config import Settings
 from skillstream.connectors.star import load_star_dialogues
 from skillstream.distill.distiller import CachedEmbed, OwnerTaskSkills, TaskSkillDistiller
 from skillstream.distill.factory import make_distiller
+from skillstream.distill.heuristics import draft_of
 from skillstream.distill.recall import recall
 from skillstream.distill.record import ConversationBlock, TaskSkillResult
-from skillstream.distill.heuristics import draft_of
 from skillstream.distill.segment import segment_block
 from skillstream.errors import InputError
 from skillstream.model import Message
+from skillstream.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ def evaluate_star(
     if embed is None:
         from skillstream.embed import get_embedder
 
-        embed = get_embedder(settings.embed_model, settings.embed_batch).encode
+        embed = get_embedder(settings.embedding).encode
     cached = CachedEmbed(embed)
     split = split_dialogues(load_star_dialogues(path), train_share, per_task)
     if not split.train or not split.test:
@@ -135,14 +135,16 @@ def evaluate_star(
             f"{path}: found no single-task STAR dialogues to split for the evaluation; expected "
             "a STAR JSONL file (see connectors.star)"
         )
-    distiller = make_distiller(settings, cached, backend)
+    distiller = make_distiller(
+        settings.distillation, settings.llm, settings.storage.home, cached, backend
+    )
     core = TaskSkillDistiller(
         distiller,
         cached,
         publisher=None,
         full=False,
-        min_steps=settings.distill_min_steps,
-        recall_k=settings.distill_recall_k,
+        min_steps=settings.distillation.min_steps,
+        recall_k=settings.distillation.recall_k,
     )
     state = OwnerTaskSkills(OWNER)
     train_blocks = [block_of(d) for d in split.train]
@@ -225,7 +227,7 @@ def _prime(cached: CachedEmbed, blocks: list[ConversationBlock], settings: Setti
             seen.append(list(t))
             return _no_embed(t)
 
-        segment_block(block, record, shift_threshold=settings.distill_shift_threshold)
+        segment_block(block, record, shift_threshold=settings.distillation.shift_threshold)
         for batch in seen:
             texts.extend(batch)
         for seg in segment_block(block, _no_embed, shift_threshold=-1.0):
@@ -236,12 +238,12 @@ def _prime(cached: CachedEmbed, blocks: list[ConversationBlock], settings: Setti
 
 
 def _write(settings: Settings, skills: list, embed: Callable) -> None:
-    from skillstream.services.publishing import Publisher
     from skillstream.distill.record import TaskSkillResult
+    from skillstream.services.publishing import Publisher
     from skillstream.storage.home import open_stores
     from skillstream.storage.writer import write_results
 
-    publisher = Publisher.from_settings(settings)
+    publisher = Publisher.from_settings(settings.storage)
     out = []
     for s in skills:
         s.package_url = publisher.publish(s)

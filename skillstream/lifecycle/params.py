@@ -1,14 +1,14 @@
-"""The lifecycle's knobs in one frozen object, read from ``Settings`` once."""
+"""The lifecycle's knobs in one frozen object, read from the ``lifecycle`` settings once."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
 
 from skillstream.errors import ConfigError
 from skillstream.lifecycle.policy import PolicySet
 from skillstream.lifecycle.types import capacities
+from skillstream.settings import LifecycleSettings
 
 CONFIDENCE_CAP = 0.95
 """No memory is ever more confident than this: leave room for doubt."""
@@ -19,7 +19,7 @@ DEFAULT_WEIGHTS = {"relevance": 0.6, "confidence": 0.2, "recency": 0.1, "reinfor
 
 @dataclass(frozen=True)
 class LifecycleParams:
-    """Every rule of the lifecycle (see ``Settings`` for the meaning and the defaults)."""
+    """Every rule of the lifecycle (see ``LifecycleSettings`` for the meaning and the defaults)."""
 
     capacities: tuple[tuple[str, int], ...] = field(default_factory=capacities)
     merge_threshold: float = 0.92
@@ -52,36 +52,34 @@ class LifecycleParams:
         return dict(self.rank_weights)
 
     @classmethod
-    def from_settings(cls, settings: Any) -> LifecycleParams:
-        """Read the lifecycle settings (see the ``lifecycle`` block of ``Settings``).
+    def from_settings(cls, lifecycle: LifecycleSettings, idle_gap: timedelta) -> LifecycleParams:
+        """Read the ``lifecycle`` settings group (its numbers were range-checked when read).
+
+        Args:
+            lifecycle: The ``lifecycle`` group.
+            idle_gap: The gap that closes a session (``spans.idle_gap``).
 
         Raises:
-            ConfigError: for a bad capacity, policy, weight or duration.
+            ConfigError: for a bad capacity, policy or weight.
         """
-        for name in ("decay_period_s", "recency_half_life_s"):
-            if getattr(settings, name) <= 0:
-                raise ConfigError(f"{name} must be > 0, got {getattr(settings, name)!r}")
-        for name in ("decay_after_s", "contradiction_escalate_after_s", "maintenance_interval_s"):
-            if getattr(settings, name) < 0:
-                raise ConfigError(f"{name} must be >= 0, got {getattr(settings, name)!r}")
-        interval = settings.maintenance_interval_s
+        interval = lifecycle.maintenance_interval_s
         return cls(
-            capacities=capacities(settings.memory_capacities),
-            merge_threshold=float(settings.merge_threshold),
-            contradiction_gap=float(settings.contradiction_confidence_gap),
-            escalate_after=timedelta(seconds=settings.contradiction_escalate_after_s),
-            decay_after=timedelta(seconds=settings.decay_after_s),
-            decay_period=timedelta(seconds=settings.decay_period_s),
-            decay_step=float(settings.decay_step),
+            capacities=capacities(lifecycle.memory_capacities),
+            merge_threshold=float(lifecycle.merge_threshold),
+            contradiction_gap=float(lifecycle.contradiction_confidence_gap),
+            escalate_after=timedelta(seconds=lifecycle.contradiction_escalate_after_s),
+            decay_after=timedelta(seconds=lifecycle.decay_after_s),
+            decay_period=timedelta(seconds=lifecycle.decay_period_s),
+            decay_step=float(lifecycle.decay_step),
             maintenance_interval=timedelta(seconds=interval) if interval > 0 else None,
-            lesson_confidence=float(settings.lesson_confidence),
-            summaries=bool(settings.session_summaries),
-            idle_gap=timedelta(seconds=settings.idle_gap_s),
-            policies=PolicySet.from_config(settings.policies),
-            default_scope=settings.default_scope,
-            default_confidence=float(settings.default_confidence),
-            rank_weights=rank_weights(settings.rank_weights),
-            recency_half_life=timedelta(seconds=settings.recency_half_life_s),
+            lesson_confidence=float(lifecycle.lesson_confidence),
+            summaries=bool(lifecycle.session_summaries),
+            idle_gap=idle_gap,
+            policies=PolicySet.from_config(lifecycle.policies),
+            default_scope=lifecycle.default_scope,
+            default_confidence=float(lifecycle.default_confidence),
+            rank_weights=rank_weights(lifecycle.rank_weights),
+            recency_half_life=timedelta(seconds=lifecycle.recency_half_life_s),
         )
 
 

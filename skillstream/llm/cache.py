@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol, Self
 
-from skillstream.config import DEFAULT_HOME, Settings
 from skillstream.errors import ConfigError, TransientError
+from skillstream.settings import DEFAULT_HOME, LLMSettings
 
 CACHE_FILE = "llm-cache.sqlite"
 
@@ -201,9 +201,8 @@ class SqliteCache:
         return f"SqliteCache({str(self.path)!r})"
 
 
-def cache_path(settings: Settings) -> Path:
+def cache_path(home: str) -> Path:
     """``<home>/llm-cache.sqlite``; a remote home (``s3://...``) keeps the cache in the local default home."""
-    home = settings.home
     if home.startswith("file://"):
         home = home[len("file://") :]
     elif "://" in home:
@@ -211,8 +210,8 @@ def cache_path(settings: Settings) -> Path:
     return Path(home) / CACHE_FILE
 
 
-def open_cache(settings: Settings) -> SqliteCache | None:
-    """The cache the settings ask for: ``None`` when ``llm_cache`` is off."""
-    if not settings.llm_cache:
+def open_cache(llm: LLMSettings, home: str) -> SqliteCache | None:
+    """The cache of the home ``home`` when ``llm.cache`` is on, else ``None``."""
+    if not llm.cache:
         return None
-    return SqliteCache(cache_path(settings))
+    return SqliteCache(cache_path(home))

@@ -3,7 +3,7 @@
 OpenAI, vLLM, Ollama, the llama.cpp server, Together... anything that speaks
 ``POST {base_url}/chat/completions``. What it adds to the ``openai`` client:
 
-* **Structured output** by ``settings.llm_response_format``:
+* **Structured output** by ``llm.response_format``:
 
   - ``json_schema``: ``response_format={"type": "json_schema", "json_schema": {"name", "schema",
     "strict": false}}`` (OpenAI, vLLM, Ollama);
@@ -14,9 +14,9 @@ OpenAI, vLLM, Ollama, the llama.cpp server, Together... anything that speaks
 
   The answer is parsed tolerantly (``parse.extract_json``), checked against the schema
   (``parse.check_schema``) and passed to the caller's ``validate``.
-* **Retries**, ``settings.llm_max_retries`` of them after the first attempt, shared by
+* **Retries**, ``llm.max_retries`` of them after the first attempt, shared by
 
-  - transient failures: timeouts (``settings.llm_timeout_s``), connection errors, HTTP 408/409/429/5xx
+  - transient failures: timeouts (``llm.timeout_s``), connection errors, HTTP 408/409/429/5xx
     and response bodies that are not JSON, with exponential backoff and jitter (a ``Retry-After``
     header is honoured);
   - invalid answers (not JSON, not matching the schema, rejected by ``validate``): asked again at
@@ -25,7 +25,7 @@ OpenAI, vLLM, Ollama, the llama.cpp server, Together... anything that speaks
   Other HTTP errors (400, 401, 403, 404, 422) are not retried. When no valid answer came,
   ``LLMFailure`` (a ``TerminalError``) carries the purpose, the last error, the attempts and every
   ``LLMCall`` row. The ``openai`` client's own retries are off, so every HTTP attempt is counted.
-* **A concurrency limit**: at most ``settings.llm_concurrency`` requests in flight per process and
+* **A concurrency limit**: at most ``llm.concurrency`` requests in flight per process and
   endpoint (a semaphore shared by every backend of this process that talks to the same endpoint with
   the same limit); backoff sleeps do not hold a slot.
 * **Accounting**: one ``LLMCall`` row per HTTP attempt (tokens from ``usage``, latency, ``ok`` or
@@ -33,9 +33,10 @@ OpenAI, vLLM, Ollama, the llama.cpp server, Together... anything that speaks
 * **The response cache** (``cache.SqliteCache``): looked up before the first attempt, filled after a
   validated answer only.
 
-The API key comes from ``SKILLSTREAM_LLM_API_KEY`` or ``OPENAI_API_KEY`` (``not-needed`` when neither
-is set, for local servers). It is given to the client and nothing else: it is not hashed, cached,
-logged, put in an error message or shown by ``repr``.
+The API key comes from ``SKILLSTREAM_LLM_API_KEY`` or ``OPENAI_API_KEY``
+(``skillstream.settings.llm_api_key``; ``not-needed`` when neither is set, for local servers). It
+is given to the client and nothing else: it is not hashed, cached, logged, put in an error message
+or shown by ``repr``.
 """
 
 from __future__ import annotations
@@ -43,17 +44,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 import random
 import re
 import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Self
+from typing import Any, Self, get_args
 from urllib.parse import urlsplit
 
-from skillstream.config import Settings
 from skillstream.errors import ConfigError, TerminalError
 from skillstream.ids import prefixed_id
 from skillstream.llm.base import (
@@ -66,11 +65,11 @@ from skillstream.llm.base import (
 from skillstream.llm.cache import CachedAnswer, ResponseCache
 from skillstream.llm.parse import ParseError, check_schema, excerpt, extract_json
 from skillstream.model import LLMCall
+from skillstream.settings import LLMSettings, ResponseFormat, llm_api_key
 
 log = logging.getLogger(__name__)
 
-RESPONSE_FORMATS = ("json_schema", "json_object", "text")
-API_KEY_ENV = ("SKILLSTREAM_LLM_API_KEY", "OPENAI_API_KEY")
+RESPONSE_FORMATS: tuple[str, ...] = get_args(ResponseFormat)
 NO_KEY = "not-needed"
 REJECTIONS: tuple[type[BaseException], ...] = (ValueError, TypeError, LookupError, TerminalError)
 """Exceptions by which a ``validate`` function rejects an answer (see ``base.Validator``)."""
@@ -149,14 +148,6 @@ def _semaphore(endpoint: str, limit: int) -> threading.BoundedSemaphore:
         return sem
 
 
-def _api_key() -> str:
-    for name in API_KEY_ENV:
-        value = os.environ.get(name, "").strip()
-        if value:
-            return value
-    return NO_KEY
-
-
 _SECRET_PATTERNS = (
     re.compile(r"(?i)(bearer\s+)[^\s\"',]+"),
     re.compile(r"\bsk-[A-Za-z0-9_\-*]{6,}"),
@@ -179,8 +170,8 @@ class OpenAIBackend:
     """Chat against an OpenAI-compatible endpoint; see the module docstring.
 
     Args:
-        settings: ``llm_base_url`` (or env ``OPENAI_BASE_URL``), ``llm_model``, ``llm_temperature``,
-            ``llm_timeout_s``, ``llm_max_retries``, ``llm_concurrency``, ``llm_response_format``.
+        llm: The ``llm`` settings group: ``base_url``, ``model``, ``temperature``, ``timeout_s``,
+            ``max_retries``, ``concurrency``, ``response_format``.
         cache: Response cache, or ``None`` for none (``make_backend`` opens the one the settings ask
             for).
         backoff_base_s: First backoff delay; doubled per retry, with jitter.
@@ -188,21 +179,21 @@ class OpenAIBackend:
         sleep: The sleep function (tests may record delays instead of waiting).
 
     Raises:
-        ConfigError: no base URL, no model, an unknown response format, or a limit below 1.
+        ConfigError: no base URL, or no model.
     """
 
     name = "openai"
 
     def __init__(
         self,
-        settings: Settings,
+        llm: LLMSettings,
         cache: ResponseCache | None = None,
         *,
         backoff_base_s: float = 0.5,
         backoff_max_s: float = 20.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        base_url = (settings.llm_base_url or os.environ.get("OPENAI_BASE_URL", "")).strip()
+        base_url = llm.base_url.strip()
         if not base_url:
             raise ConfigError(
                 "the openai LLM backend needs an endpoint: set SKILLSTREAM_LLM_BASE_URL (or "
@@ -212,39 +203,23 @@ class OpenAIBackend:
             raise ConfigError(
                 f"SKILLSTREAM_LLM_BASE_URL must be an http(s) URL, got {base_url!r:.80}"
             )
-        if not settings.llm_model:
+        if not llm.model:
             raise ConfigError(
                 "the openai LLM backend needs a model name: set SKILLSTREAM_LLM_MODEL"
             )
-        if settings.llm_response_format not in RESPONSE_FORMATS:
-            raise ConfigError(
-                f"SKILLSTREAM_LLM_RESPONSE_FORMAT must be one of {RESPONSE_FORMATS}, got "
-                f"{settings.llm_response_format!r} (use json_object for the llama.cpp server)"
-            )
-        if settings.llm_concurrency < 1:
-            raise ConfigError(
-                f"SKILLSTREAM_LLM_CONCURRENCY must be >= 1, got {settings.llm_concurrency}"
-            )
-        if settings.llm_max_retries < 0:
-            raise ConfigError(
-                f"SKILLSTREAM_LLM_MAX_RETRIES must be >= 0, got {settings.llm_max_retries}"
-            )
-        if settings.llm_timeout_s <= 0:
-            raise ConfigError(
-                f"SKILLSTREAM_LLM_TIMEOUT_S must be > 0, got {settings.llm_timeout_s}"
-            )
+        # The response format and the limits were checked when the settings were read.
 
         import openai  # a core dependency; imported here so `rules`-only runs never load it
 
-        key = _api_key()
+        key = llm_api_key() or NO_KEY
         self._secrets = _secrets_of(key, base_url)
-        self.model = settings.llm_model
+        self.model = llm.model
         self.endpoint = base_url_identity(base_url)
-        self.response_format = settings.llm_response_format
-        self.temperature = settings.llm_temperature
-        self.timeout_s = settings.llm_timeout_s
-        self.max_retries = settings.llm_max_retries
-        self.concurrency = settings.llm_concurrency
+        self.response_format = llm.response_format
+        self.temperature = llm.temperature
+        self.timeout_s = llm.timeout_s
+        self.max_retries = llm.max_retries
+        self.concurrency = llm.concurrency
         self.cache = cache
         self.backoff_base_s = backoff_base_s
         self.backoff_max_s = backoff_max_s

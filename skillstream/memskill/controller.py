@@ -37,17 +37,18 @@ import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, get_args
 
 import numpy as np
 
-from skillstream.config import Settings
 from skillstream.errors import ConfigError
 from skillstream.extract import AllSkills, Controller, MemorySkill
 from skillstream.model import Memory
+from skillstream.settings import ExtractionSettings, Fusion
+from skillstream.settings import Selection as SelectionMode
 
-SELECTIONS = ("auto", "all", "top_k", "gumbel")
-FUSIONS = ("mean", "weighted")
+SELECTIONS: tuple[str, ...] = get_args(SelectionMode)
+FUSIONS: tuple[str, ...] = get_args(Fusion)
 INDEXED_ACTIONS = frozenset({"UPDATE", "DELETE"})
 """Actions that name a retrieved memory: masked out when nothing was retrieved."""
 WEIGHT_TEMPERATURE = 0.1
@@ -426,35 +427,40 @@ class TopKController:
         return self.decide(span_vector, retrieved, skills).skills
 
 
-def make_controller(settings: Settings, embedder: Any) -> Controller:
-    """The controller ``settings`` ask for (``memory_skill_selection``, see ``Settings``).
+def make_controller(extraction: ExtractionSettings, llm_backend: str, embedder: Any) -> Controller:
+    """The controller the ``extraction`` settings ask for (``memory_skill_selection``).
 
     ``auto`` keeps every memory skill for the offline ``rules`` backend (its rules implement the
     primitives and need all of them) and uses Top-K for an LLM backend.
 
+    Args:
+        extraction: The ``extraction`` settings group.
+        llm_backend: The LLM backend's name (``llm.backend``), which ``auto`` depends on.
+        embedder: Encodes spans and skill descriptions; its ``dim`` sizes a trained scorer.
+
     Raises:
         ConfigError: an unknown selection or fusion, ``k < 1``, or a bad scorer checkpoint.
     """
-    mode = (settings.memory_skill_selection or "auto").strip().lower()
+    mode = (extraction.memory_skill_selection or "auto").strip().lower()
     if mode not in SELECTIONS:
         raise ConfigError(
             f"SKILLSTREAM_MEMORY_SKILL_SELECTION must be one of {SELECTIONS}, got "
-            f"{settings.memory_skill_selection!r}"
+            f"{extraction.memory_skill_selection!r}"
         )
     if mode == "auto":
-        mode = "all" if (settings.llm or "rules").strip().lower() == "rules" else "top_k"
+        mode = "all" if (llm_backend or "rules").strip().lower() == "rules" else "top_k"
     if mode == "all":
         return AllSkills()
     scorer: Scorer
-    if settings.memory_skill_scorer:
-        scorer = load_scorer(settings.memory_skill_scorer, int(embedder.dim))
+    if extraction.memory_skill_scorer:
+        scorer = load_scorer(extraction.memory_skill_scorer, int(embedder.dim))
     else:
         scorer = CosineScorer()
     return TopKController(
         embedder.encode,
         scorer,
-        k=settings.memory_skill_k,
-        fusion=settings.memory_skill_fusion,
+        k=extraction.memory_skill_k,
+        fusion=extraction.memory_skill_fusion,
         explore=mode == "gumbel",
-        seed=settings.memory_skill_seed,
+        seed=extraction.memory_skill_seed,
     )

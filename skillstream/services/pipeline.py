@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from skillstream.apply import ApplyOptions
-from skillstream.config import Settings
 from skillstream.embed import Embedder
 from skillstream.extract import Executor, MemorySkill
 from skillstream.lifecycle.maintenance import Maintenance
@@ -23,18 +22,19 @@ from skillstream.memskill.bank import MemorySkillBank
 from skillstream.memskill.controller import make_controller
 from skillstream.memskill.seeds import PRIMITIVES
 from skillstream.pipeline import Hydrate, MemoryPipeline
+from skillstream.settings import Settings
 from skillstream.tokens import get_counter
 
 
 def make_executor(settings: Settings) -> Executor:
     """The executor of the configured backend: the offline ``rules`` one or the LLM one."""
-    if settings.llm == "rules":
+    if settings.llm.backend == "rules":
         from skillstream.rules import RulesExecutor
 
         return RulesExecutor()
     from skillstream.memskill.factory import make_llm_executor
 
-    return make_llm_executor(settings)
+    return make_llm_executor(settings.llm, settings.storage.home)
 
 
 def load_memory_skills(settings: Settings, catalog: Any = None) -> list[MemorySkill]:
@@ -52,7 +52,7 @@ def load_memory_skills(settings: Settings, catalog: Any = None) -> list[MemorySk
     """
     if catalog is not None:
         return MemorySkillBank(catalog).active_skills()
-    path = Path(settings.catalog)
+    path = Path(settings.storage.catalog)
     if not path.exists():
         return list(PRIMITIVES)
     from skillstream.storage.catalog import Catalog
@@ -67,16 +67,18 @@ def load_memory_skills(settings: Settings, catalog: Any = None) -> list[MemorySk
 def apply_options(settings: Settings, embedder: Embedder | None = None) -> ApplyOptions:
     """How operations are applied: the settings' lifecycle parameters; with ``embedder``,
     near-duplicates merge as they arrive."""
-    return ApplyOptions.from_settings(settings, embed=embedder.encode if embedder else None)
+    return ApplyOptions.from_settings(
+        settings.lifecycle, settings.spans.idle_gap, embed=embedder.encode if embedder else None
+    )
 
 
 def make_maintenance(settings: Settings, embedder: Embedder) -> Maintenance | None:
     """The pipeline's maintenance hook for ``settings`` (``None`` when maintenance is off)."""
-    params = LifecycleParams.from_settings(settings)
+    params = LifecycleParams.from_settings(settings.lifecycle, settings.spans.idle_gap)
     if params.maintenance_interval is None:
         return None
     return Maintenance(
-        params, embed=embedder.encode, token_count=get_counter(settings.embed_model).count
+        params, embed=embedder.encode, token_count=get_counter(settings.embedding.model).count
     )
 
 
@@ -116,7 +118,7 @@ def build_pipeline(
     executor = executor or make_executor(settings)
     if memory_skills is None:
         memory_skills = load_memory_skills(settings, catalog)
-    controller = make_controller(settings, embedder)
+    controller = make_controller(settings.extraction, settings.llm.backend, embedder)
     if options is None:
         options = apply_options(settings, embedder)
     return MemoryPipeline(
@@ -126,7 +128,7 @@ def build_pipeline(
         memory_skills=memory_skills,
         controller=controller,
         done_spans=done_spans,
-        retrieve_k=settings.retrieve_k,
+        retrieve_k=settings.extraction.retrieve_k,
         options=options,
         maintenance=make_maintenance(settings, embedder) if maintenance else None,
     )

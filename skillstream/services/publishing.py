@@ -1,8 +1,8 @@
 """Publishing task-skill packages through fsspec: a local folder, S3 or Alibaba OSS.
 
-Where: ``settings.skills_uri`` (``SKILLSTREAM_SKILLS_URI``), by default ``<artifacts>/task-skills``,
-that is ``<home>/artifacts/task-skills``. Credentials and endpoints: ``settings.skills_storage_options``
-when given, else the home's ``storage_options`` (one dict, LanceDB-style keys; see
+Where: ``skills_uri`` (``SKILLSTREAM_SKILLS_URI``), by default ``<artifacts>/task-skills``,
+that is ``<home>/artifacts/task-skills``. Credentials and endpoints: ``skills_storage_options`` when
+given, else the home's ``storage_options`` (one dict, LanceDB-style keys; see
 :mod:`skillstream.storage.options`). Examples::
 
     SKILLSTREAM_SKILLS_URI=s3://team-bucket/skills
@@ -25,34 +25,25 @@ replay after a crash) rewrites an identical file.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-from skillstream.config import Settings
 from skillstream.distill.package import build_zip
 from skillstream.distill.record import TaskSkill
 from skillstream.ids import stable_id
+from skillstream.settings import StorageSettings
 from skillstream.storage.artifacts import ArtifactStore
-from skillstream.storage.home import storage_options
 
 _PLAIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
-def skills_uri(settings: Settings) -> str:
+def skills_uri(storage: StorageSettings) -> str:
     """Where packages are published: ``skills_uri`` or ``<artifacts>/task-skills``."""
-    if settings.skills_uri:
-        return settings.skills_uri
-    base = settings.artifacts
-    if "://" in base and not base.startswith("file://"):
-        return base.rstrip("/") + "/task-skills"
-    return str(Path(base) / "task-skills")
+    return storage.skills
 
 
-def skills_options(settings: Settings) -> dict | None:
+def skills_options(storage: StorageSettings) -> dict | None:
     """Storage options for the skills URI (its own, else the home's)."""
-    own = settings.skills_storage_options
-    if isinstance(own, dict) and own:
-        return dict(own)
-    return storage_options(settings)
+    own = storage.skills_storage_options or storage.storage_options
+    return dict(own) if own else None
 
 
 def owner_dir(owner_id: str) -> str:
@@ -83,8 +74,9 @@ class Publisher:
         self.store = ArtifactStore(uri, storage_options)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Publisher:
-        return cls(skills_uri(settings), skills_options(settings))
+    def from_settings(cls, storage: StorageSettings) -> Publisher:
+        """The publisher of the ``storage`` settings group (``skills_uri``, its options)."""
+        return cls(skills_uri(storage), skills_options(storage))
 
     def publish(self, skill: TaskSkill) -> str:
         """Write the task skill's zip at its version's path and return the file's URL."""

@@ -23,7 +23,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from skillstream.config import Settings
 from skillstream.embed import get_embedder
 from skillstream.errors import InputError
 from skillstream.lifecycle.clock import latest
@@ -33,6 +32,7 @@ from skillstream.lifecycle.querylog import STRATEGIES, query_row
 from skillstream.lifecycle.ranking import rank
 from skillstream.lifecycle.states import SEARCHABLE
 from skillstream.redact import redactor_for
+from skillstream.settings import Settings
 from skillstream.storage.filters import read_filter
 
 log = logging.getLogger(__name__)
@@ -56,12 +56,12 @@ class MemorySearch:
         from skillstream.storage.lance import MemoryIndex
 
         self.settings = settings
-        self.rules = LifecycleParams.from_settings(settings)
-        self.embedder = get_embedder(settings.embed_model, settings.embed_batch)
+        self.rules = LifecycleParams.from_settings(settings.lifecycle, settings.spans.idle_gap)
+        self.embedder = get_embedder(settings.embedding)
         self.index = index or MemoryIndex(
-            settings.lancedb, self.embedder.dim, settings.storage_options
+            settings.storage.lancedb, self.embedder.dim, settings.storage.storage_options
         )
-        self.redactor = redactor_for(settings)
+        self.redactor = redactor_for(settings.lifecycle.policies)
         self.catalog = catalog
         self._own_catalog = False
         if record and catalog is None:
@@ -72,10 +72,10 @@ class MemorySearch:
     def _open_catalog(self) -> Any:
         from skillstream.storage.catalog import Catalog, CatalogLockedError
 
-        if not Path(self.settings.catalog).exists():
+        if not Path(self.settings.storage.catalog).exists():
             return None
         try:
-            return Catalog(self.settings.catalog)
+            return Catalog(self.settings.storage.catalog)
         except CatalogLockedError:
             log.warning(
                 "the catalog is held by a running flow: this search is not recorded in the "

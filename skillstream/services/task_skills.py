@@ -29,7 +29,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from skillstream.config import Settings
 from skillstream.distill.distiller import TaskSkillDistiller
 from skillstream.distill.imports import read_zip
 from skillstream.distill.package import (
@@ -42,6 +41,7 @@ from skillstream.distill.package import (
 from skillstream.distill.record import SECTIONS, TEXT_SECTIONS, TaskSkill, TaskSkillResult
 from skillstream.errors import InputError
 from skillstream.services.publishing import Publisher
+from skillstream.settings import Settings
 from skillstream.storage.home import storage_options
 from skillstream.storage.task_skills import TaskSkillIndex
 
@@ -71,7 +71,7 @@ class TaskSkillAPI:
         self.owner = owner
         self._embed = embed
         self.clock = clock or (lambda: datetime.now(UTC))
-        self.publisher = Publisher.from_settings(settings)
+        self.publisher = Publisher.from_settings(settings.storage)
 
     # ------------------------------------------------------------------ plumbing
     @property
@@ -79,7 +79,7 @@ class TaskSkillAPI:
         if self._embed is None:
             from skillstream.embed import get_embedder
 
-            self._embed = get_embedder(self.settings.embed_model, self.settings.embed_batch).encode
+            self._embed = get_embedder(self.settings.embedding).encode
         return self._embed
 
     def _index(self, create: bool = False) -> TaskSkillIndex:
@@ -87,7 +87,7 @@ class TaskSkillAPI:
         if create:
             dim = int(self.embed(["dim"]).shape[1])
         return TaskSkillIndex.open(
-            self.settings.lancedb, storage_options(self.settings), dim, create=create
+            self.settings.storage.lancedb, storage_options(self.settings), dim, create=create
         )
 
     def _owner(self, owner: str | None) -> str | None:
@@ -102,8 +102,8 @@ class TaskSkillAPI:
             if results and results[0].skill and results[0].skill.vector
             else 384
         )
-        if not self.settings.home.startswith(("s3://", "oss://", "memory://")):
-            Path(self.settings.home).mkdir(parents=True, exist_ok=True)
+        if not self.settings.storage.home.startswith(("s3://", "oss://", "memory://")):
+            Path(self.settings.storage.home).mkdir(parents=True, exist_ok=True)
         with open_stores(self.settings, dim) as stores:
             write_results(stores, results)
 
@@ -165,10 +165,10 @@ class TaskSkillAPI:
         """Mirror a usage bump into the catalog when it is free (a running flow holds it)."""
         from skillstream.storage.catalog import Catalog, CatalogLockedError
 
-        if not Path(self.settings.catalog).exists():
+        if not Path(self.settings.storage.catalog).exists():
             return
         try:
-            cat = Catalog(self.settings.catalog)
+            cat = Catalog(self.settings.storage.catalog)
         except CatalogLockedError:
             log.info("catalog busy: the usage count reaches it with the task skill's next write")
             return

@@ -1,10 +1,10 @@
 import pytest
 
-from skillstream.config import Settings
 from skillstream.errors import ConfigError
 from skillstream.ids import prefixed_id, stable_id
 from skillstream.lang import detect_language
 from skillstream.redact import DEFAULT_REDACTOR, Redactor, SensitivePattern
+from skillstream.settings import Settings
 
 
 def test_stable_id_separates_parts():
@@ -28,18 +28,20 @@ def test_settings_precedence(tmp_path, monkeypatch):
     )
     monkeypatch.setenv("SKILLSTREAM_SPAN_TOKENS", "200")
     s = Settings.load(home=str(home))
-    assert (s.span_tokens, s.retrieve_k, s.llm_model) == (200, 7, "file-model")
+    assert (s.spans.span_tokens, s.extraction.retrieve_k, s.llm.model) == (200, 7, "file-model")
     s = Settings.load(home=str(home), span_tokens=300)
-    assert s.span_tokens == 300
-    assert s.lancedb == str(home / "lancedb") and s.catalog == str(home / "catalog.duckdb")
+    assert s.spans.span_tokens == 300
+    assert s.storage.lancedb == str(home / "lancedb") and s.storage.catalog == str(
+        home / "catalog.duckdb"
+    )
 
 
 def test_settings_remote_home_keeps_catalog_local(monkeypatch):
     monkeypatch.delenv("SKILLSTREAM_CATALOG_PATH", raising=False)
     s = Settings.load(home="s3://bucket/prefix")
-    assert s.lancedb == "s3://bucket/prefix/lancedb"
-    assert s.artifacts == "s3://bucket/prefix/artifacts"
-    assert not s.catalog.startswith("s3://")
+    assert s.storage.lancedb == "s3://bucket/prefix/lancedb"
+    assert s.storage.artifacts == "s3://bucket/prefix/artifacts"
+    assert not s.storage.catalog.startswith("s3://")
 
 
 def test_settings_errors(tmp_path, monkeypatch):

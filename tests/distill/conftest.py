@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from skillstream.config import Settings
 from skillstream.distill.record import ConversationBlock
 from skillstream.model import Message
+from skillstream.settings import Settings
 from tests.servers.s3 import fresh_bucket
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
@@ -86,7 +86,7 @@ SMALL_TALK = [
 @pytest.fixture
 def settings(tmp_path) -> Settings:
     """Settings whose stores all live under tmp_path; no config file or environment is read."""
-    return Settings(home=str(tmp_path / "home"), epoch_interval_s=0.0)
+    return Settings.from_keys(home=str(tmp_path / "home"), epoch_interval_s=0.0)
 
 
 @pytest.fixture

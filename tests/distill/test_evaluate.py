@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from skillstream.cli.task_skills import eval_skills
-from skillstream.config import Settings
 from skillstream.connectors.star import load_star_dialogues
 from skillstream.eval.skills import evaluate_star, split_dialogues
+from skillstream.settings import Settings
 
 pytestmark = pytest.mark.slow
 
@@ -90,7 +90,7 @@ def test_split_is_per_task_and_single_task_only(tmp_path):
 
 def test_evaluation_figures(tmp_path, embedder):
     result = evaluate_star(
-        star_file(tmp_path), Settings(home=str(tmp_path / "home")), embed=embedder.encode
+        star_file(tmp_path), Settings.from_keys(home=str(tmp_path / "home")), embed=embedder.encode
     )
     assert {k: result[k] for k in ("skills", "tasks", "purity", "recall@1", "llm_calls")} == {
         "skills": 2,

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from skillstream.config import Settings
 from skillstream.distill.distiller import OwnerTaskSkills, TaskSkillDistiller
 from skillstream.distill.factory import make_distiller
 from skillstream.distill.llm import LLMDistiller
 from skillstream.llm import OpenAIBackend
+from skillstream.settings import Settings
 from tests.distill.conftest import DEPLOY_1, DEPLOY_2, SMALL_TALK, block
 from tests.servers.openai_stub import STUB_MODEL, OpenAIStub
 
@@ -47,7 +47,7 @@ def extracted(update_of: str = "", **kw) -> str:
 
 
 def make(stub: OpenAIStub, tmp_path, **kw) -> tuple[TaskSkillDistiller, OpenAIBackend]:
-    settings = Settings(
+    settings = Settings.from_keys(
         home=str(tmp_path),
         llm="openai",
         llm_base_url=stub.url,
@@ -56,8 +56,10 @@ def make(stub: OpenAIStub, tmp_path, **kw) -> tuple[TaskSkillDistiller, OpenAIBa
         llm_max_retries=2,
         llm_cache=False,
     )
-    backend = OpenAIBackend(settings, backoff_base_s=0.001, backoff_max_s=0.01)
-    distiller = make_distiller(settings, embed=None, backend=backend)
+    backend = OpenAIBackend(settings.llm, backoff_base_s=0.001, backoff_max_s=0.01)
+    distiller = make_distiller(
+        settings.distillation, settings.llm, settings.storage.home, embed=None, backend=backend
+    )
     assert isinstance(distiller, LLMDistiller)
     from skillstream.embed import get_embedder
 

@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 import anyio
 import pytest
 
-from skillstream.config import Settings
-from skillstream.services.task_skills import TaskSkillAPI
 from skillstream.cli.mcp_server import build_server
 from skillstream.distill.record import TaskSkill
+from skillstream.services.task_skills import TaskSkillAPI
+from skillstream.settings import Settings
 
 pytestmark = pytest.mark.slow
 
@@ -63,7 +63,7 @@ def seed(settings: Settings, embedder) -> None:
 def test_the_server_lists_its_tools_and_each_call_works(tmp_path, embedder):
     from mcp import Client
 
-    settings = Settings(home=str(tmp_path / "home"))
+    settings = Settings.from_keys(home=str(tmp_path / "home"))
     seed(settings, embedder)
     server = build_server(
         settings, "omar", api=TaskSkillAPI(settings, owner="omar", embed=embedder.encode)

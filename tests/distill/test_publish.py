@@ -5,8 +5,8 @@ from __future__ import annotations
 import io
 import zipfile
 
-from skillstream.config import Settings
 from skillstream.distill.package import validate_zip
+from skillstream.distill.record import TaskSkill
 from skillstream.services.publishing import (
     Publisher,
     owner_dir,
@@ -14,7 +14,7 @@ from skillstream.services.publishing import (
     skills_options,
     skills_uri,
 )
-from skillstream.distill.record import TaskSkill
+from skillstream.settings import Settings
 from tests.distill.conftest import BUCKET
 
 
@@ -30,15 +30,21 @@ def skill(owner: str, version: int = 1, step: str = "Run the tests.") -> TaskSki
 
 
 def test_default_uri_is_under_the_home_and_paths_keep_owners_and_versions_apart(tmp_path):
-    s = Settings(home=str(tmp_path / "h"))
-    assert skills_uri(s) == str(tmp_path / "h" / "artifacts" / "task-skills")
-    assert skills_uri(Settings(home="s3://b/home")) == "s3://b/home/artifacts/task-skills"
-    assert skills_uri(Settings(home=str(tmp_path), skills_uri="s3://b/skills")) == "s3://b/skills"
+    s = Settings.from_keys(home=str(tmp_path / "h"))
+    assert skills_uri(s.storage) == str(tmp_path / "h" / "artifacts" / "task-skills")
+    assert (
+        skills_uri(Settings.from_keys(home="s3://b/home").storage)
+        == "s3://b/home/artifacts/task-skills"
+    )
+    assert (
+        skills_uri(Settings.from_keys(home=str(tmp_path), skills_uri="s3://b/skills").storage)
+        == "s3://b/skills"
+    )
     assert package_path("omar", "deploy-app", 3) == "omar/deploy-app/v3/deploy-app.zip"
     assert owner_dir("a/b") != owner_dir("a_b") and owner_dir("a/b").startswith("~")
     assert owner_dir("..").startswith("~") and owner_dir("u1") == "u1"
 
-    pub = Publisher.from_settings(s)
+    pub = Publisher.from_settings(s.storage)
     u1 = pub.publish(skill("omar", 1))
     u2 = pub.publish(skill("omar", 2, "Run pytest."))
     other = pub.publish(skill("lin", 1, "Run the linter."))
@@ -57,10 +63,10 @@ def test_default_uri_is_under_the_home_and_paths_keep_owners_and_versions_apart(
 
 def test_publish_to_s3_on_moto_and_read_back_through_the_stored_url(tmp_path, s3):
     endpoint, options = s3
-    s = Settings(
+    s = Settings.from_keys(
         home=str(tmp_path / "h"), skills_uri=f"s3://{BUCKET}/skills", skills_storage_options=options
     )
-    pub = Publisher.from_settings(s)
+    pub = Publisher.from_settings(s.storage)
     url = pub.publish(skill("omar", 1))
     assert url == f"s3://{BUCKET}/skills/omar/deploy-app/v1/deploy-app.zip"
     fresh = Publisher(f"s3://{BUCKET}/skills", options)  # another process, same settings
@@ -84,14 +90,14 @@ def test_oss_is_configured_from_settings_and_environment(tmp_path, monkeypatch):
         '{"oss_endpoint": "http://127.0.0.1:9", "oss_access_key_id": "ak-test", "oss_secret_access_key": "sk-test"}',
     )
     s = Settings.load(home=str(tmp_path / "h"))
-    assert s.skills_uri == "oss://team-bucket/skills"
-    assert skills_options(s) == {
+    assert s.storage.skills_uri == "oss://team-bucket/skills"
+    assert skills_options(s.storage) == {
         "oss_endpoint": "http://127.0.0.1:9",
         "oss_access_key_id": "ak-test",
         "oss_secret_access_key": "sk-test",
     }
     assert "sk-test" not in repr(s)
-    pub = Publisher.from_settings(s)
+    pub = Publisher.from_settings(s.storage)
     fs = pub.store.fs
     assert isinstance(fs, ossfs.OSSFileSystem)
     assert fs.storage_options == {
@@ -106,6 +112,6 @@ def test_oss_is_configured_from_settings_and_environment(tmp_path, monkeypatch):
     # without own options the home's storage options are used
     monkeypatch.delenv("SKILLSTREAM_SKILLS_STORAGE_OPTIONS")
     monkeypatch.setenv("SKILLSTREAM_STORAGE_OPTIONS", '{"oss_endpoint": "http://127.0.0.1:8"}')
-    assert skills_options(Settings.load(home=str(tmp_path / "h"))) == {
+    assert skills_options(Settings.load(home=str(tmp_path / "h")).storage) == {
         "oss_endpoint": "http://127.0.0.1:8"
     }

@@ -16,10 +16,10 @@ import pytest
 from click.testing import CliRunner
 
 from skillstream.cli import cli
-from skillstream.config import Settings
 from skillstream.errors import InputError
 from skillstream.eval.locomo import EvalOptions, evaluate_locomo
 from skillstream.eval.scoring import ABSTENTION_ANSWER, token_f1
+from skillstream.settings import Settings
 from tests.servers.openai_stub import OpenAIStub
 
 pytestmark = pytest.mark.slow

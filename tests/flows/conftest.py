@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from skillstream.config import Settings
+from skillstream.settings import Settings
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -69,5 +69,5 @@ def settings(tmp_path) -> Settings:
 def memory_ids(settings: Settings, dim: int = 384) -> list[str]:
     from skillstream.storage.lance import MemoryIndex
 
-    idx = MemoryIndex(settings.lancedb, dim, settings.storage_options)
+    idx = MemoryIndex(settings.storage.lancedb, dim, settings.storage.storage_options)
     return sorted(idx.table.to_arrow().column("id").to_pylist())

@@ -61,7 +61,7 @@ def test_fifty_invalid_lines_fifty_dead_letters(tmp_path, settings):
     run_main(build_flow(settings, FileSource(path)).flow)
     assert progress.snapshot()["messages"] == 1000
 
-    cat = Catalog(settings.catalog, read_only=True)
+    cat = Catalog(settings.storage.catalog, read_only=True)
     try:
         dl = cat.sql("select reason, payload from dead_letters").to_pylist()
         covered = cat.sql(

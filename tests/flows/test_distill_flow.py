@@ -10,10 +10,10 @@ from bytewax.dataflow import Dataflow
 from bytewax.recovery import RecoveryConfig, init_db_dir
 from bytewax.testing import TestingSink, TestingSource, run_main
 
-from skillstream.config import Settings
 from skillstream.connectors.files import FileSource, read_all
 from skillstream.flows.distill import BlockLogic
 from skillstream.flows.memory import build_flow, default_sample
+from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog
 from tests.conftest import make_message
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 
 
 def versions(settings: Settings) -> list[tuple]:
-    cat = Catalog(settings.catalog, read_only=True)
+    cat = Catalog(settings.storage.catalog, read_only=True)
     try:
         return [
             tuple(r.values())
@@ -34,7 +34,7 @@ def versions(settings: Settings) -> list[tuple]:
 
 
 def test_blocks_close_on_session_change_idle_gap_and_end_of_input():
-    settings = Settings(home="/nonexistent", idle_gap_s=600)
+    settings = Settings.from_keys(home="/nonexistent", idle_gap_s=600)
     m = [make_message(f"message {i}", i=i) for i in range(3)]  # s1, one minute apart
     m.append(make_message("after a gap", i=30))  # 27 minutes later
     m.append(make_message("new session", i=31, session_id="s2"))
@@ -55,7 +55,7 @@ def test_blocks_close_on_session_change_idle_gap_and_end_of_input():
 
 
 def test_the_switch_turns_distillation_off(tmp_path):
-    settings = Settings(home=str(tmp_path / "home"), epoch_interval_s=0.0, distill=False)
+    settings = Settings.from_keys(home=str(tmp_path / "home"), epoch_interval_s=0.0, distill=False)
     run_main(build_flow(settings, FileSource(str(default_sample() / "deploy-omar.jsonl"))).flow)
     assert versions(settings) == []
     assert not (tmp_path / "home" / "artifacts" / "task-skills").exists()
@@ -67,7 +67,7 @@ def test_abort_and_resume_with_recovery_gives_the_same_task_skill_versions(tmp_p
     rec = tmp_path / "recovery"
     rec.mkdir()
     init_db_dir(rec, 1)
-    settings = Settings(home=str(tmp_path / "home"), epoch_interval_s=0.0)
+    settings = Settings.from_keys(home=str(tmp_path / "home"), epoch_interval_s=0.0)
     inp = messages[:10] + [TestingSource.ABORT()] + messages[10:]
     for _ in range(2):
         flow = build_flow(settings, TestingSource(inp, batch_size=2)).flow

@@ -16,9 +16,9 @@ from tests.flows.conftest import conversation_rows, memory_ids, write_jsonl
 
 
 def catalog_rows(settings, sql):
-    cat = Catalog(settings.catalog, read_only=True)
+    cat = Catalog(settings.storage.catalog, read_only=True)
     try:
-        cat.attach_lance(settings.lancedb, settings.storage_options)
+        cat.attach_lance(settings.storage.lancedb, settings.storage.storage_options)
         return cat.sql(sql).to_pylist()
     finally:
         cat.close()
@@ -72,7 +72,7 @@ def test_bad_records_become_dead_letters_and_the_rest_flows(tmp_path, settings):
 
 
 def test_two_workers_give_the_same_memories(tmp_path, settings):
-    from skillstream.config import Settings
+    from skillstream.settings import Settings
 
     files = [
         write_jsonl(tmp_path / f"c{i}.jsonl", conversation_rows(f"c{i}", 40)) for i in range(4)
@@ -89,7 +89,7 @@ def test_two_workers_give_the_same_memories(tmp_path, settings):
 
 
 def test_abort_and_resume_with_recovery_gives_the_same_memories(tmp_path, settings):
-    from skillstream.config import Settings
+    from skillstream.settings import Settings
 
     rows = conversation_rows("c1", 80) + conversation_rows("c2", 50)
     rows.sort(key=lambda r: r["timestamp"])

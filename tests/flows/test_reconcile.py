@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from bytewax.testing import run_main
 
-from skillstream.config import Settings
 from skillstream.connectors.files import FileSource
 from skillstream.embed import get_embedder
 from skillstream.flows.memory import build_flow
+from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog
 from skillstream.storage.lance import MemoryIndex
 from skillstream.storage.reconcile import reconcile_memories
@@ -24,13 +24,13 @@ from tests.flows.conftest import conversation_rows, write_jsonl
 
 
 def rows_of(settings: Settings) -> list[tuple]:
-    idx = MemoryIndex(settings.lancedb, 384, settings.storage_options)
+    idx = MemoryIndex(settings.storage.lancedb, 384, settings.storage.storage_options)
     table = idx.table.scan(columns=["id", "text", "status", "version"]).to_pylist()
     return sorted((r["id"], r["text"], r["status"], r["version"]) for r in table)
 
 
 def committed(settings: Settings) -> dict[str, int]:
-    with Catalog(settings.catalog, read_only=True) as cat:
+    with Catalog(settings.storage.catalog, read_only=True) as cat:
         return {
             r["id"]: r["version"]
             for r in cat.sql("select id, version from memory_meta").to_pylist()
@@ -102,17 +102,17 @@ def test_without_reconciling_the_resumed_run_reinforces_its_own_output(
 def test_reconcile_deletes_rolls_back_and_restores(tmp_path, monkeypatch, source):
     s = home(tmp_path, "h")
     crash_after_lance(monkeypatch, s, source, at=3)
-    index = MemoryIndex(s.lancedb, 384, s.storage_options)
+    index = MemoryIndex(s.storage.lancedb, 384, s.storage.storage_options)
     want = committed(s)
     # a committed memory lost from LanceDB comes back too
     lost = sorted(want)[0]
     index.table.delete(f"id = '{lost}'")
 
-    with Catalog(s.catalog, read_only=True) as cat:
+    with Catalog(s.storage.catalog, read_only=True) as cat:
         done = reconcile_memories(cat, index, get_embedder().encode)
     assert done.deleted + done.rolled_back > 0 and done.restored == 1
     assert {r[0]: r[3] for r in rows_of(s)} == want
-    with Catalog(s.catalog, read_only=True) as cat:
+    with Catalog(s.storage.catalog, read_only=True) as cat:
         assert reconcile_memories(cat, index, get_embedder().encode).changed == 0  # idempotent
 
 
@@ -120,11 +120,11 @@ def task_skills_of(settings: Settings) -> tuple[list[tuple], list[tuple]]:
     """(LanceDB task skills as (name, version), catalog versions as (name, version))."""
     import lancedb
 
-    tbl = lancedb.connect(settings.lancedb).open_table("task_skills")
+    tbl = lancedb.connect(settings.storage.lancedb).open_table("task_skills")
     lance = sorted(
         (r["name"], r["version"]) for r in tbl.to_arrow().select(["name", "version"]).to_pylist()
     )
-    with Catalog(settings.catalog, read_only=True) as cat:
+    with Catalog(settings.storage.catalog, read_only=True) as cat:
         rows = cat.sql("select name, version from task_skill_versions").to_pylist()
     versions = sorted((r["name"], r["version"]) for r in rows)
     return lance, versions

@@ -16,9 +16,9 @@ from datetime import timedelta
 import pytest
 from bytewax.testing import run_main
 
-from skillstream.config import Settings
 from skillstream.connectors.files import FileSource
 from skillstream.flows.memory import build_flow
+from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog
 from tests.flows.conftest import conversation_rows, write_jsonl
 from tests.kafka.conftest import cli_env, die_with_parent, skillstream_cmd
@@ -37,7 +37,7 @@ START_TIMEOUT_S = 300.0
 def _memories_table(settings: Settings):
     import lancedb
 
-    db = lancedb.connect(settings.lancedb, read_consistency_interval=timedelta(0))
+    db = lancedb.connect(settings.storage.lancedb, read_consistency_interval=timedelta(0))
     try:
         return db.open_table("memories")
     except ValueError:
@@ -71,7 +71,7 @@ def committed_progress(settings: Settings, state: dict) -> bool:
 
 
 def ledger_spans(settings: Settings) -> int:
-    cat = Catalog(settings.catalog, read_only=True)
+    cat = Catalog(settings.storage.catalog, read_only=True)
     try:
         return cat.sql("select count(*) as n from spans").to_pylist()[0]["n"]
     finally:

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from skillstream.cli import cli
-from skillstream.config import Settings
+from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog
 from tests.flows.conftest import memory_ids
 from tests.kafka.conftest import consume_all
@@ -25,9 +25,9 @@ def invoke(*args: str) -> dict:
 
 def catalog_rows(home, sql: str) -> list[dict]:
     settings = Settings.load(home=str(home))
-    cat = Catalog(settings.catalog, read_only=True)
+    cat = Catalog(settings.storage.catalog, read_only=True)
     try:
-        cat.attach_lance(settings.lancedb, settings.storage_options)
+        cat.attach_lance(settings.storage.lancedb, settings.storage.storage_options)
         return cat.sql(sql).to_pylist()
     finally:
         cat.close()

@@ -25,9 +25,9 @@ from bytewax.testing import run_main
 from click.testing import CliRunner
 
 from skillstream.cli import cli
-from skillstream.config import Settings
 from skillstream.connectors.kafka import kafka_source
 from skillstream.flows.memory import build_flow
+from skillstream.settings import Settings
 from tests.flows.test_sigkill import lance_rows
 from tests.kafka.conftest import cli_env, die_with_parent, skillstream_cmd
 from tests.kafka.factories import write_locomo

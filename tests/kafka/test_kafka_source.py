@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from skillstream.config import Settings
 from skillstream.connectors.kafka import (
     KafkaAddress,
     KafkaMessageSource,
@@ -24,6 +23,7 @@ from skillstream.connectors.kafka_events import MemoryEventSink
 from skillstream.connectors.records import parse_record
 from skillstream.errors import InputError
 from skillstream.model import DeadLetter, MaintenanceResult, Message
+from skillstream.settings import Settings
 from skillstream.storage.rows import as_dict
 from tests.kafka.conftest import consume_all, free_port, produce_values
 from tests.storage.conftest import T0, make_result
@@ -179,7 +179,7 @@ def test_source_reads_every_partition_to_its_end_with_no_tail(kafka_broker, topi
     items += [(b"c0", b"not json"), (b"c1", None)]
     produce_values(kafka_broker, topic_name, items, partitions=3)
 
-    src = kafka_source(f"kafka://{kafka_broker}/{topic_name}", Settings(), tail=False)
+    src = kafka_source(f"kafka://{kafka_broker}/{topic_name}", Settings.from_keys(), tail=False)
     assert sorted(src.list_parts()) == [f"{p}-{topic_name}" for p in range(3)]
     by_part = read_source(src)
     got = [x for xs in by_part.values() for x in xs]
@@ -234,12 +234,12 @@ def test_snapshot_and_resume_round_trip(kafka_broker, topic_name):
 
 def test_missing_topic_and_unreachable_broker_are_clear_errors(kafka_broker, topic_name):
     with pytest.raises(InputError, match=f"topic '{topic_name}' does not exist"):
-        kafka_source(f"kafka://{kafka_broker}/{topic_name}", Settings(), tail=False)
+        kafka_source(f"kafka://{kafka_broker}/{topic_name}", Settings.from_keys(), tail=False)
     address = parse_kafka_uri(f"kafka://127.0.0.1:{free_port()}/x")
     with pytest.raises(InputError, match="no answer from the Kafka broker"):
         list_partitions(address, timeout=1)
     with pytest.raises(InputError, match="bad Kafka client configuration"):
-        kafka_source(f"kafka://{kafka_broker}/x", Settings(), {"no.such.property": "1"})
+        kafka_source(f"kafka://{kafka_broker}/x", Settings.from_keys(), {"no.such.property": "1"})
 
 
 def test_ensure_topic_creates_once(kafka_broker, topic_name):
@@ -254,7 +254,7 @@ def test_ensure_topic_creates_once(kafka_broker, topic_name):
 
 
 def test_event_sink_publishes_one_record_per_change_keyed_by_owner(kafka_broker, topic_name):
-    settings = Settings(kafka_events_partitions=2)
+    settings = Settings.from_keys(kafka_events_partitions=2)
     sink = memory_events_sink(f"kafka://{kafka_broker}/{topic_name}", settings)
     assert isinstance(sink, MemoryEventSink)
     results = [

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from skillstream.cli import cli
-from skillstream.config import Settings
+from skillstream.settings import Settings
 from skillstream.storage.artifacts import ArtifactStore
 from tests.flows.conftest import conversation_rows, write_jsonl
 from tests.storage.conftest import BUCKET, s3  # noqa: F401 - fixture
@@ -49,8 +49,10 @@ def test_run_search_and_sql_with_the_home_on_s3(tmp_path, s3, monkeypatch):  # n
     assert fs.exists(f"{BUCKET}/homes/a/lancedb/memories.lance")
     assert not Path("lancedb").exists() and not Path(".skillstream/lancedb").exists()
     settings = Settings.load(home=home_a)
-    assert settings.catalog == ".skillstream/remote/s3/skillstream-test/homes/a/catalog.duckdb"
-    assert (tmp_path / settings.catalog).exists()
+    assert (
+        settings.storage.catalog == ".skillstream/remote/s3/skillstream-test/homes/a/catalog.duckdb"
+    )
+    assert (tmp_path / settings.storage.catalog).exists()
 
     rows = json.loads(
         invoke(
@@ -81,7 +83,7 @@ def test_run_search_and_sql_with_the_home_on_s3(tmp_path, s3, monkeypatch):  # n
     assert any("Miso" in h["text"] for h in hits[:3])
 
     # artifacts (task-skill packages) go to the same home on S3
-    store = ArtifactStore(settings.artifacts, settings.storage_options)
+    store = ArtifactStore(settings.storage.artifacts, settings.storage.storage_options)
     url = store.put("skills/demo.zip", b"PK\x05\x06" + b"\0" * 18)
     assert url == f"s3://{BUCKET}/homes/a/artifacts/skills/demo.zip"
     assert fs.cat(f"{BUCKET}/homes/a/artifacts/skills/demo.zip").startswith(b"PK")

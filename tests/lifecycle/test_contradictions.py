@@ -8,11 +8,11 @@ from datetime import timedelta
 import pytest
 
 from skillstream.apply import ApplyOptions, apply_ops
-from skillstream.config import Settings
 from skillstream.lifecycle import contradictions as ctr
-from skillstream.services.home_lifecycle import maintain_home, set_status
 from skillstream.memories import OwnerMemories
 from skillstream.model import MaintenanceResult, Memory, MemoryOp, Op
+from skillstream.services.home_lifecycle import maintain_home, set_status
+from skillstream.settings import Settings
 from skillstream.storage.home import open_stores
 from skillstream.storage.writer import write_results
 from tests.lifecycle.conftest import DAY, T0, rules, span

@@ -7,12 +7,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from bytewax.testing import run_main
 
-from skillstream.config import Settings
 from skillstream.connectors.files import FileSource
 from skillstream.embed import get_embedder
 from skillstream.flows.memory import build_flow
 from skillstream.lifecycle.params import LifecycleParams
 from skillstream.services.home_lifecycle import maintain_home
+from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog
 from skillstream.storage.home import open_stores
 from tests.flows.conftest import SENTENCES, write_jsonl
@@ -54,7 +54,7 @@ def _run(settings, src) -> None:
 
 
 def _sql(settings, q):
-    cat = Catalog(settings.catalog, read_only=True)
+    cat = Catalog(settings.storage.catalog, read_only=True)
     try:
         return cat.sql(q).to_pylist()
     finally:
@@ -112,7 +112,7 @@ def test_backfill_and_a_live_run_in_pieces_end_in_the_same_state(tmp_path):
     )
 
     # `maintain` at the same time on both ends in the same state too, and closes the last sessions
-    rules = LifecycleParams.from_settings(backfill)
+    rules = LifecycleParams.from_settings(backfill.lifecycle, backfill.spans.idle_gap)
     at = T0 + timedelta(days=400)
     embed = get_embedder("minilm").encode
     for s in (backfill, live):

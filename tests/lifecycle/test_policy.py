@@ -12,13 +12,13 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from skillstream.apply import ApplyOptions, apply_ops
-from skillstream.config import Settings
 from skillstream.errors import ConfigError
 from skillstream.lifecycle.policy import SCOPES, Policy, PolicySet, Reader, can_read
 from skillstream.memories import OwnerMemories
 from skillstream.model import Memory, MemoryEvent, MemoryOp, Op
 from skillstream.services.home_lifecycle import get_memory, history
 from skillstream.services.search import MemorySearch
+from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog
 from skillstream.storage.filters import read_filter
 from skillstream.storage.lance import MemoryIndex
@@ -60,7 +60,7 @@ def test_policies_from_settings(tmp_path):
             },
         },
     )
-    ps = rules().__class__.from_settings(s).policies
+    ps = rules().__class__.from_settings(s.lifecycle, s.spans.idle_gap).policies
     default, bot = ps.for_agent(None), ps.for_agent("bot")
     assert (default.readable, default.writable, ps.for_agent("other") is default) == (
         ("private", "fleet"),
@@ -123,7 +123,7 @@ def test_writes_outside_the_policy_are_refused_and_patterns_apply(recorded):
 def test_user_patterns_join_the_defaults_at_parse_time_and_reject_wins(tmp_path):
     from skillstream.redact import DEFAULT_REDACTOR, redactor_for
 
-    assert redactor_for(Settings.load(home=str(tmp_path))) is DEFAULT_REDACTOR
+    assert redactor_for(Settings.load(home=str(tmp_path)).lifecycle.policies) is DEFAULT_REDACTOR
     s = Settings.load(
         home=str(tmp_path),
         policies={
@@ -139,7 +139,7 @@ def test_user_patterns_join_the_defaults_at_parse_time_and_reject_wins(tmp_path)
             },
         },
     )
-    r = redactor_for(s)
+    r = redactor_for(s.lifecycle.policies)
     text, hits, rejected = r.check("EMP-123456 with password: hunter22")
     assert (text, hits, rejected) == (
         "[REDACTED:employee] with password: [REDACTED:password]",

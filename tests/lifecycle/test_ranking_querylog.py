@@ -9,13 +9,13 @@ from datetime import timedelta
 import pytest
 
 from skillstream.apply import ApplyOptions, apply_ops
-from skillstream.config import Settings
 from skillstream.errors import ConfigError
-from skillstream.lifecycle.ranking import rank
 from skillstream.lifecycle.params import LifecycleParams, rank_weights
+from skillstream.lifecycle.ranking import rank
 from skillstream.memories import OwnerMemories
 from skillstream.model import MaintenanceResult, MemoryOp, Op
 from skillstream.services.search import MemorySearch, search_memories
+from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog
 from skillstream.storage.home import open_stores
 from skillstream.storage.writer import write_results
@@ -59,9 +59,8 @@ def test_rank_combines_the_four_signals_exactly():
 
 
 def test_rank_weights_are_configurable_and_checked(tmp_path):
-    r = LifecycleParams.from_settings(
-        Settings.load(home=str(tmp_path), rank_weights={"recency": 0.5})
-    )
+    s = Settings.load(home=str(tmp_path), rank_weights={"recency": 0.5})
+    r = LifecycleParams.from_settings(s.lifecycle, s.spans.idle_gap)
     assert r.weights == {"relevance": 0.6, "confidence": 0.2, "recency": 0.5, "reinforcement": 0.1}
     with pytest.raises(ConfigError, match="unknown weight 'freshness'"):
         rank_weights({"freshness": 1})
@@ -94,7 +93,7 @@ def home(tmp_path, embedder, recorded):
 
 
 def _catalog_rows(settings, sql, params=None):
-    cat = Catalog(settings.catalog, read_only=True)
+    cat = Catalog(settings.storage.catalog, read_only=True)
     try:
         return cat.sql(sql, params).to_pylist()
     finally:
@@ -148,7 +147,8 @@ def test_a_search_is_logged_and_touches_its_hits(home):
     from skillstream.storage.lance import MemoryIndex
 
     lance = {
-        m.text: m.last_accessed_at for m in MemoryIndex(home.lancedb, 384).owner_memories("o1")
+        m.text: m.last_accessed_at
+        for m in MemoryIndex(home.storage.lancedb, 384).owner_memories("o1")
     }
     assert lance["Caroline loves hiking in the Alps"] == T0 + 10 * DAY
     # an earlier search never moves the access time back; the default time is the store's clock
@@ -169,7 +169,7 @@ def test_searching_while_a_flow_holds_the_catalog_answers_but_records_nothing(ho
             "-c",
             "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('ready', flush=True); "
             "sys.stdin.read()",
-            home.catalog,
+            home.storage.catalog,
         ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -189,7 +189,6 @@ def test_searching_while_a_flow_holds_the_catalog_answers_but_records_nothing(ho
 
 
 def test_search_scores_follow_the_formula_and_weights_change_the_order(home):
-    import dataclasses
     import math
 
     hits = search_memories(
@@ -213,8 +212,8 @@ def test_search_scores_follow_the_formula_and_weights_change_the_order(home):
             6,
         )
     assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
-    recent_first = dataclasses.replace(
-        home, rank_weights={"relevance": 0.0, "confidence": 0.0, "recency": 1.0}
+    recent_first = home.with_keys(
+        rank_weights={"relevance": 0.0, "confidence": 0.0, "recency": 1.0}
     )
     ordered = search_memories(
         recent_first, "Caroline hiking cello", owner="o1", k=3, now=T0 + 2 * DAY, record=False

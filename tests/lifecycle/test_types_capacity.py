@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from skillstream.apply import ApplyOptions, apply_ops
-from skillstream.config import Settings
 from skillstream.errors import ConfigError
 from skillstream.lifecycle.params import LifecycleParams
 from skillstream.lifecycle.types import DEFAULT_CAPACITIES, capacities, memory_type_for
 from skillstream.memories import OwnerMemories
 from skillstream.model import MemoryOp, Op
+from skillstream.settings import Settings
 from tests.lifecycle.conftest import DAY, T0, rules, span
 
 
@@ -49,7 +49,7 @@ def test_types_by_kind_scope_and_request():
 
 def test_capacities_are_configurable_and_checked(tmp_path):
     s = Settings.load(home=str(tmp_path), memory_capacities={"WorkingMemory": 5, "UserMemory": 0})
-    r = LifecycleParams.from_settings(s)
+    r = LifecycleParams.from_settings(s.lifecycle, s.spans.idle_gap)
     assert (
         r.capacity("WorkingMemory"),
         r.capacity("UserMemory"),

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from skillstream.config import Settings
 from skillstream.llm import OpenAIBackend
+from skillstream.settings import Settings
 from tests.servers.openai_stub import STUB_MODEL, OpenAIStub
 
 LLM_ENV = ("SKILLSTREAM_LLM_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL")
@@ -43,7 +43,7 @@ def llm_settings(openai_stub: OpenAIStub, tmp_path: Any) -> Callable[..., Settin
             "llm_response_format": "json_schema",
         }
         values.update(overrides)
-        return Settings(**values)
+        return Settings.from_keys(**values)
 
     return make
 
@@ -56,7 +56,7 @@ def make_llm(llm_settings: Callable[..., Settings]) -> Iterator[Callable[..., Op
 
     def make(cache: Any = None, **overrides: Any) -> OpenAIBackend:
         backend = OpenAIBackend(
-            llm_settings(**overrides), cache=cache, backoff_base_s=0.005, backoff_max_s=0.05
+            llm_settings(**overrides).llm, cache=cache, backoff_base_s=0.005, backoff_max_s=0.05
         )
         made.append(backend)
         return backend

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from skillstream.config import Settings
 from skillstream.errors import ConfigError, InputError
 from skillstream.llm import (
     ChatBackend,
@@ -18,6 +17,7 @@ from skillstream.llm import (
 )
 from skillstream.llm.base import ChatRequest
 from skillstream.llm.cache import SqliteCache
+from skillstream.settings import Settings
 
 REQ = ChatRequest(
     purpose="extract",
@@ -93,38 +93,42 @@ def test_base_url_identity_drops_credentials() -> None:
 
 
 def test_make_backend_rules_is_none(tmp_path) -> None:
-    assert make_backend(Settings(home=str(tmp_path), llm="rules")) is None
+    assert make_backend(Settings.from_keys(llm="rules").llm, str(tmp_path)) is None
 
 
 def test_make_backend_openai(tmp_path) -> None:
-    settings = Settings(home=str(tmp_path), llm="openai", llm_base_url=ENDPOINT, llm_model="m")
-    backend = make_backend(settings)
+    settings = Settings.from_keys(
+        home=str(tmp_path), llm="openai", llm_base_url=ENDPOINT, llm_model="m"
+    )
+    backend = make_backend(settings.llm, settings.storage.home)
     assert isinstance(backend, OpenAIBackend)
     assert isinstance(backend, ChatBackend)
     assert isinstance(backend.cache, SqliteCache)
     assert backend.cache.path == tmp_path / "llm-cache.sqlite"
     backend.close()
-    no_cache = make_backend(dataclasses.replace(settings, llm_cache=False))
+    no_cache = make_backend(settings.with_keys(llm_cache=False).llm, str(tmp_path))
     assert isinstance(no_cache, OpenAIBackend) and no_cache.cache is None
 
 
 def test_make_backend_reads_openai_base_url(tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv("SKILLSTREAM_LLM_BASE_URL", raising=False)
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
-    backend = make_backend(Settings(home=str(tmp_path), llm="openai", llm_cache=False))
+    settings = Settings.load(home=str(tmp_path), llm="openai", llm_cache=False)
+    backend = make_backend(settings.llm, str(tmp_path))
     assert isinstance(backend, OpenAIBackend) and backend.endpoint == "http://127.0.0.1:9/v1"
 
 
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"llm": "anthropic"}, "SKILLSTREAM_LLM must be one of"),
+        ({"llm": "anthropic"}, "setting llm: .*'rules', 'openai'"),
         ({"llm_base_url": ""}, "SKILLSTREAM_LLM_BASE_URL"),
         ({"llm_base_url": "127.0.0.1:8080"}, "must be an http"),
         ({"llm_model": ""}, "SKILLSTREAM_LLM_MODEL"),
-        ({"llm_response_format": "xml"}, "SKILLSTREAM_LLM_RESPONSE_FORMAT must be one of"),
-        ({"llm_concurrency": 0}, "SKILLSTREAM_LLM_CONCURRENCY"),
-        ({"llm_max_retries": -1}, "SKILLSTREAM_LLM_MAX_RETRIES"),
-        ({"llm_timeout_s": 0.0}, "SKILLSTREAM_LLM_TIMEOUT_S"),
+        ({"llm_response_format": "xml"}, "setting llm_response_format: .*'json_object'"),
+        ({"llm_concurrency": 0}, "setting llm_concurrency: .*>= 1"),
+        ({"llm_max_retries": -1}, "setting llm_max_retries: .*>= 0"),
+        ({"llm_timeout_s": 0.0}, "setting llm_timeout_s: .*> 0"),
     ],
 )
 def test_make_backend_config_errors(tmp_path, overrides: dict, message: str) -> None:
@@ -136,5 +140,6 @@ def test_make_backend_config_errors(tmp_path, overrides: dict, message: str) -> 
     }
     values.update(overrides)
     with pytest.raises(ConfigError, match=message):
-        make_backend(Settings(**values))
+        settings = Settings.from_keys(**values)
+        make_backend(settings.llm, settings.storage.home)
     assert not (tmp_path / "llm-cache.sqlite").exists()

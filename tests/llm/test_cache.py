@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from skillstream.config import Settings
 from skillstream.errors import ConfigError
 from skillstream.llm.cache import CachedAnswer, MemoryCache, SqliteCache, cache_path, open_cache
+from skillstream.settings import Settings
 
 ANSWER = CachedAnswer(
     text='{"ops": []}', prompt_tokens=120, completion_tokens=7, model="m", purpose="extract"
@@ -110,10 +110,8 @@ def test_not_a_database_is_a_config_error(tmp_path: Path) -> None:
 
 
 def test_open_cache_follows_settings(tmp_path: Path) -> None:
-    assert open_cache(Settings(home=str(tmp_path), llm_cache=False)) is None
-    cache = open_cache(Settings(home=str(tmp_path)))
+    assert open_cache(Settings.from_keys(llm_cache=False).llm, str(tmp_path)) is None
+    cache = open_cache(Settings.from_keys().llm, str(tmp_path))
     assert isinstance(cache, SqliteCache) and cache.path == tmp_path / "llm-cache.sqlite"
     cache.close()
-    assert (
-        cache_path(Settings(home="s3://bucket/prefix")) == Path(".skillstream") / "llm-cache.sqlite"
-    )
+    assert cache_path("s3://bucket/prefix") == Path(".skillstream") / "llm-cache.sqlite"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from skillstream.config import Settings
 from skillstream.llm import ChatRequest, MemoryCache, OpenAIBackend
+from skillstream.settings import Settings
 from tests.servers.llama import MODEL_ALIAS
 
 pytestmark = [pytest.mark.llama, pytest.mark.slow]
@@ -18,7 +18,7 @@ SCHEMA = {
 
 
 def test_json_object_with_schema_gives_valid_json(llama_base_url: str, tmp_path) -> None:
-    settings = Settings(
+    settings = Settings.from_keys(
         home=str(tmp_path),
         llm="openai",
         llm_base_url=llama_base_url,
@@ -28,7 +28,7 @@ def test_json_object_with_schema_gives_valid_json(llama_base_url: str, tmp_path)
         llm_max_retries=2,
     )
     cache = MemoryCache()
-    backend = OpenAIBackend(settings, cache=cache)
+    backend = OpenAIBackend(settings.llm, cache=cache)
     request = ChatRequest(
         purpose="extract",
         messages=(

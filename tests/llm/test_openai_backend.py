@@ -148,7 +148,7 @@ def test_transient_http_failure_is_retried(
     openai_stub: OpenAIStub, llm_settings, fault, error
 ) -> None:
     sleep = Recorder()
-    backend = OpenAIBackend(llm_settings(), backoff_base_s=0.2, sleep=sleep)
+    backend = OpenAIBackend(llm_settings().llm, backoff_base_s=0.2, sleep=sleep)
     openai_stub.push(fault, ANSWER)
     res = backend.chat(ask())
     assert res.data == {"city": "Paris", "year": 2021}
@@ -175,7 +175,7 @@ def test_connection_refused_is_retried_then_fails(llm_settings, tmp_path: Path) 
     with OpenAIStub() as stub:
         url = stub.url  # a port that nobody listens on once the stub is closed
     sleep = Recorder()
-    backend = OpenAIBackend(llm_settings(llm_base_url=url, llm_max_retries=2), sleep=sleep)
+    backend = OpenAIBackend(llm_settings(llm_base_url=url, llm_max_retries=2).llm, sleep=sleep)
     with pytest.raises(LLMFailure) as info:
         backend.chat(ask())
     failure = info.value
@@ -186,7 +186,7 @@ def test_connection_refused_is_retried_then_fails(llm_settings, tmp_path: Path) 
 
 def test_backoff_grows_and_honours_retry_after(openai_stub: OpenAIStub, llm_settings) -> None:
     sleep = Recorder()
-    backend = OpenAIBackend(llm_settings(), backoff_base_s=0.1, backoff_max_s=0.3, sleep=sleep)
+    backend = OpenAIBackend(llm_settings().llm, backoff_base_s=0.1, backoff_max_s=0.3, sleep=sleep)
     openai_stub.push(server_error(), server_error(), rate_limited(retry_after=2.5), ANSWER)
     backend.chat(ask())
     d1, d2, d3 = sleep.delays
@@ -196,7 +196,7 @@ def test_backoff_grows_and_honours_retry_after(openai_stub: OpenAIStub, llm_sett
 
 def test_unparsable_answer_is_asked_again(openai_stub: OpenAIStub, llm_settings) -> None:
     sleep = Recorder()
-    backend = OpenAIBackend(llm_settings(), sleep=sleep)
+    backend = OpenAIBackend(llm_settings().llm, sleep=sleep)
     openai_stub.push(Reply("I think Alice lives in Paris.", completion_tokens=6), ANSWER)
     res = backend.chat(ask())
     assert res.data == {"city": "Paris", "year": 2021}

@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from skillstream.config import Settings
 from skillstream.errors import TerminalError
 from skillstream.llm import ChatRequest, ChatResponse, LLMFailure
 from skillstream.llm.parse import ParseError, check_schema, extract_json
 from skillstream.model import LLMCall, Memory
+from skillstream.settings import Settings
 
 LLM_ENV = ("SKILLSTREAM_LLM_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL")
 

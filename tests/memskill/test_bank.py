@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from skillstream.config import Settings
 from skillstream.errors import InputError
 from skillstream.memskill.bank import MemorySkillBank
 from skillstream.memskill.files import read_skill_file, to_markdown
 from skillstream.memskill.seeds import PRIMITIVES
 from skillstream.memskill.versions import MemorySkillVersion, seed_versions, split_instruction
 from skillstream.services.pipeline import load_memory_skills
+from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog
 
 NEW_SKILL = """---
@@ -53,8 +53,8 @@ def settings(tmp_path) -> Settings:
 
 @pytest.fixture
 def bank(settings):
-    Path(settings.catalog).parent.mkdir(parents=True, exist_ok=True)
-    cat = Catalog(settings.catalog)
+    Path(settings.storage.catalog).parent.mkdir(parents=True, exist_ok=True)
+    cat = Catalog(settings.storage.catalog)
     yield MemorySkillBank(cat, clock=Clock())
     cat.close()
 

@@ -8,7 +8,6 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from skillstream.config import Settings
 from skillstream.errors import ConfigError
 from skillstream.extract import AllSkills, MemorySkill
 from skillstream.memskill.controller import (
@@ -27,6 +26,7 @@ from skillstream.memskill.controller import (
     top_k,
 )
 from skillstream.memskill.seeds import PRIMITIVES
+from skillstream.settings import Settings
 from tests.memskill.conftest import make_memory
 
 E = np.eye(4, dtype=np.float32)
@@ -194,30 +194,32 @@ def test_torch_scorer_round_trips_through_a_checkpoint(tmp_path):
         load_scorer(tmp_path / "other.pt", 4)
 
 
+def controller(embedder, **keys):
+    """The controller of ``Settings.from_keys(**keys)``."""
+    s = Settings.from_keys(**keys)
+    return make_controller(s.extraction, s.llm.backend, embedder)
+
+
 def test_make_controller_follows_the_settings(tmp_path, embedder):
-    rules = make_controller(Settings(llm="rules"), embedder)
+    rules = controller(embedder, llm="rules")
     assert isinstance(rules, AllSkills)
-    llm = make_controller(Settings(llm="openai", memory_skill_k=2), embedder)
+    llm = controller(embedder, llm="openai", memory_skill_k=2)
     assert isinstance(llm, TopKController) and llm.k == 2 and not llm.explore
     assert isinstance(llm.scorer, CosineScorer)
-    forced = make_controller(Settings(llm="rules", memory_skill_selection="top_k"), embedder)
+    forced = controller(embedder, llm="rules", memory_skill_selection="top_k")
     assert isinstance(forced, TopKController)
-    assert isinstance(
-        make_controller(Settings(llm="openai", memory_skill_selection="all"), embedder), AllSkills
-    )
-    g = make_controller(
-        Settings(llm="openai", memory_skill_selection="gumbel", memory_skill_seed=5), embedder
-    )
+    assert isinstance(controller(embedder, llm="openai", memory_skill_selection="all"), AllSkills)
+    g = controller(embedder, llm="openai", memory_skill_selection="gumbel", memory_skill_seed=5)
     assert g.explore and g.seed == 5
     path = save_scorer(scorer_net(embedder.dim), tmp_path / "s.pt")
-    trained = make_controller(Settings(llm="openai", memory_skill_scorer=str(path)), embedder)
+    trained = controller(embedder, llm="openai", memory_skill_scorer=str(path))
     assert isinstance(trained.scorer, TorchScorer)
-    with pytest.raises(ConfigError, match="MEMORY_SKILL_SELECTION"):
-        make_controller(Settings(memory_skill_selection="best"), embedder)
+    with pytest.raises(ConfigError, match="memory_skill_selection: .*'top_k'"):
+        controller(embedder, memory_skill_selection="best")
 
 
 def test_real_embeddings_keep_insert_for_a_span_with_news(embedder):
-    ctl = make_controller(Settings(llm="openai"), embedder)
+    ctl = controller(embedder, llm="openai")
     span = embedder.encode(
         ['Caroline said, "I moved to Lisbon last month and started as a nurse."']
     )[0]

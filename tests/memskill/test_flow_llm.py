@@ -18,13 +18,13 @@ from click.testing import CliRunner
 
 from skillstream.cli import cli
 from skillstream.cli.llm import retry_failed_spans
-from skillstream.config import Settings
 from skillstream.connectors.files import FileSource
 from skillstream.errors import InputError
 from skillstream.flows import progress
 from skillstream.flows.memory import build_flow
 from skillstream.llm import OpenAIBackend, open_cache
 from skillstream.memskill.executor import MemSkillExecutor
+from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog
 from tests.memskill.conftest import insert_each_turn, span_turns
 from tests.servers.openai_stub import OpenAIStub, delay, garbage_body, rate_limited, server_error
@@ -61,9 +61,9 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 
 
 def sql(settings, query):
-    cat = Catalog(settings.catalog, read_only=True)
+    cat = Catalog(settings.storage.catalog, read_only=True)
     try:
-        cat.attach_lance(settings.lancedb, settings.storage_options)
+        cat.attach_lance(settings.storage.lancedb, settings.storage.storage_options)
         return cat.sql(query).to_pylist()
     finally:
         cat.close()
@@ -75,9 +75,12 @@ EXTRACTED = "select {cols} from memories where kind <> 'summary' order by id"
 
 def fast_executor(settings) -> MemSkillExecutor:
     backend = OpenAIBackend(
-        settings, cache=open_cache(settings), backoff_base_s=0.01, backoff_max_s=0.05
+        settings.llm,
+        cache=open_cache(settings.llm, settings.storage.home),
+        backoff_base_s=0.01,
+        backoff_max_s=0.05,
     )
-    return MemSkillExecutor(backend, structured=True, max_tokens=settings.extract_max_tokens)
+    return MemSkillExecutor(backend, structured=True, max_tokens=settings.llm.extract_max_tokens)
 
 
 SESSIONS = [
@@ -143,7 +146,7 @@ def test_faults_fail_the_span_then_retry_failed_completes_it_exactly_once(
             "SKILLSTREAM_LLM_RESPONSE_FORMAT": "json_schema",
         }.items():
             monkeypatch.setenv(k, v)
-        out = CliRunner().invoke(cli, ["--home", settings.home, "retry-failed", "--json"])
+        out = CliRunner().invoke(cli, ["--home", settings.storage.home, "retry-failed", "--json"])
         assert out.exit_code == 0, out.output
         summary = json.loads(out.output)
         assert (summary["pending"], summary["done"], summary["failed"], summary["llm_calls"]) == (
@@ -187,7 +190,9 @@ def test_retry_failed_keeps_a_span_pending_while_the_server_still_fails(tmp_path
             InputError,
             match=r"extracted with \['memskill'\], but the configured executor is 'rules'",
         ):
-            retry_failed_spans(Settings.load(home=settings.home))  # SKILLSTREAM_LLM forgotten
+            retry_failed_spans(
+                Settings.load(home=settings.storage.home)
+            )  # SKILLSTREAM_LLM forgotten
         summary = retry_failed_spans(settings, executor=fast_executor(settings))
         assert (summary.pending, summary.done, summary.failed, summary.llm_calls) == (1, 0, 1, 2)
         (row,) = sql(settings, "select status, retries from failed_spans")
@@ -234,8 +239,8 @@ def test_rerun_and_replay_with_the_same_llm_configuration_make_zero_requests(
         assert stub.count == 6 and progress.snapshot()["spans_skipped"] == 6
 
         # Replay from scratch with the same configuration: every answer comes from the cache.
-        shutil.rmtree(settings.lancedb)
-        Path(settings.catalog).unlink()
+        shutil.rmtree(settings.storage.lancedb)
+        Path(settings.storage.catalog).unlink()
         progress.reset()
         run_main(build_flow(settings, FileSource(src)).flow)
         assert stub.count == 6 and progress.snapshot()["spans_done"] == 6

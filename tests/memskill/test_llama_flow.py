@@ -13,9 +13,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from bytewax.testing import run_main
 
-from skillstream.config import Settings
 from skillstream.connectors.files import FileSource
 from skillstream.flows.memory import build_flow
+from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog
 from tests.servers.llama import MODEL_ALIAS
 
@@ -63,9 +63,9 @@ def test_flow_extracts_and_stores_memories_through_llama_cpp(tmp_path, llama_bas
     )
     run_main(build_flow(settings, FileSource(str(src))).flow)
 
-    cat = Catalog(settings.catalog, read_only=True)
+    cat = Catalog(settings.storage.catalog, read_only=True)
     try:
-        cat.attach_lance(settings.lancedb, settings.storage_options)
+        cat.attach_lance(settings.storage.lancedb, settings.storage.storage_options)
         (span,) = cat.sql(
             "select span_id, status, extractor, memory_skills, n_ops from spans"
         ).to_pylist()

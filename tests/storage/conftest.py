@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from skillstream.config import Settings
 from skillstream.model import (
     DeadLetter,
     LLMCall,
@@ -18,6 +17,7 @@ from skillstream.model import (
     SpanResult,
     TableRows,
 )
+from skillstream.settings import Settings
 from tests.servers.ports import free_port  # noqa: F401 - re-exported for the tests here
 from tests.servers.s3 import fresh_bucket
 
@@ -35,7 +35,7 @@ def s3(s3_endpoint):
 @pytest.fixture
 def settings(tmp_path):
     """Settings whose stores all live under tmp_path (no environment or config file read)."""
-    return Settings(home=str(tmp_path / "home"))
+    return Settings.from_keys(home=str(tmp_path / "home"))
 
 
 def vec(seed: int) -> list[float]:

@@ -12,7 +12,7 @@ import bytewax.operators as op
 from bytewax.dataflow import Dataflow
 from bytewax.testing import TestingSource
 
-from skillstream.config import Settings
+from skillstream.settings import Settings
 from skillstream.storage.sinks import ResultSink
 
 from .conftest import DIM, make_dead_letter, make_result
@@ -36,4 +36,6 @@ def build(settings: Settings, source_items: list) -> Dataflow:
     return flow
 
 
-flow = build(Settings(home=os.environ.get("STORE_TEST_HOME", "./.skillstream-test")), items())
+flow = build(
+    Settings.from_keys(home=os.environ.get("STORE_TEST_HOME", "./.skillstream-test")), items()
+)

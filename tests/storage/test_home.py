@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from skillstream.config import Settings
+from skillstream.settings import Settings
 from skillstream.storage.home import open_stores
 from skillstream.storage.writer import write_results
 
@@ -16,9 +16,12 @@ def test_open_creates_the_home(settings):
         assert stores.index.count() == 0
         assert stores.catalog.count("memories") == 0
         url = stores.artifacts.put("skills/x.zip", b"zip")
-    home = settings.home
+    home = settings.storage.home
     assert url.startswith("file://") and url.endswith(f"{home}/artifacts/skills/x.zip")
-    assert (settings.catalog, settings.lancedb) == (f"{home}/catalog.duckdb", f"{home}/lancedb")
+    assert (settings.storage.catalog, settings.storage.lancedb) == (
+        f"{home}/catalog.duckdb",
+        f"{home}/lancedb",
+    )
 
 
 def test_read_only_after_writing(settings):
@@ -31,12 +34,12 @@ def test_read_only_after_writing(settings):
 
 
 def test_read_only_on_an_empty_home_creates_nothing(tmp_path):
-    settings = Settings(home=str(tmp_path / "h"))
+    settings = Settings.from_keys(home=str(tmp_path / "h"))
     with open_stores(settings, DIM):  # catalog only; then drop LanceDB's folder
         pass
     import shutil
 
-    shutil.rmtree(settings.lancedb)
+    shutil.rmtree(settings.storage.lancedb)
     with open_stores(settings, DIM, read_only=True) as ro:
         assert ro.index.count() == 0
         assert ro.index.search("x", None) == []
@@ -46,7 +49,7 @@ def test_read_only_on_an_empty_home_creates_nothing(tmp_path):
 
 def test_lancedb_and_artifacts_on_s3(s3, tmp_path):
     _, options = s3
-    settings = Settings(
+    settings = Settings.from_keys(
         home=str(tmp_path / "home"),
         lancedb_uri=f"s3://{BUCKET}/home/lancedb",
         artifacts_uri=f"s3://{BUCKET}/home/artifacts",

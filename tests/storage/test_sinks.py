@@ -249,7 +249,7 @@ def test_sink_in_two_processes(tmp_path):
                 p.kill()
                 p.wait()
     assert [p.returncode for p in procs] == [0, 0], outputs
-    from skillstream.config import Settings
+    from skillstream.settings import Settings
 
-    assert _counts_of(Settings(home=str(home))) == EXPECTED
+    assert _counts_of(Settings.from_keys(home=str(home))) == EXPECTED
     assert len(OWNERS) * 3 == EXPECTED["spans"]

@@ -1,0 +1,781 @@
+"""Settings, in groups, parsed strictly.
+
+``Settings`` holds one frozen group per concern: ``storage``, ``embedding``, ``llm``, ``spans``,
+``extraction``, ``flow``, ``lifecycle``, ``distillation`` and ``kafka``. A component takes its own
+group (``make_backend(settings.llm, home)``), never the whole object.
+
+Every setting has one flat *key* (``span_tokens``, ``llm_base_url``, ``llm`` for the backend name),
+and the key is what the user writes. Precedence, highest first:
+
+1. an explicit value (``Settings.load(span_tokens=256)`` or a CLI option),
+2. the environment variable ``SKILLSTREAM_<KEY>`` (upper case, e.g. ``SKILLSTREAM_SPAN_TOKENS``;
+   an empty variable counts as unset; ``OPENAI_BASE_URL`` stands in for an unset
+   ``SKILLSTREAM_LLM_BASE_URL``),
+3. the file ``<home>/skillstream.toml``: flat keys, plus ``[policies.<agent>]`` tables,
+4. the default.
+
+Parsing is strict: booleans are true/false, 1/0, yes/no or on/off (any case); numbers are finite
+and in range; names come from a closed list; an unknown key is an error; map settings given in the
+environment are JSON objects. Every error is a :class:`~skillstream.errors.ConfigError` that names
+the setting as it was written (the environment variable, or the file and key) and what is accepted.
+
+Store locations are URIs (a local path, ``s3://bucket/prefix``, ``memory://``) and default to
+folders under the home. Secrets (API keys) are read from the environment by the code that uses
+them, never kept here.
+
+Example:
+    >>> s = Settings.from_keys(home="/tmp/h", span_tokens=256)
+    >>> s.spans.span_tokens, s.storage.lancedb
+    (256, '/tmp/h/lancedb')
+    >>> s.with_keys(llm="openai").llm.backend
+    'openai'
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any, Literal, get_args, get_origin
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic.fields import FieldInfo
+
+from skillstream.errors import ConfigError
+
+ENV_PREFIX = "SKILLSTREAM_"
+DEFAULT_HOME = "./.skillstream"
+CONFIG_FILE = "skillstream.toml"
+OPENAI_BASE_URL_ENV = "OPENAI_BASE_URL"
+API_KEY_ENV = ("SKILLSTREAM_LLM_API_KEY", "OPENAI_API_KEY")
+"""Where the LLM API key is read, first set wins; a secret, so never part of ``Settings``."""
+
+BOOL_WORDS = {"true": True, "false": False, "1": True, "0": False}
+BOOL_WORDS.update({"yes": True, "no": False, "on": True, "off": False})
+BOOL_ACCEPTED = "true/false, 1/0, yes/no or on/off (any case)"
+
+
+# ---------------------------------------------------------------------- value parsers
+def _bool(value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in BOOL_WORDS:
+        return BOOL_WORDS[value.strip().lower()]
+    raise ValueError("not a boolean")
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError("a boolean is not a number")
+    if isinstance(value, str):
+        return value.strip()
+    return value
+
+
+def _name(value: Any) -> Any:
+    return value.strip().lower() if isinstance(value, str) else value
+
+
+def _mapping(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as e:
+            raise ValueError("not JSON") from e
+    if not isinstance(value, Mapping):
+        raise ValueError("not an object")
+    return dict(value)
+
+
+Bool = Annotated[bool, BeforeValidator(_bool)]
+Int = Annotated[int, BeforeValidator(_number)]
+Float = Annotated[float, BeforeValidator(_number)]
+Map = Annotated[dict[str, Any], BeforeValidator(_mapping)]
+
+Backend = Literal["rules", "openai"]
+ResponseFormat = Literal["json_schema", "json_object", "text"]
+Selection = Literal["auto", "all", "top_k", "gumbel"]
+Fusion = Literal["mean", "weighted"]
+Scope = Literal["private", "fleet", "session"]
+
+
+def _key(key: str, default: Any, doc: str, **limits: Any) -> Any:
+    """A field stored under its flat ``key`` (the alias), documented by ``doc``."""
+    if isinstance(default, float):
+        limits["allow_inf_nan"] = False
+    if default is dict:
+        return Field(default_factory=dict, alias=key, description=doc, **limits)
+    return Field(default, alias=key, description=doc, **limits)
+
+
+class _Group(BaseModel):
+    """A frozen group of settings; fields are stored by their flat key (the alias)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    def keys(self) -> dict[str, Any]:
+        """The group's values by flat key."""
+        return {info.alias or name: getattr(self, name) for name, info in _fields(type(self))}
+
+
+def _fields(group: type[BaseModel]) -> list[tuple[str, FieldInfo]]:
+    return list(group.model_fields.items())
+
+
+# ---------------------------------------------------------------------- the groups
+class StorageSettings(_Group):
+    """Where the stores of a home are."""
+
+    home: str = _key(
+        "home", DEFAULT_HOME, "Folder or URI holding the default stores. SKILLSTREAM_HOME."
+    )
+    lancedb_uri: str = _key(
+        "lancedb_uri", "", "LanceDB URI. SKILLSTREAM_LANCEDB_URI; default <home>/lancedb."
+    )
+    catalog_path: str = _key(
+        "catalog_path",
+        "",
+        "DuckDB catalog file (always local). SKILLSTREAM_CATALOG_PATH; default "
+        "<home>/catalog.duckdb, for a remote home "
+        "./.skillstream/remote/<scheme>/<bucket>/<prefix>/catalog.duckdb.",
+    )
+    artifacts_uri: str = _key(
+        "artifacts_uri",
+        "",
+        "fsspec URI of the artifact store. SKILLSTREAM_ARTIFACTS_URI; default <home>/artifacts.",
+    )
+    storage_options: Map = _key(
+        "storage_options",
+        dict,
+        "Options for LanceDB and fsspec: JSON object in SKILLSTREAM_STORAGE_OPTIONS; default none.",
+        repr=False,
+    )
+    skills_uri: str = _key(
+        "skills_uri",
+        "",
+        "fsspec URI where task-skill zips are published (local folder, s3://, oss://). "
+        "SKILLSTREAM_SKILLS_URI; default <artifacts>/task-skills.",
+    )
+    skills_storage_options: Map = Field(
+        default_factory=dict,
+        alias="skills_storage_options",
+        description="Storage options for skills_uri when they differ from storage_options: JSON "
+        "object in SKILLSTREAM_SKILLS_STORAGE_OPTIONS; default none.",
+        repr=False,
+    )
+
+    @property
+    def lancedb(self) -> str:
+        """The LanceDB URI: ``lancedb_uri`` or ``<home>/lancedb``."""
+        return self.lancedb_uri or _join(self.home, "lancedb")
+
+    @property
+    def catalog(self) -> str:
+        """The DuckDB catalog file; a remote home keeps it in a local folder of its own."""
+        if self.catalog_path:
+            return self.catalog_path
+        if _is_remote(self.home):
+            return str(_local_mirror(self.home) / "catalog.duckdb")
+        return str(Path(self.home) / "catalog.duckdb")
+
+    @property
+    def artifacts(self) -> str:
+        """The artifact store URI: ``artifacts_uri`` or ``<home>/artifacts``."""
+        return self.artifacts_uri or _join(self.home, "artifacts")
+
+    @property
+    def skills(self) -> str:
+        """Where task skills are published: ``skills_uri`` or ``<artifacts>/task-skills``."""
+        return self.skills_uri or _join(self.artifacts, "task-skills")
+
+
+class EmbeddingSettings(_Group):
+    """The sentence embedder."""
+
+    model: str = _key(
+        "embed_model",
+        "minilm",
+        "Sentence-transformers model: 'minilm' (the bundled offline all-MiniLM-L6-v2) or a local "
+        "path. SKILLSTREAM_EMBED_MODEL; default minilm.",
+    )
+    batch: Int = _key(
+        "embed_batch", 64, "Texts per embedding batch. SKILLSTREAM_EMBED_BATCH; default 64.", ge=1
+    )
+
+
+class LLMSettings(_Group):
+    """The LLM backend and how it is called."""
+
+    backend: Annotated[Backend, BeforeValidator(_name)] = _key(
+        "llm",
+        "rules",
+        "LLM backend: 'rules' (offline) or 'openai'. SKILLSTREAM_LLM; default rules.",
+    )
+    base_url: str = _key(
+        "llm_base_url",
+        "",
+        "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1. SKILLSTREAM_LLM_BASE_URL, "
+        "else OPENAI_BASE_URL; default none.",
+    )
+    model: str = _key(
+        "llm_model",
+        "gpt-4o-mini",
+        "Model name sent to the endpoint. SKILLSTREAM_LLM_MODEL; default gpt-4o-mini.",
+    )
+    temperature: Float = _key(
+        "llm_temperature",
+        0.0,
+        "Sampling temperature. SKILLSTREAM_LLM_TEMPERATURE; default 0.",
+        ge=0,
+    )
+    timeout_s: Float = _key(
+        "llm_timeout_s",
+        60.0,
+        "Per-request timeout in seconds. SKILLSTREAM_LLM_TIMEOUT_S; default 60.",
+        gt=0,
+    )
+    max_retries: Int = _key(
+        "llm_max_retries",
+        3,
+        "Retries of a failed or unparsable request before the span is marked failed. "
+        "SKILLSTREAM_LLM_MAX_RETRIES; default 3.",
+        ge=0,
+    )
+    concurrency: Int = _key(
+        "llm_concurrency",
+        8,
+        "Requests in flight at once per process. SKILLSTREAM_LLM_CONCURRENCY; default 8.",
+        ge=1,
+    )
+    response_format: Annotated[ResponseFormat, BeforeValidator(_name)] = _key(
+        "llm_response_format",
+        "json_schema",
+        "Structured output: 'json_schema', 'json_object' (schema sent inside, for llama.cpp) or "
+        "'text'. SKILLSTREAM_LLM_RESPONSE_FORMAT; default json_schema.",
+    )
+    cache: Bool = _key(
+        "llm_cache",
+        True,
+        "Cache responses by request in <home>/llm-cache.sqlite. SKILLSTREAM_LLM_CACHE; "
+        "default true.",
+    )
+    extract_max_tokens: Int = _key(
+        "extract_max_tokens",
+        1024,
+        "Completion token limit of one extraction call (0: no limit). "
+        "SKILLSTREAM_EXTRACT_MAX_TOKENS; default 1024.",
+        ge=0,
+    )
+
+
+class SpanSettings(_Group):
+    """How messages are cut into spans."""
+
+    span_tokens: Int = _key(
+        "span_tokens", 512, "Token budget of a span. SKILLSTREAM_SPAN_TOKENS; default 512.", ge=1
+    )
+    idle_gap_s: Float = _key(
+        "idle_gap_s",
+        1800.0,
+        "Event-time gap (seconds) that closes a span and a task segment. SKILLSTREAM_IDLE_GAP_S; "
+        "default 1800.",
+        gt=0,
+    )
+    max_message_chars: Int = _key(
+        "max_message_chars",
+        20000,
+        "Longer messages go to the dead letters. SKILLSTREAM_MAX_MESSAGE_CHARS; default 20000.",
+        ge=1,
+    )
+
+    @property
+    def idle_gap(self) -> timedelta:
+        """``idle_gap_s`` as a duration."""
+        return timedelta(seconds=self.idle_gap_s)
+
+
+class ExtractionSettings(_Group):
+    """What the extractor sees and which memory skills it uses."""
+
+    retrieve_k: Int = _key(
+        "retrieve_k",
+        20,
+        "Memories retrieved per span for the extractor. SKILLSTREAM_RETRIEVE_K; default 20.",
+        ge=0,
+    )
+    memory_skill_selection: Annotated[Selection, BeforeValidator(_name)] = _key(
+        "memory_skill_selection",
+        "auto",
+        "How the controller picks memory skills per span: 'auto' (every skill for the rules "
+        "backend, 'top_k' for an LLM), 'all', 'top_k' (deterministic) or 'gumbel' (Gumbel-Top-K "
+        "sampling seeded by memory_skill_seed). SKILLSTREAM_MEMORY_SKILL_SELECTION; default auto.",
+    )
+    memory_skill_k: Int = _key(
+        "memory_skill_k",
+        3,
+        "Memory skills selected per span (K of Top-K). SKILLSTREAM_MEMORY_SKILL_K; default 3.",
+        ge=1,
+    )
+    memory_skill_fusion: Annotated[Fusion, BeforeValidator(_name)] = _key(
+        "memory_skill_fusion",
+        "mean",
+        "How the retrieved memories' embeddings are fused into the controller state: 'mean' or "
+        "'weighted' (softmax of their similarity to the span). SKILLSTREAM_MEMORY_SKILL_FUSION; "
+        "default mean.",
+    )
+    memory_skill_scorer: str = _key(
+        "memory_skill_scorer",
+        "",
+        "Checkpoint of the trained torch scorer of the controller; empty scores by cosine "
+        "similarity of the state to the skill descriptions. SKILLSTREAM_MEMORY_SKILL_SCORER; "
+        "default empty.",
+    )
+    memory_skill_seed: Int = _key(
+        "memory_skill_seed",
+        0,
+        "Seed of Gumbel-Top-K exploration. SKILLSTREAM_MEMORY_SKILL_SEED; default 0.",
+    )
+
+
+class FlowSettings(_Group):
+    """How the Bytewax flow spreads and snapshots its work."""
+
+    shards: Int = _key(
+        "shards",
+        0,
+        "Key shards of the extraction step; owners of one shard are processed concurrently "
+        "(0: one shard per worker). SKILLSTREAM_SHARDS; default 0.",
+        ge=0,
+    )
+    concurrency: Int = _key(
+        "concurrency",
+        8,
+        "Owners processed at the same time per worker (LLM calls in flight). "
+        "SKILLSTREAM_CONCURRENCY; default 8.",
+        ge=1,
+    )
+    epoch_interval_s: Float = _key(
+        "epoch_interval_s",
+        5.0,
+        "Bytewax epoch (snapshot) interval in seconds. SKILLSTREAM_EPOCH_INTERVAL_S; default 5.",
+        ge=0,
+    )
+
+
+_DAY = 86400.0
+
+
+class LifecycleSettings(_Group):
+    """The memory lifecycle: defaults, merging, contradictions, decay, capacity, policy, rank."""
+
+    default_scope: Annotated[Scope, BeforeValidator(_name)] = _key(
+        "default_scope",
+        "private",
+        "Scope of new memories: 'private', 'fleet' or 'session'. SKILLSTREAM_DEFAULT_SCOPE; "
+        "default private.",
+    )
+    default_confidence: Float = _key(
+        "default_confidence",
+        0.7,
+        "Confidence of a new memory. SKILLSTREAM_DEFAULT_CONFIDENCE; default 0.7.",
+        ge=0,
+        le=1,
+    )
+    memory_capacities: Map = _key(
+        "memory_capacities",
+        dict,
+        "Live memories per owner and memory type over the defaults WorkingMemory 20, "
+        "LongTermMemory 1500, UserMemory 480, SkillMemory 500 (0: no limit); over capacity the "
+        "oldest, least valuable are archived. JSON object in SKILLSTREAM_MEMORY_CAPACITIES.",
+    )
+    merge_threshold: Float = _key(
+        "merge_threshold",
+        0.92,
+        "Cosine similarity at or above which a new memory merges into an existing one "
+        "(near-duplicate); above 1 turns merging off. SKILLSTREAM_MERGE_THRESHOLD; default 0.92.",
+        ge=0,
+    )
+    contradiction_confidence_gap: Float = _key(
+        "contradiction_confidence_gap",
+        0.3,
+        "Confidence gap that decides a contradiction when recency does not. "
+        "SKILLSTREAM_CONTRADICTION_CONFIDENCE_GAP; default 0.3.",
+        ge=0,
+        le=1,
+    )
+    contradiction_escalate_after_s: Float = _key(
+        "contradiction_escalate_after_s",
+        7 * _DAY,
+        "Age (event time, seconds) after which `skillstream contradictions` lists an unresolved "
+        "contradiction. SKILLSTREAM_CONTRADICTION_ESCALATE_AFTER_S; default 7 days.",
+        ge=0,
+    )
+    decay_after_s: Float = _key(
+        "decay_after_s",
+        90 * _DAY,
+        "A memory not created, reinforced or accessed for this long (event time, seconds) starts "
+        "to lose confidence. SKILLSTREAM_DECAY_AFTER_S; default 90 days.",
+        ge=0,
+    )
+    decay_period_s: Float = _key(
+        "decay_period_s",
+        30 * _DAY,
+        "One decay step per period after decay_after_s. SKILLSTREAM_DECAY_PERIOD_S; "
+        "default 30 days.",
+        gt=0,
+    )
+    decay_step: Float = _key(
+        "decay_step",
+        0.1,
+        "Confidence lost per decay step; at 0 the memory expires. SKILLSTREAM_DECAY_STEP; "
+        "default 0.1.",
+        ge=0,
+        le=1,
+    )
+    maintenance_interval_s: Float = _key(
+        "maintenance_interval_s",
+        _DAY,
+        "Event-time interval of the flow's maintenance ticks per owner (decay, expiry, capacity, "
+        "session summaries); 0 turns in-flow maintenance off. "
+        "SKILLSTREAM_MAINTENANCE_INTERVAL_S; default 1 day.",
+        ge=0,
+    )
+    policies: Map = _key(
+        "policies",
+        dict,
+        "Memory policies by agent id ('*' is the default): readable_scopes, writable_scopes, "
+        "default_scope, max_items_per_scope, default_expiry, sensitive_patterns. JSON object in "
+        "SKILLSTREAM_POLICIES, or [policies.<agent>] tables in skillstream.toml; default none.",
+    )
+    rank_weights: Map = _key(
+        "rank_weights",
+        dict,
+        "Search ranking weights over the defaults relevance 0.6, confidence 0.2, recency 0.1, "
+        "reinforcement 0.1. JSON object in SKILLSTREAM_RANK_WEIGHTS.",
+    )
+    recency_half_life_s: Float = _key(
+        "recency_half_life_s",
+        30 * _DAY,
+        "Age (event time, seconds) at which a memory's recency score halves. "
+        "SKILLSTREAM_RECENCY_HALF_LIFE_S; default 30 days.",
+        gt=0,
+    )
+    lesson_confidence: Float = _key(
+        "lesson_confidence",
+        0.6,
+        "Confidence of a lesson learned from an outcome record. SKILLSTREAM_LESSON_CONFIDENCE; "
+        "default 0.6.",
+        ge=0,
+        le=1,
+    )
+    session_summaries: Bool = _key(
+        "session_summaries",
+        True,
+        "Write one summary memory per closed session. SKILLSTREAM_SESSION_SUMMARIES; default true.",
+    )
+
+
+class DistillationSettings(_Group):
+    """Task-skill distillation."""
+
+    enabled: Bool = _key(
+        "distill",
+        True,
+        "Distil task skills from closed sessions in `run`. SKILLSTREAM_DISTILL; default true.",
+    )
+    full: Bool = _key(
+        "distill_full",
+        False,
+        "Full mode: also generate scripts, the tool list and reference documents (more LLM "
+        "calls). SKILLSTREAM_DISTILL_FULL; default false.",
+    )
+    min_steps: Int = _key(
+        "distill_min_steps",
+        2,
+        "Procedural sentences a task segment needs before anything is distilled from it (0: no "
+        "gate). SKILLSTREAM_DISTILL_MIN_STEPS; default 2.",
+        ge=0,
+    )
+    merge_threshold: Float = _key(
+        "distill_merge_threshold",
+        0.55,
+        "Rules distiller: fit (cosine to the skill's centroid blended with step overlap) at which "
+        "a segment updates a recalled task skill instead of creating one; above 1 never updates. "
+        "SKILLSTREAM_DISTILL_MERGE_THRESHOLD; default 0.55.",
+        ge=0,
+    )
+    shift_threshold: Float = _key(
+        "distill_shift_threshold",
+        0.2,
+        "A new request below this similarity to the current task opens a new task segment. "
+        "SKILLSTREAM_DISTILL_SHIFT_THRESHOLD; default 0.2.",
+        ge=-1,
+        le=1,
+    )
+    recall_k: Int = _key(
+        "distill_recall_k",
+        5,
+        "Related task skills recalled per segment. SKILLSTREAM_DISTILL_RECALL_K; default 5.",
+        ge=0,
+    )
+
+
+class KafkaSettings(_Group):
+    """Kafka sources and sinks."""
+
+    config: Map = Field(
+        default_factory=dict,
+        alias="kafka_config",
+        description="librdkafka properties for the Kafka source, the event sink and `produce` "
+        "(security, SASL, fetch tuning): JSON object in SKILLSTREAM_KAFKA_CONFIG, "
+        "`--kafka-config KEY=VALUE` adds; default none.",
+        repr=False,
+    )
+    events_partitions: Int = _key(
+        "kafka_events_partitions",
+        3,
+        "Partitions of a memory-event topic that `--events-to` creates. "
+        "SKILLSTREAM_KAFKA_EVENTS_PARTITIONS; default 3.",
+        ge=1,
+    )
+
+
+GROUPS: dict[str, type[_Group]] = {
+    "storage": StorageSettings,
+    "embedding": EmbeddingSettings,
+    "llm": LLMSettings,
+    "spans": SpanSettings,
+    "extraction": ExtractionSettings,
+    "flow": FlowSettings,
+    "lifecycle": LifecycleSettings,
+    "distillation": DistillationSettings,
+    "kafka": KafkaSettings,
+}
+"""Group name -> group model, in ``Settings`` order."""
+
+KEYS: dict[str, tuple[str, str]] = {
+    info.alias or name: (group, name)
+    for group, model in GROUPS.items()
+    for name, info in _fields(model)
+}
+"""Flat key -> (group name, field name in the group)."""
+
+
+# ---------------------------------------------------------------------- the settings object
+class Settings(BaseModel):
+    """Every setting of skillstream, in groups; see the module docstring for precedence."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    storage: StorageSettings = Field(default_factory=StorageSettings)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    spans: SpanSettings = Field(default_factory=SpanSettings)
+    extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
+    flow: FlowSettings = Field(default_factory=FlowSettings)
+    lifecycle: LifecycleSettings = Field(default_factory=LifecycleSettings)
+    distillation: DistillationSettings = Field(default_factory=DistillationSettings)
+    kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+
+    @classmethod
+    def load(cls, **explicit: Any) -> Settings:
+        """Settings from explicit values, the environment, ``<home>/skillstream.toml`` and defaults.
+
+        Args:
+            **explicit: Flat keys; ``None`` counts as not given.
+
+        Raises:
+            ConfigError: an unknown key or a bad value, named as it was written.
+        """
+        explicit = {k: v for k, v in explicit.items() if v is not None}
+        _check_known(explicit, "")
+        env, env_sources = _from_env()
+        home = explicit.get("home") or env.get("home") or DEFAULT_HOME
+        if not isinstance(home, str):
+            raise ConfigError(f"setting home: expected a folder or URI, got {home!r}")
+        values, sources = _from_file(home)
+        values.update(env)
+        sources.update(env_sources)
+        values.update(explicit)
+        sources.update({k: f"setting {k}" for k in explicit})
+        values["home"] = home
+        return _build(values, sources)
+
+    @classmethod
+    def from_keys(cls, **keys: Any) -> Settings:
+        """Defaults with ``keys`` over them; neither the environment nor a file is read.
+
+        Raises:
+            ConfigError: an unknown key or a bad value.
+        """
+        _check_known(keys, "")
+        return _build(dict(keys), {k: f"setting {k}" for k in keys})
+
+    def with_keys(self, **keys: Any) -> Settings:
+        """A copy with ``keys`` (flat keys) changed, validated like any other value.
+
+        Raises:
+            ConfigError: an unknown key or a bad value.
+        """
+        _check_known(keys, "")
+        values = self.keys()
+        values.update(keys)
+        return _build(values, {k: f"setting {k}" for k in keys})
+
+    def keys(self) -> dict[str, Any]:
+        """Every value by flat key."""
+        out: dict[str, Any] = {}
+        for group in GROUPS:
+            out.update(getattr(self, group).keys())
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        """Every value by flat key, for ``skillstream config``.
+
+        Option maps (storage options, Kafka properties) may carry credentials: values under keys
+        that name a password, secret, token or key are masked.
+        """
+        return {k: mask_secrets(v) if isinstance(v, dict) else v for k, v in self.keys().items()}
+
+
+_SECRET_KEY = re.compile(
+    r"pass(word)?|secret|token|credential|api[_.-]?key|access[_.-]?key|private|jaas", re.I
+)
+
+
+def mask_secrets(options: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``options`` with the values of credential-like keys replaced by ``***``."""
+    return {
+        k: "***" if _SECRET_KEY.search(str(k)) and v not in (None, "") else v
+        for k, v in options.items()
+    }
+
+
+def llm_api_key() -> str:
+    """The LLM API key from ``SKILLSTREAM_LLM_API_KEY`` or ``OPENAI_API_KEY`` (``""``: none).
+
+    Read when a backend is built and handed to its client only; never stored in ``Settings``.
+    """
+    for name in API_KEY_ENV:
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value
+    return ""
+
+
+def env_var(key: str) -> str:
+    """The environment variable of a flat key: ``span_tokens`` -> ``SKILLSTREAM_SPAN_TOKENS``."""
+    return ENV_PREFIX + key.upper()
+
+
+# ---------------------------------------------------------------------- locations
+def _is_remote(uri: str) -> bool:
+    return "://" in uri and not uri.startswith("file://")
+
+
+def _local_mirror(uri: str) -> Path:
+    """The local folder of a remote home's local files: one per home, so two homes on S3 never
+    share a catalog (and its span ledger).
+
+    ``s3://bucket/prefix`` -> ``./.skillstream/remote/s3/bucket/prefix``.
+    """
+    scheme, _, rest = uri.partition("://")
+    parts = [p for p in rest.split("/") if p not in ("", ".", "..")]
+    return Path(DEFAULT_HOME, "remote", scheme or "remote", *parts)
+
+
+def _join(base: str, name: str) -> str:
+    if _is_remote(base):
+        return base.rstrip("/") + "/" + name
+    return str(Path(base) / name)
+
+
+# ---------------------------------------------------------------------- loading
+def _check_known(keys: Mapping[str, Any], where: str) -> None:
+    unknown = sorted(set(keys) - set(KEYS))
+    if unknown:
+        raise ConfigError(
+            f"{where}unknown setting{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(repr(k) for k in unknown)}; known settings: {', '.join(KEYS)}"
+        )
+
+
+def _from_env() -> tuple[dict[str, Any], dict[str, str]]:
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for key in KEYS:
+        name = env_var(key)
+        raw = os.environ.get(name)
+        if not raw and key == "llm_base_url":
+            name, raw = OPENAI_BASE_URL_ENV, os.environ.get(OPENAI_BASE_URL_ENV)
+        if raw:
+            values[key], sources[key] = raw, f"{name} (setting {key})"
+    return values, sources
+
+
+def _from_file(home: str) -> tuple[dict[str, Any], dict[str, str]]:
+    if _is_remote(home):
+        return {}, {}
+    path = Path(home) / CONFIG_FILE
+    if not path.exists():
+        return {}, {}
+    try:
+        data = tomllib.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from e
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from e
+    _check_known(data, f"{path}: ")
+    return data, {k: f"{path}: key {k}" for k in data}
+
+
+def _build(values: dict[str, Any], sources: dict[str, str]) -> Settings:
+    by_group: dict[str, dict[str, Any]] = {g: {} for g in GROUPS}
+    for key, value in values.items():
+        by_group[KEYS[key][0]][key] = value
+    groups: dict[str, Any] = {}
+    problems: list[str] = []
+    for group, model in GROUPS.items():
+        try:
+            groups[group] = model.model_validate(by_group[group])
+        except ValidationError as e:
+            for err in e.errors():
+                key = str(err["loc"][0]) if err["loc"] else group
+                problems.append(_problem(key, values.get(key), sources.get(key, f"setting {key}")))
+    if problems:
+        raise ConfigError("; ".join(dict.fromkeys(problems)))
+    return Settings.model_validate(groups)
+
+
+def _problem(key: str, value: Any, source: str) -> str:
+    shown = value if not isinstance(value, str) else value[:80]
+    return f"{source}: bad value {shown!r}; expected {accepted(key)}"
+
+
+def accepted(key: str) -> str:
+    """What a flat key accepts, in words (for error messages)."""
+    group, name = KEYS[key]
+    info = GROUPS[group].model_fields[name]
+    kind = info.annotation
+    if kind is bool:
+        return BOOL_ACCEPTED
+    if get_origin(kind) is Literal:
+        return "one of " + ", ".join(repr(a) for a in get_args(kind))
+    if kind is dict or get_origin(kind) is dict:
+        return "a JSON object (a table in TOML)"
+    if kind is str:
+        return "text"
+    bounds = []
+    for m in info.metadata:
+        for attr, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+            limit = getattr(m, attr, None)
+            if limit is not None:
+                bounds.append(f"{sign} {limit:g}")
+    what = "an integer" if kind is int else "a finite number"
+    return what + (" " + " and ".join(bounds) if bounds else "")
