@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from skillstream.embed import Embed
 from skillstream.ids import prefixed_id
 from skillstream.lifecycle import contradictions as ctr
 from skillstream.lifecycle.lessons import LESSON_KIND, lesson_ops
@@ -51,15 +52,14 @@ from skillstream.lifecycle.states import (
 )
 from skillstream.lifecycle.types import memory_type_for
 from skillstream.memories import OwnerMemories, age_key
-from skillstream.model import Memory, MemoryOp, Op, Span
+from skillstream.model import Memory, MemoryOp, Span
+from skillstream.vocab import Op
 
 __all__ = ["CONFIDENCE_CAP", "REINFORCE_STEP", "Applied", "ApplyOptions", "apply_ops", "normalise"]
 
 log = logging.getLogger(__name__)
 
 _NORM = re.compile(r"[^\w]+", re.UNICODE)
-
-Embed = Callable[[Sequence[str]], np.ndarray]
 
 
 @lru_cache(maxsize=1 << 16)

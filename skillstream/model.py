@@ -7,10 +7,11 @@ which keeps Bytewax snapshots honest and the core logic testable without any I/O
 from __future__ import annotations
 
 import dataclasses
-import enum
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+from skillstream.vocab import MemoryKind, MemoryStatus, MemoryType, Op
 
 ROLES = ("user", "assistant", "system", "tool")
 
@@ -73,15 +74,6 @@ class Span:
         return [m.message_id for m in self.messages]
 
 
-class Op(str, enum.Enum):
-    """The four primitive memory operations."""
-
-    INSERT = "INSERT"
-    UPDATE = "UPDATE"
-    DELETE = "DELETE"
-    NOOP = "NOOP"
-
-
 @dataclass(frozen=True)
 class MemoryOp:
     """One operation proposed by an extractor for a span.
@@ -92,7 +84,7 @@ class MemoryOp:
 
     op: Op
     text: str = ""
-    kind: str = "fact"
+    kind: str = MemoryKind.FACT
     key: str | None = None
     subject: str | None = None
     tags: tuple[str, ...] = ()
@@ -117,14 +109,14 @@ class Memory:
     text: str
     kind: str
     scope: str = "private"
-    memory_type: str = "LongTermMemory"
+    memory_type: str = MemoryType.LONG_TERM
     agent_id: str | None = None
     conversation_id: str | None = None
     key: str | None = None
     subject: str | None = None
     tags: list[str] = field(default_factory=list)
     confidence: float = 0.7
-    status: str = "activated"
+    status: str = MemoryStatus.ACTIVATED
     event_ts: datetime | None = None
     valid_from: datetime | None = None
     valid_to: datetime | None = None

@@ -23,9 +23,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import numpy as np
-
 from skillstream.apply import ApplyOptions, apply_ops
+from skillstream.embed import Embed
 from skillstream.errors import SkillstreamError
 from skillstream.extract import AllSkills, Controller, Executor, ExtractionInput, MemorySkill
 from skillstream.failures import TABLE as FAILED_SPANS
@@ -37,7 +36,6 @@ from skillstream.spans import render_span
 log = logging.getLogger(__name__)
 
 Hydrate = Callable[[str], list[Memory]]
-Embed = Callable[[Sequence[str]], np.ndarray]
 
 
 @dataclass

@@ -22,7 +22,7 @@ sink; it opens the catalog once, read-only, and never writes it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,13 +30,13 @@ from typing import Any
 import numpy as np
 
 from skillstream.config import Settings
+from skillstream.embed import Embed
 from skillstream.storage import filters
 from skillstream.storage.catalog import Catalog
 from skillstream.storage.lance import LanceTable, MemoryIndex, memory_from_row
 
 log = logging.getLogger(__name__)
 
-Embed = Callable[[Sequence[str]], np.ndarray]
 Restore = Callable[[list[dict[str, Any]]], None]
 """Writes committed catalog rows (no vectors) back to the LanceDB table, embedding them."""
 

@@ -44,6 +44,7 @@ from skillstream.distill.record import TaskSkill, TaskSkillResult
 from skillstream.distill.store import TaskSkillIndex
 from skillstream.errors import InputError
 from skillstream.storage.home import storage_options
+from skillstream.vocab import TaskSkillStatus
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +131,11 @@ class TaskSkillAPI:
         self, owner: str | None = None, *, include_archived: bool = False
     ) -> list[dict[str, Any]]:
         """The progressive-disclosure index: owner, name, description (and version) of each task skill."""
-        statuses = ("active", "archived") if include_archived else ("active",)
+        statuses = (
+            (TaskSkillStatus.ACTIVE, TaskSkillStatus.ARCHIVED)
+            if include_archived
+            else (TaskSkillStatus.ACTIVE,)
+        )
         skills = self._index().list(self._owner(owner), statuses)
         return [
             {
@@ -153,7 +158,7 @@ class TaskSkillAPI:
         owner = self._owner(owner)
         found = self._index().find(owner, name)
         if not include_deleted:
-            found = [s for s in found if s.status != "deleted"]
+            found = [s for s in found if s.status != TaskSkillStatus.DELETED]
         if not found:
             who = f" of owner {owner!r}" if owner is not None else ""
             raise InputError(
@@ -234,7 +239,7 @@ class TaskSkillAPI:
             skill.version = 1
             skill.created_at = now
         skill.updated_at = now
-        skill.status = "active"
+        skill.status = TaskSkillStatus.ACTIVE
         skill.distiller = "manual"
         skill = self._finish(skill)
         self._write([TaskSkillResult(skill.owner_id, change, skill=skill)])
@@ -307,7 +312,7 @@ class TaskSkillAPI:
         """Soft delete: a new version with status ``deleted``; packages and history stay."""
         skill = self.get(name, owner).copy()
         skill.version += 1
-        skill.status = "deleted"
+        skill.status = TaskSkillStatus.DELETED
         skill.updated_at = self.clock()
         self._write([TaskSkillResult(skill.owner_id, "deleted", skill=skill)])
         return skill
@@ -318,7 +323,7 @@ class TaskSkillAPI:
         Raises:
             InputError: when two owners' task skills share a name (pass ``owner``).
         """
-        skills = self._index().list(self._owner(owner), ("active",))
+        skills = self._index().list(self._owner(owner), (TaskSkillStatus.ACTIVE,))
         names = [s.name for s in skills]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:

@@ -21,6 +21,7 @@ from typing import Any
 
 from skillstream.distill.record import DESCRIPTION_MAX, TaskSkill, check_name, skill_id, slugify
 from skillstream.distill.steps import terms
+from skillstream.vocab import TaskSkillStatus
 
 MAX_STEPS = 12
 MAX_ITEMS = 12
@@ -106,7 +107,7 @@ def apply_draft(
             skill.stats = _fold_stats(skill.stats, draft.stats)
         else:
             _merge_evidence(skill, draft)
-        skill.status = "active"
+        skill.status = TaskSkillStatus.ACTIVE
     skill.version += 1
     skill.updated_at = now
     skill.distiller = distiller

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import Any
-
-import numpy as np
 
 from skillstream.config import Settings
 from skillstream.distill.distiller import Distiller, Hydrate, TaskSkillDistiller
-
-Embed = Callable[[Sequence[str]], np.ndarray]
+from skillstream.embed import Embed
 
 
 def make_distiller(settings: Settings, embed: Embed, backend: Any = None) -> Distiller:

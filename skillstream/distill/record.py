@@ -26,12 +26,11 @@ from typing import Any
 from skillstream.errors import InputError
 from skillstream.ids import prefixed_id, stable_id
 from skillstream.model import LLMCall, Message
+from skillstream.vocab import TaskSkillStatus
 
 NAME_MAX = 64
 DESCRIPTION_MAX = 1024
 NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-STATUSES = ("active", "archived", "deleted")
-"""``deleted`` is the soft delete: the record and every package stay, search and lists skip it."""
 
 LIST_SECTIONS = (
     "triggers",
@@ -139,7 +138,7 @@ class TaskSkill:
     planned_scripts: dict[str, str] = field(default_factory=dict)
     planned_references: dict[str, str] = field(default_factory=dict)
     version: int = 1
-    status: str = "active"
+    status: str = TaskSkillStatus.ACTIVE
     lang: str = "en"
     times_used: int = 0
     last_used_at: datetime | None = None

@@ -22,7 +22,7 @@ and a task named by the user in an unusual way may not find its existing skill.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 
@@ -31,9 +31,9 @@ from skillstream.distill.draft import STEP_MATCH, Draft, centroid, describe
 from skillstream.distill.recall import RecallHit
 from skillstream.distill.record import ConversationBlock, TaskSegment, TaskSkill
 from skillstream.distill.segment import segment_block
+from skillstream.embed import Embed
 from skillstream.model import LLMCall
 
-Embed = Callable[[Sequence[str]], np.ndarray]
 Recall = Callable[[str], list[RecallHit]]
 
 _SKIP_LEAD = re.compile(

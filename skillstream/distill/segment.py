@@ -22,17 +22,15 @@ The result is deterministic for a given block and embedder.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from skillstream.distill.record import ConversationBlock, TaskSegment
 from skillstream.distill.steps import count_steps, is_filler, sentences, terms
+from skillstream.embed import Embed
 from skillstream.lang import detect_language
 from skillstream.model import Message
-
-Embed = Callable[[Sequence[str]], np.ndarray]
 
 _REQUEST_EN = re.compile(
     r"\b(?:can|could|would|will) you\b|\bhelp me\b|\bhow (?:do|can|should|would) (?:i|we|you)\b|"

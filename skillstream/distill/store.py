@@ -31,6 +31,7 @@ from skillstream.distill.record import TaskSkill, version_id
 from skillstream.errors import InputError
 from skillstream.storage import filters
 from skillstream.storage.lance import LanceTable, connect
+from skillstream.vocab import TaskSkillStatus
 
 TABLE = "task_skills"
 VERSIONS = "task_skill_versions"
@@ -239,7 +240,9 @@ class TaskSkillIndex:
         return [TaskSkill.from_row(r) for r in self.table.scan(where).to_pylist()]
 
     def list(
-        self, owner_id: str | None = None, statuses: Sequence[str] | None = ("active",)
+        self,
+        owner_id: str | None = None,
+        statuses: Sequence[str] | None = (TaskSkillStatus.ACTIVE,),
     ) -> list[TaskSkill]:
         """Task skills (of one owner or all), sorted by owner and name."""
         where = filters.where_all(
@@ -256,7 +259,7 @@ class TaskSkillIndex:
         *,
         owner_id: str | None = None,
         k: int = 5,
-        statuses: Sequence[str] = ("active",),
+        statuses: Sequence[str] = (TaskSkillStatus.ACTIVE,),
     ) -> builtins.list[tuple[TaskSkill, float]]:
         """Hybrid search (vector + BM25 on ``search_text``, RRF-fused), best first."""
         where = filters.where_all(

@@ -14,8 +14,9 @@ turns, as any restated memory does.
 from __future__ import annotations
 
 from skillstream.extract import Extraction, ExtractionInput
-from skillstream.model import MemoryOp, Op
+from skillstream.model import MemoryOp
 from skillstream.spans import render_turn
+from skillstream.vocab import Op
 
 BASELINES = ("raw-turns", "none")
 """Values of ``skillstream eval locomo --baseline``."""

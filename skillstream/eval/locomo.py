@@ -62,6 +62,7 @@ from skillstream.errors import ConfigError, InputError
 from skillstream.eval.baseline import BASELINES, RawTurnsExecutor
 from skillstream.eval.qa import QAGrader, Usage
 from skillstream.eval.scoring import clean_evidence, evidence_recall, mean, score_answer
+from skillstream.vocab import MemoryStatus
 
 log = logging.getLogger(__name__)
 
@@ -225,7 +226,7 @@ def build_home(settings: Settings, input_path: Path, system: str) -> Build:
     out.spans = counts.get("spans_done", 0)
     out.spans_failed = counts.get("spans_failed", 0)
     index = MemoryIndex(settings.lancedb, parts.dim)
-    out.items = index.count(filters.eq("status", "activated"))
+    out.items = index.count(filters.eq("status", MemoryStatus.ACTIVATED))
     out.items_total = index.count()
     cat = Catalog(settings.catalog, read_only=True)
     try:

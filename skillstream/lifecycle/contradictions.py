@@ -47,6 +47,7 @@ from skillstream.lifecycle.rules import LifecycleRules
 from skillstream.lifecycle.states import ARCHIVED, INVALIDATED, ChangeLog
 from skillstream.model import Memory
 from skillstream.schema import TS, _schema, register_table
+from skillstream.vocab import MemoryKind
 
 TABLE = "contradictions"
 CONTRADICTIONS = _schema(
@@ -73,7 +74,9 @@ CONTRADICTIONS = _schema(
 register_table(TABLE, CONTRADICTIONS)
 
 KEEP_A, KEEP_B, DISCARD_BOTH, UNRESOLVED = "keep-a", "keep-b", "discard-both", "unresolved"
-CONFLICT_KINDS = frozenset({"fact", "preference", "plan", "opinion"})
+CONFLICT_KINDS = frozenset(
+    {MemoryKind.FACT, MemoryKind.PREFERENCE, MemoryKind.PLAN, MemoryKind.OPINION}
+)
 SINGLE_VALUED = frozenset(
     {
         "name",

@@ -19,13 +19,13 @@ someone who could not read the fact itself.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
+from skillstream.embed import Embed
 from skillstream.ids import prefixed_id
 from skillstream.lifecycle.rules import LifecycleRules
 from skillstream.lifecycle.states import ACTIVATED, CREATED, MERGED, UPDATED, ChangeLog
@@ -34,6 +34,7 @@ from skillstream.memories import OwnerMemories
 from skillstream.model import Memory
 from skillstream.prompts import render
 from skillstream.schema import STR_LIST, TS, _schema, register_table
+from skillstream.vocab import MemoryKind
 
 TABLE = "session_summaries"
 SESSION_SUMMARIES = _schema(
@@ -57,12 +58,10 @@ SESSION_SUMMARIES = _schema(
 )
 register_table(TABLE, SESSION_SUMMARIES)
 
-SUMMARY_KIND = "summary"
+SUMMARY_KIND = MemoryKind.SUMMARY
 MAX_FACTS = 8
 MAX_TOPICS = 5
 _SCOPE_ORDER = {"session": 0, "private": 1, "fleet": 2}
-
-Embed = Callable[[Sequence[str]], np.ndarray]
 
 
 def summary_id(owner_id: str, session_id: str) -> str:

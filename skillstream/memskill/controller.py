@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import threading
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -42,20 +42,20 @@ from typing import Any, Protocol
 import numpy as np
 
 from skillstream.config import Settings
+from skillstream.embed import Embed
 from skillstream.errors import ConfigError
 from skillstream.extract import AllSkills, Controller, MemorySkill
 from skillstream.model import Memory
+from skillstream.vocab import Op
 
 SELECTIONS = ("auto", "all", "top_k", "gumbel")
 FUSIONS = ("mean", "weighted")
-INDEXED_ACTIONS = frozenset({"UPDATE", "DELETE"})
+INDEXED_ACTIONS = frozenset({Op.UPDATE, Op.DELETE})
 """Actions that name a retrieved memory: masked out when nothing was retrieved."""
 WEIGHT_TEMPERATURE = 0.1
 COSINE_TEMPERATURE = 0.05
 HIDDEN = 256
 CHECKPOINT_FORMAT = "skillstream.memory_skill_scorer/1"
-
-Embed = Callable[[Sequence[str]], np.ndarray]
 
 
 # ---------------------------------------------------------------------------- state

@@ -49,11 +49,11 @@ from skillstream.extract import Extraction, ExtractionInput, MemorySkill
 from skillstream.llm.base import ChatBackend, ChatRequest
 from skillstream.llm.parse import ParseError, extract_json
 from skillstream.memskill.seeds import PRIMITIVES
-from skillstream.model import Memory, MemoryOp, Op, Span
+from skillstream.memskill.versions import ACTIONS
+from skillstream.model import Memory, MemoryOp, Span
+from skillstream.vocab import KINDS, MemoryKind, Op
 
 PURPOSE = "extract"
-ACTIONS = ("INSERT", "UPDATE", "DELETE", "NOOP")
-KINDS = ("fact", "event", "preference", "plan", "opinion")
 MAX_TEXT_CHARS = 2000
 MAX_TAGS = 10
 _LIST_KEYS = ("operations", "ops", "actions", "memory_operations")
@@ -382,7 +382,7 @@ def check_operations(
                 MemoryOp(
                     op=Op.INSERT,
                     text=text,
-                    kind=kind if kind in KINDS else "fact",
+                    kind=kind if kind in KINDS else MemoryKind.FACT,
                     key=key,
                     tags=_tags(item.get("tags")),
                     event_ts=parse_event_time(item.get("event_time")),

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 from skillstream.rules.statements import STOPWORDS, content_words
 
-KINDS = ("fact", "event", "preference", "plan", "opinion")
 STRONG_MAX_WORDS = 15
 """A slot/preference/plan key is strong only in a statement this short: in a long one the slot
 phrase is usually incidental ("a gift from my grandma in my home country")."""

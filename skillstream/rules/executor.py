@@ -54,6 +54,7 @@ from skillstream.rules.statements import (
     strip_emoji,
     strip_fillers,
 )
+from skillstream.vocab import MemoryStatus
 
 _GENERIC_SPEAKERS = frozenset({"", "user", "human", "me", "customer", "client", "用户"})
 _ANAPHORA = re.compile(
@@ -375,7 +376,11 @@ def _known_people(state: OwnerMemories) -> dict[str, str]:
     out: dict[str, str] = {}
     for m in state.items.values():
         s = m.subject
-        if s and s not in ("user", "assistant", "用户", "助手") and m.status == "activated":
+        if (
+            s
+            and s not in ("user", "assistant", "用户", "助手")
+            and m.status == MemoryStatus.ACTIVATED
+        ):
             out.setdefault(s.lower(), s)
     return out
 

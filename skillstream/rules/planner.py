@@ -23,8 +23,9 @@ from datetime import datetime
 
 from skillstream.apply import normalise
 from skillstream.memories import OwnerMemories
-from skillstream.model import Memory, MemoryOp, Op
+from skillstream.model import Memory, MemoryOp
 from skillstream.rules.classify import Classified, head_overlap, make_key
+from skillstream.vocab import Op
 
 MAX_MERGED = 400
 """A correction merged into an older memory's text is cut back to the new statement past this."""

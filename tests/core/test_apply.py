@@ -2,7 +2,8 @@ from datetime import UTC, datetime
 
 from skillstream.apply import ApplyOptions, apply_ops
 from skillstream.memories import OwnerMemories
-from skillstream.model import MemoryOp, Op
+from skillstream.model import MemoryOp
+from skillstream.vocab import Op
 from tests.conftest import make_span
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)

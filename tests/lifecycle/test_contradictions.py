@@ -11,9 +11,10 @@ from skillstream.config import Settings
 from skillstream.lifecycle import contradictions as ctr
 from skillstream.lifecycle.store import maintain_home, set_status
 from skillstream.memories import OwnerMemories
-from skillstream.model import MaintenanceResult, Memory, MemoryOp, Op
+from skillstream.model import MaintenanceResult, Memory, MemoryOp
 from skillstream.storage.home import open_stores
 from skillstream.storage.sinks import write_results
+from skillstream.vocab import Op
 from tests.lifecycle.conftest import DAY, T0, rules, span
 
 

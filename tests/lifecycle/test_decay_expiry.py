@@ -7,7 +7,8 @@ from datetime import timedelta
 from skillstream.apply import ApplyOptions, apply_ops
 from skillstream.lifecycle.maintenance import maintain_owner, steps_due
 from skillstream.memories import OwnerMemories
-from skillstream.model import MemoryOp, Op
+from skillstream.model import MemoryOp
+from skillstream.vocab import Op
 from tests.lifecycle.conftest import DAY, T0, rules, span
 
 NO_SUMMARY = rules(summaries=False)

@@ -17,10 +17,11 @@ from skillstream.errors import ConfigError
 from skillstream.lifecycle.policy import SCOPES, Policy, PolicySet, Reader, can_read, read_filter
 from skillstream.lifecycle.store import get_memory, history
 from skillstream.memories import OwnerMemories
-from skillstream.model import Memory, MemoryEvent, MemoryOp, Op
+from skillstream.model import Memory, MemoryEvent, MemoryOp
 from skillstream.search import MemorySearch
 from skillstream.storage.catalog import Catalog
 from skillstream.storage.lance import MemoryIndex
+from skillstream.vocab import Op
 from tests.lifecycle.conftest import T0, rules, span
 
 

@@ -14,11 +14,12 @@ from skillstream.errors import ConfigError
 from skillstream.lifecycle.ranking import rank
 from skillstream.lifecycle.rules import LifecycleRules, rank_weights
 from skillstream.memories import OwnerMemories
-from skillstream.model import MaintenanceResult, MemoryOp, Op
+from skillstream.model import MaintenanceResult, MemoryOp
 from skillstream.search import MemorySearch, search_memories
 from skillstream.storage.catalog import Catalog
 from skillstream.storage.home import open_stores
 from skillstream.storage.sinks import write_results
+from skillstream.vocab import Op
 from tests.lifecycle.conftest import DAY, T0, rules, span
 
 

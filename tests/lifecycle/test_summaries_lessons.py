@@ -8,7 +8,8 @@ from skillstream.apply import apply_ops
 from skillstream.lifecycle.maintenance import maintain_owner
 from skillstream.lifecycle.summaries import summary_id
 from skillstream.memories import OwnerMemories
-from skillstream.model import MemoryOp, Op
+from skillstream.model import MemoryOp
+from skillstream.vocab import Op
 from tests.lifecycle.conftest import T0, rules, span
 
 MIN = timedelta(minutes=1)

@@ -10,7 +10,8 @@ from skillstream.errors import ConfigError
 from skillstream.lifecycle.rules import LifecycleRules
 from skillstream.lifecycle.types import DEFAULT_CAPACITIES, capacities, memory_type_for
 from skillstream.memories import OwnerMemories
-from skillstream.model import MemoryOp, Op
+from skillstream.model import MemoryOp
+from skillstream.vocab import Op
 from tests.lifecycle.conftest import DAY, T0, rules, span
 
 

@@ -18,8 +18,8 @@ from skillstream.memskill.executor import (
     parse_event_time,
 )
 from skillstream.memskill.seeds import DELETE, INSERT, PRIMITIVES, SKIP, UPDATE
-from skillstream.model import Op
 from skillstream.spans import render_span
+from skillstream.vocab import Op
 from tests.conftest import make_span
 from tests.memskill.conftest import ScriptedLLM, make_memory
 
