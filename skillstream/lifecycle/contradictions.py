@@ -47,6 +47,7 @@ from skillstream.lifecycle.rules import LifecycleRules
 from skillstream.lifecycle.states import ARCHIVED, INVALIDATED, ChangeLog
 from skillstream.model import Memory
 from skillstream.schema import TS, _schema, register_table
+from skillstream.text import CJK
 from skillstream.vocab import MemoryKind
 
 TABLE = "contradictions"
@@ -118,10 +119,10 @@ MAX_VALUE_WORDS = 4
 """... and only when few words change: more means a different statement, not a new value."""
 _REPORTED = re.compile(r"\b(?:said|says|asked|told)\b|说", re.IGNORECASE)
 _WORD = re.compile(r"[\w']+", re.UNICODE)
-_CJK = re.compile(r"[\u4e00-\u9fff]")
 _STOP = frozenset(
     "a an the and or but of to in on at for with by from as is are was were be been being am do "
-    "does did has have had having it its this that these those there their they them he she his her "
+    "does did has have had having it its this that "
+    "these those there their they them he she his her "
     "him i me my we our you your also just really very so too still now then than into about "
     "any some more most much many not no never longer none nothing stopped quit cannot".split()
 )
@@ -141,8 +142,8 @@ def _stem(word: str) -> str:
 
 def content_words(text: str) -> set[str]:
     """Stemmed content words (for Chinese: character pairs) without negations or stop words."""
-    if _CJK.search(text):
-        chars = _CJK.findall(_NEGATION.sub("", text))
+    if CJK.search(text):
+        chars = CJK.findall(_NEGATION.sub("", text))
         return {a + b for a, b in zip(chars, chars[1:])}
     words = (w.lower() for w in _WORD.findall(text.replace("n't", " ")))
     return {_stem(w) for w in words if w not in _STOP and len(w) > 1}

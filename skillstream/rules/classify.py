@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from skillstream.rules.statements import STOPWORDS, content_words
+from skillstream.text import CJK, CJK_CLASS, STOPWORDS, content_words
 
 STRONG_MAX_WORDS = 15
 """A slot/preference/plan key is strong only in a statement this short: in a long one the slot
@@ -68,7 +68,7 @@ def head_overlap(a: str, b: str) -> bool:
     """Whether two heads share a word (English) or a two-character run (Chinese)."""
     if not a or not b:
         return False
-    if _CJK.search(a) or _CJK.search(b):
+    if CJK.search(a) or CJK.search(b):
         if a in b or b in a:
             return True
         grams = {a[i : i + 2] for i in range(len(a) - 1)}
@@ -474,7 +474,6 @@ _MONTH_WORDS = frozenset(
 
 # ------------------------------------------------------------------------------------- Chinese
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 _ZH_SLOTS: list[tuple[str, re.Pattern[str]]] = [
     ("name", re.compile(r"我叫|我的名字")),
     ("origin", re.compile(r"我来自|我老家|我是.{1,6}人[。！!.]?$")),
@@ -503,7 +502,7 @@ _ZH_PREF = re.compile(
 )
 _ZH_PLAN = re.compile(r"我.{0,8}?(?P<v>打算|计划|准备|想要|将要|要去|会去|想去|即将|预计)")
 _ZH_FUTURE = re.compile(r"明天|后天|下周|下个?星期|下个?月|明年|周末|以后|之后")
-_ZH_EVENT = re.compile(r"我.{0,10}?(?P<v>[\u4e00-\u9fff](?:了|过))")
+_ZH_EVENT = re.compile(f"我.{{0,10}}?(?P<v>[{CJK_CLASS}](?:了|过))")
 _ZH_PAST = re.compile(r"昨天|前天|上周|上个?星期|上个?月|去年|刚才|刚刚|以前|\d+年\d+月\d+日")
 _ZH_OPINION = re.compile(r"我(?:觉得|认为|相信|感觉|看来)|在我看来")
 _ZH_CANCEL = re.compile(r"(?P<v>取消了?|放弃了?|退出了?|戒了)")
@@ -529,7 +528,7 @@ def _zh_head(obj: str) -> str:
     s = _ZH_TIME.sub("", s)
     s = _ZH_LEAD_VERB.sub("", s)
     s = re.sub(r"[的了过很非常真太也都还]", "", s)
-    s = re.sub(r"[^\u4e00-\u9fffA-Za-z0-9]", "", s)
+    s = re.sub(f"[^{CJK_CLASS}A-Za-z0-9]", "", s)
     return s[:4]
 
 
@@ -588,7 +587,7 @@ def strip_cue(statement: str) -> str:
     """The statement without an opening correction cue ("Actually, ...", "其实，...")."""
     out = (
         _ZH_CUE.sub("", statement)
-        if _CJK.search(statement[:3])
+        if CJK.search(statement[:3])
         else re.sub(
             r"^(?:actually|correction|oops|scratch that|update)\b[\s,:;.!-]*",
             "",
@@ -610,7 +609,7 @@ def classify(statement: str, lang: str, exclude: tuple[str, ...] = ()) -> Classi
         lang: ``"en"`` or ``"zh"``.
         exclude: lower-cased words never used as tags (the speakers' names).
     """
-    if lang == "zh" or _CJK.search(statement):
+    if lang == "zh" or CJK.search(statement):
         correction = bool(_ZH_CORRECTION.search(statement))
         statement = _ZH_CUE.sub("", statement)
         negated = bool(_ZH_CANCEL.search(statement) or _ZH_NEGATED.search(statement))
@@ -619,7 +618,7 @@ def classify(statement: str, lang: str, exclude: tuple[str, ...] = ()) -> Classi
         if negated:
             text, cancel_obj = _positive_zh(statement)
         kind, head, strong = _classify_zh(text)
-        strong = strong and len(_CJK.findall(text)) <= 2 * STRONG_MAX_WORDS
+        strong = strong and len(CJK.findall(text)) <= 2 * STRONG_MAX_WORDS
         if cancel_obj is not None and not strong:
             head = _zh_head(cancel_obj)
             kind = "plan" if kind == "fact" else kind

@@ -45,7 +45,8 @@ from skillstream.rules.classify import Classified, classify, np_head, strip_cue,
 from skillstream.rules.dates import resolve_dates
 from skillstream.rules.person import add_subject, said, third_person_en, third_person_zh
 from skillstream.rules.planner import Planner, Statement
-from skillstream.rules.statements import (
+from skillstream.text import (
+    CJK,
     content_words,
     is_question,
     is_small_talk,
@@ -150,7 +151,7 @@ class RulesExecutor:
         # Names from earlier spans matter only when this span does not show both sides.
         known = _known_people(inp.state) if len(speakers) < 2 else {}
         vocatives = _vocatives(msgs, known)
-        for j, m in enumerate(msgs):
+        for j in range(len(msgs)):
             for st in self._statements(msgs, j, vocatives, known):
                 planner.add(st)
         return Extraction(ops=planner.ops(), memory_skills=names)
@@ -357,7 +358,7 @@ def _cap(s: str) -> str:
 
 def _n_words(text: str, lang: str) -> int:
     if lang == "zh":
-        return len(re.findall(r"[\u4e00-\u9fff]", text)) // 2 + len(re.findall(r"[A-Za-z]+", text))
+        return len(CJK.findall(text)) // 2 + len(re.findall(r"[A-Za-z]+", text))
     return len(re.findall(r"[A-Za-z0-9']+", text))
 
 
@@ -426,7 +427,7 @@ _SUGGEST_ZH = re.compile(r"^(?:我)?(?:建议|推荐)(?:你|您)?|(?:你|您)(?:
 
 def _suggestion(sentence: str, user: str, lang: str) -> tuple[str, str] | None:
     """``(memory text, the suggested thing)`` when an assistant sentence suggests something."""
-    if lang == "zh" or re.search(r"[\u4e00-\u9fff]", sentence):
+    if lang == "zh" or CJK.search(sentence):
         m = _SUGGEST_ZH.search(sentence)
         if not m:
             return None
