@@ -1,10 +1,10 @@
 """The fixed words skillstream stores: kinds, types, statuses, operations and event names.
 
 Each set is a ``StrEnum`` declared here and nowhere else. A member *is* its value string (it
-compares, hashes, formats and JSON-encodes as the value), so tables, Arrow columns, JSON, Kafka
-events and ids hold the same words they always did; rows read back as plain strings compare equal
-to the members. Two things do not take a member as a plain string: ``repr`` (write ``str(m)`` in
-messages that show a list of values) and ``yaml.safe_dump`` (pass ``str(m)``).
+compares, hashes, formats, JSON-encodes and, here, ``repr``s as the value), so tables, Arrow
+columns, JSON, Kafka events, ids and messages hold the same words they always did; rows read back
+as plain strings compare equal to the members. ``yaml.safe_dump`` does not take a member: pass
+``str(member)``.
 
 Two status words: a memory is ``activated``, a task skill or a memory skill ``active``. They stay
 different on purpose. A memory's status is one state of a lifecycle (``activated``, ``archived``,
@@ -19,7 +19,15 @@ from __future__ import annotations
 from enum import StrEnum
 
 
-class MemoryKind(StrEnum):
+class Word(StrEnum):
+    """A stored word: a ``StrEnum`` whose ``repr`` is its value's (``'activated'``), so messages
+    that quote a value read the same whether they got a member or a string from a row."""
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+class MemoryKind(Word):
     """What a memory says (the ``kind`` column)."""
 
     FACT = "fact"
@@ -45,7 +53,7 @@ KINDS: tuple[MemoryKind, ...] = (
 """The kinds an extractor may write (the LLM schema offers these)."""
 
 
-class MemoryType(StrEnum):
+class MemoryType(Word):
     """Where a memory lives and counts against capacity (the ``memory_type`` column)."""
 
     WORKING = "WorkingMemory"
@@ -54,7 +62,7 @@ class MemoryType(StrEnum):
     SKILL = "SkillMemory"
 
 
-class MemoryStatus(StrEnum):
+class MemoryStatus(Word):
     """The lifecycle state of a memory (the ``status`` column); see ``lifecycle.states``."""
 
     ACTIVATED = "activated"
@@ -65,7 +73,7 @@ class MemoryStatus(StrEnum):
     FROZEN = "frozen"
 
 
-class LifecycleEvent(StrEnum):
+class LifecycleEvent(Word):
     """What happened to a memory (the ``event`` column of ``memory_events``)."""
 
     CREATED = "created"
@@ -83,7 +91,7 @@ class LifecycleEvent(StrEnum):
     REFUSED = "refused"
 
 
-class Op(StrEnum):
+class Op(Word):
     """The four primitive memory operations (also the action a memory skill may produce)."""
 
     INSERT = "INSERT"
@@ -92,7 +100,7 @@ class Op(StrEnum):
     NOOP = "NOOP"
 
 
-class TaskSkillStatus(StrEnum):
+class TaskSkillStatus(Word):
     """Whether a task skill is published (the ``status`` column of ``task_skills``)."""
 
     ACTIVE = "active"
@@ -101,7 +109,7 @@ class TaskSkillStatus(StrEnum):
     """The soft delete: the record and every package stay, search and lists skip it."""
 
 
-class MemorySkillStatus(StrEnum):
+class MemorySkillStatus(Word):
     """Whether a memory skill version can be selected (the ``status`` of ``memory_skills``)."""
 
     ACTIVE = "active"

@@ -58,7 +58,7 @@ def capacities(overrides: Mapping[str, int] | None = None) -> tuple[tuple[str, i
     for name, value in (overrides or {}).items():
         if name not in MEMORY_TYPES:
             raise ConfigError(
-                f"memory_capacities: unknown memory type {name!r}; known: {', '.join(MEMORY_TYPES)}"
+                f"memory_capacities: unknown memory type {name!r}; known: {MEMORY_TYPES}"
             )
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ConfigError(
