@@ -48,7 +48,7 @@ def make_source(
         format=fmt,
         mapping=mapping or None,
         max_chars=settings.max_message_chars,
-        redactor=redactor_for(settings),  # default patterns plus the policies' own (issue 5)
+        redactor=redactor_for(settings),  # default patterns plus the policies' own
     )
 
 
@@ -177,8 +177,10 @@ def run(
         click.echo(
             f"read {summary['messages']} messages ({summary['dead_letters']} dead letters); "
             f"spans: {summary['spans_processed']} processed, "
-            f"{summary['spans_already_processed']} already processed, {summary['spans_failed']} failed; "
-            f"{summary['memory_changes']} memory changes in {summary['seconds']} s; home {settings.home}"
+            f"{summary['spans_already_processed']} already "
+            f"processed, {summary['spans_failed']} failed; "
+            f"{summary['memory_changes']} memory changes in "
+            f"{summary['seconds']} s; home {settings.home}"
         )
 
 
