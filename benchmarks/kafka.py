@@ -325,7 +325,8 @@ def write_markdown(path: Path, result: dict) -> None:
     for f in result["freshness"]:
         name = ", ".join(f["kafka_config"]) or "defaults"
         lines.append(
-            f"| {name} | {f['probes']} | {f['p50_s']} | {f['p95_s']} | {f['min_s']} | {f['max_s']} |"
+            f"| {name} | {f['probes']} | {f['p50_s']} | "
+            f"{f['p95_s']} | {f['min_s']} | {f['max_s']} |"
         )
     lines += [
         "",

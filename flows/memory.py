@@ -167,7 +167,7 @@ def build_flow(
 
 
 def _task_skills(settings: Settings, messages, embedder, workers: int) -> list:
-    """Task-skill distillation (issue 4) as a stream for the store sink, when ``settings.distill``."""
+    """Task-skill distillation as a stream for the store sink, when ``settings.distill``."""
     if not settings.distill:
         return []
     from skillstream.flows.distill import attach_distill
@@ -182,7 +182,7 @@ def _count_result(step_id: str, r: SpanResult) -> None:
 
 def _memory_skills(settings: Settings):
     try:
-        from skillstream.memskill.bank import load_active_skills  # issue: memory skill bank
+        from skillstream.memskill.bank import load_active_skills
 
         return load_active_skills(settings)
     except ImportError:
@@ -202,7 +202,7 @@ def _controller(settings: Settings, embedder):
 def _apply_options(settings: Settings, embedder=None):
     from skillstream.apply import ApplyOptions
 
-    # lifecycle rules (issue 5); the embedder lets near-duplicates merge as they arrive
+    # lifecycle rules; the embedder lets near-duplicates merge as they arrive
     return ApplyOptions.from_settings(settings, embed=embedder.encode if embedder else None)
 
 

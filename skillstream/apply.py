@@ -1,8 +1,8 @@
 """Applying memory operations to an owner's memories, under the lifecycle rules (pure).
 
 Order, as in MemSkill: updates, then deletes, then inserts; lessons from outcome records in the
-span (``skillstream.lifecycle.lessons``) come last as inserts. Every change keeps provenance (span id
-and source message ids) and appends a lifecycle event (``skillstream.lifecycle.states``). Event
+span (``skillstream.lifecycle.lessons``) come last as inserts. Every change keeps provenance (span
+id and source message ids) and appends a lifecycle event (``skillstream.lifecycle.states``). Event
 time is the span's end time: nothing here reads a clock.
 
 * **INSERT** of a text that restates a live memory (same normalised text) reinforces it; restating
@@ -76,9 +76,9 @@ class Applied(ChangeLog):
     """The result of applying one span's operations (memories changed, events, extra rows)."""
 
     needs_vector: set[str] = field(default_factory=set)
-    """Ids whose text changed (new or updated) and that have no vector yet: the caller embeds them."""
+    """Ids whose text changed (new or updated) and that have no vector yet (the caller embeds)."""
     refused: list[tuple[str, str]] = field(default_factory=list)
-    """(operation, reason) for operations the policy refused or outcome records that were malformed."""
+    """(operation, reason) for operations the policy refused and malformed outcome records."""
 
 
 @dataclass(frozen=True)

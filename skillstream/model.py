@@ -95,9 +95,9 @@ class MemoryOp:
     reason: str = ""
     memory_skill: str | None = None
     scope: str | None = None
-    """Scope asked for by the executor (``private``, ``fleet``, ``session``); default: the policy's."""
+    """Scope asked for by the executor (``private``, ``fleet``, ``session``); default: policy's."""
     memory_type: str | None = None
-    """Memory type asked for by the executor (``LongTermMemory``, ``UserMemory``, ...); default: by kind."""
+    """Memory type asked for by the executor (``LongTermMemory``, ...); default: by kind."""
 
 
 @dataclass
@@ -209,7 +209,7 @@ class SpanResult:
     attempts: int = 1
     processed_at: datetime | None = None
     extras: dict[str, list[Any]] = field(default_factory=dict)
-    """Rows for tables registered by later components, keyed by table name."""
+    """Rows for the other catalog tables (contradictions, summaries...), keyed by table name."""
 
 
 @dataclass

@@ -93,7 +93,7 @@ MEMORY_FIELDS = [
     pa.field("span_id", pa.string()),
     pa.field("lang", pa.string()),
     pa.field("version", pa.int32()),
-    # lifecycle (issue 5): the creating session (session scope, summaries) and decay bookkeeping
+    # lifecycle: the creating session (session scope, summaries) and decay bookkeeping
     pa.field("session_id", pa.string()),
     pa.field("decay_steps", pa.int32()),
 ]
@@ -178,7 +178,7 @@ LLM_CALLS = _schema(
     "Every LLM request: purpose, tokens, latency, outcome.",
 )
 
-# ---------------------------------------------------------------- memory skills (MemSkill, issue 3)
+# ------------------------------------------------------------------------ memory skills (MemSkill)
 MEMORY_SKILLS = _schema(
     [
         pa.field("version_id", pa.string(), nullable=False),
@@ -235,7 +235,8 @@ CATALOG_TABLES: dict[str, pa.Schema] = {
     "memory_skills": MEMORY_SKILLS,
     "failed_spans": FAILED_SPANS,
 }
-"""DuckDB tables of the catalog, by name. Later components register theirs with ``register_table``."""
+"""DuckDB tables of the catalog, by name; modules with tables of their own add them with
+``register_table``."""
 
 
 def register_table(name: str, schema: pa.Schema) -> None:

@@ -1,7 +1,7 @@
 """The DuckDB catalog: metadata, the lifecycle log, the span ledger, and SQL over both stores.
 
 Tables come from ``skillstream.schema.CATALOG_TABLES`` (DDL is generated, never written by hand),
-including tables that later components add with ``schema.register_table``: call
+including tables that modules add with ``schema.register_table``: call
 :meth:`Catalog.ensure_tables` after registering, or let :meth:`Catalog.upsert` create a table on
 first write. A column added to a schema is added to an existing file with ``ALTER TABLE``.
 
@@ -15,7 +15,7 @@ share a file when no writer holds it. So a running flow owns its catalog; query 
 process, after it stops, or from a copy of the file. :class:`CatalogLockedError` says so.
 
 Views are TEMP views made on every connection from a small registry (:func:`register_view`), so
-later components can add their own. :meth:`Catalog.attach_lance` registers LanceDB tables
+modules can add their own. :meth:`Catalog.attach_lance` registers LanceDB tables
 (``lance_<name>``, pinned to the version current at the call) and the ``memories`` view that joins
 ``memory_meta`` with the LanceDB vectors.
 """

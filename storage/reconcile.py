@@ -96,7 +96,8 @@ def reconcile_table(
     if rows:
         restore(rows)
     log.warning(
-        "LanceDB %s was ahead of the catalog (a run stopped between the two writes): %d uncommitted "
+        "LanceDB %s was ahead of the catalog (a run "
+        "stopped between the two writes): %d uncommitted "
         "rows deleted, %d rolled back to their committed version, %d restored",
         table.name,
         done.deleted,
@@ -119,7 +120,7 @@ def reconcile_memories(cat: Catalog | None, index: MemoryIndex, embed: Embed) ->
 
 
 def reconcile_task_skills(cat: Catalog | None, db: Any, embed: Embed) -> Reconciled:
-    """:func:`reconcile_table` for the task skills (committed copy: the catalog's ``task_skills``)."""
+    """:func:`reconcile_table` for task skills (committed copy: the catalog's ``task_skills``)."""
     from skillstream.distill.record import TaskSkill
     from skillstream.distill.store import TABLE, TaskSkillIndex
 

@@ -7,8 +7,8 @@ Order of a write (one call, any number of results):
 1. every memory the results touched, de-duplicated by id (highest ``version`` wins), in one
    LanceDB upsert;
 2. one DuckDB transaction: ``memory_meta`` upsert, ``memory_events`` insert-if-new,
-   ``llm_calls`` upsert, the ``extras`` tables of later components, ``dead_letters``, and last the
-   span ledger (``spans``).
+   ``llm_calls`` upsert, the ``extras`` tables (contradictions, summaries...), ``dead_letters``, and
+   last the span ledger (``spans``).
 
 The ledger row is the span's commit marker. A crash before the transaction commits leaves no
 ledger row, so the span is processed again and its rows are written again under the same
@@ -101,7 +101,7 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
     results: list[SpanResult] = []
     maintained: list[MaintenanceResult] = []
     dead: list[DeadLetter] = []
-    task_skills: list[Any] = []  # TaskSkillResult (task skills, issue 4)
+    task_skills: list[Any] = []  # TaskSkillResult
     for item in items:
         if isinstance(item, tuple) and len(item) == 2:
             item = item[1]

@@ -130,7 +130,7 @@ class TaskSkillAPI:
     def list(
         self, owner: str | None = None, *, include_archived: bool = False
     ) -> list[dict[str, Any]]:
-        """The progressive-disclosure index: owner, name, description (and version) of each task skill."""
+        """The progressive-disclosure index: owner, name, description, version per task skill."""
         statuses = (
             (TaskSkillStatus.ACTIVE, TaskSkillStatus.ARCHIVED)
             if include_archived
@@ -223,7 +223,7 @@ class TaskSkillAPI:
 
     # ------------------------------------------------------------------ writing
     def save(self, skill: TaskSkill, *, change: str = "saved") -> TaskSkill:
-        """Store ``skill`` as the next version of the owner's task skill of that name (or version 1)."""
+        """Store ``skill`` as the next version of the owner's task skill of that name (or as v1)."""
         skill = skill.copy()
         now = self.clock()
         index = self._index(create=True)
@@ -328,7 +328,8 @@ class TaskSkillAPI:
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise InputError(
-                f"task skills {dup} exist for several owners; export one owner at a time with --owner"
+                f"task skills {dup} exist for several owners; "
+                "export one owner at a time with --owner"
             )
         return [write_folder(folder, s.name, package_files(s)) for s in skills]
 

@@ -47,7 +47,7 @@ Hydrate = Callable[[str], list[TaskSkill]]
 
 
 class Distiller(Protocol):
-    """What the orchestrator needs from a distiller (``rules.RulesDistiller``, ``llm.LLMDistiller``)."""
+    """What the orchestrator needs from a distiller (``RulesDistiller``, ``LLMDistiller``)."""
 
     name: str
 

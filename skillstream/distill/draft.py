@@ -173,7 +173,7 @@ def _merge_evidence(skill: TaskSkill, draft: Draft) -> None:
 
 
 def describe(title: str, procedure: list[str], triggers: list[str], lang: str) -> str:
-    """The offline distiller's description: what the skill does (its first steps) and when to use it.
+    """The offline distiller's description: what the skill does (first steps) and when to use it.
 
     It does not mention how many conversations it came from: the description is embedded for
     search, and a text that changes with every merge would have to be embedded again each time.

@@ -48,7 +48,7 @@ CHANGES = ("created", "updated", "saved", "patched", "imported", "deleted")
 
 
 def slugify(text: str, fallback: str = "task") -> str:
-    """A valid task-skill name made from free text (``"Deploy Flask App!"`` -> ``deploy-flask-app``).
+    """A valid task-skill name made from free text (``"Deploy App!"`` -> ``deploy-app``).
 
     Text without ASCII letters or digits (a Chinese title, say) gives ``fallback`` plus a short
     hash of the text, so different titles still get different names.
@@ -193,7 +193,7 @@ class TaskSkill:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> TaskSkill:
-        """The record from a ``task_skills`` row (LanceDB or DuckDB); unknown columns are ignored."""
+        """The record from a ``task_skills`` row (LanceDB or DuckDB); other columns are ignored."""
         names = {f.name for f in dataclasses.fields(cls)}
         values: dict[str, Any] = {}
         for key, value in row.items():

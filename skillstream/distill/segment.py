@@ -34,7 +34,8 @@ from skillstream.model import Message
 
 _REQUEST_EN = re.compile(
     r"\b(?:can|could|would|will) you\b|\bhelp me\b|\bhow (?:do|can|should|would) (?:i|we|you)\b|"
-    r"\bi(?:'d| would) like\b|\bi (?:need|want|have) to\b|\bi (?:need|want)\b|\bwe (?:need|want|have) to\b|"
+    r"\bi(?:'d| would) like\b|\bi (?:need|want|have) "
+    r"to\b|\bi (?:need|want)\b|\bwe (?:need|want|have) to\b|"
     r"\blet'?s\b|\bi'?m (?:trying|looking|planning)\b|\bwhat'?s the best way\b|\bwalk me through\b|"
     r"\bshow me\b|\bset up\b|\bi'?d love\b|\bremind me\b|\bis there a way\b",
     re.IGNORECASE,

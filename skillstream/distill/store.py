@@ -188,7 +188,8 @@ class TaskSkillIndex:
         for s in items:
             if s.vector is None or len(s.vector) != self.dim:
                 raise InputError(
-                    f"task skill {s.name!r} needs a vector of {self.dim} dimensions before it is stored"
+                    f"task skill {s.name!r} needs a vector of {self.dim} dimensions "
+                    "before it is stored"
                 )
             row = s.row()
             used, last = usage.get(s.id, (0, None))
@@ -232,7 +233,7 @@ class TaskSkillIndex:
         ]
 
     def find(self, owner_id: str | None, name: str) -> list[TaskSkill]:
-        """Task skills called ``name`` (of one owner, or of every owner when ``owner_id`` is None)."""
+        """Task skills called ``name``, of one owner (of every owner when ``owner_id`` is None)."""
         where = filters.where_all(
             filters.eq("name", name),
             filters.eq("owner_id", owner_id) if owner_id is not None else None,

@@ -81,7 +81,8 @@ class EvalOptions:
         categories: Question categories to score (5, adversarial, only when asked for).
         baseline: ``raw-turns`` or ``none``.
         qa_k: Memories given to the answerer; defaults to the largest k.
-        build_llm: Backend that builds "ours" (``rules`` or ``openai``); defaults to ``settings.llm``.
+        build_llm: Backend that builds "ours" (``rules`` or ``openai``); defaults to
+            ``settings.llm``.
         samples: Only these ``sample_id`` values (all when empty).
         work_dir: Where the per-conversation homes (and the answer cache) go; a temporary folder,
             removed at the end, when ``None``.
@@ -535,7 +536,8 @@ class LocomoEval:
                 "judge": bool(qa and self.options.judge),
                 "embed_model": self.settings.embed_model,
                 "span_tokens": self.settings.span_tokens,
-                "retriever": "skillstream search (MemorySearch, hybrid vector + full-text with RRF, "
+                "retriever": "skillstream search (MemorySearch, "
+                "hybrid vector + full-text with RRF, "
                 "re-ranked; owner-filtered), recall@k on the first k of one ranked "
                 "list per question",
                 "session_summaries": self.options.session_summaries,

@@ -11,7 +11,7 @@ Modules:
     policy: scopes, per-agent policies, read filters.
     ranking: search ranking (relevance, confidence, recency, reinforcement).
     querylog: the ``queries`` table and access times.
-    store: the same operations on a home (``skillstream maintain``, ``history``, ``contradictions``).
+    store: the same operations on a home (commands ``maintain``, ``history``, ``contradictions``).
     clock: event-time helpers (durations, ``--now``, tick boundaries).
 
 Importing the package registers its catalog tables (``contradictions``, ``session_summaries``,

@@ -63,7 +63,7 @@ class Policy:
     readable: tuple[str, ...] = SCOPES
     writable: tuple[str, ...] = SCOPES
     default_scope: str | None = None
-    """Scope of a new memory when the executor names none (``None``: the setting ``default_scope``)."""
+    """Scope of a new memory when the executor names none (``None``: setting ``default_scope``)."""
     max_items: tuple[tuple[str, int], ...] = ()
     """(scope, most live memories of one owner in it) pairs."""
     default_expiry: timedelta | None = None

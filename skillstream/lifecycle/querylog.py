@@ -94,7 +94,8 @@ def record(catalog: Any, index: Any, row: dict[str, Any], at: datetime | None) -
             placeholders = ", ".join("?" for _ in ids)
             catalog.con.execute(
                 "UPDATE memory_meta SET last_accessed_at = ?, decay_steps = 0 "
-                f"WHERE id IN ({placeholders}) AND (last_accessed_at IS NULL OR last_accessed_at < ?)",
+                f"WHERE id IN ({placeholders}) AND "
+                f"(last_accessed_at IS NULL OR last_accessed_at < ?)",
                 [at, *ids, at],
             )
     if ids and at is not None and index is not None and index.table.exists:

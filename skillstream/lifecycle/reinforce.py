@@ -23,7 +23,8 @@ from skillstream.model import Memory
 from skillstream.vocab import MemoryKind
 
 NO_MERGE_KINDS = frozenset({MemoryKind.SUMMARY, MemoryKind.LESSON})
-"""Kinds that never merge by similarity (lessons are confirmed by key, summaries are per session)."""
+"""Kinds that never merge by similarity (lessons are confirmed by key, summaries are per session).
+"""
 
 
 def clamp_confidence(value: float, rules: LifecycleRules) -> float:

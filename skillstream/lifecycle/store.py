@@ -41,7 +41,8 @@ from skillstream.model import MaintenanceResult
 def store_clock(catalog: Any) -> datetime | None:
     """The latest event time the store knows: of a lifecycle event, or the end of a span."""
     row = catalog.sql(
-        "SELECT greatest((SELECT max(event_ts) FROM memory_events), (SELECT max(end_ts) FROM spans)) AS t"
+        "SELECT greatest((SELECT max(event_ts) FROM "
+        "memory_events), (SELECT max(end_ts) FROM spans)) AS t"
     ).to_pylist()
     t = row[0]["t"] if row else None
     return t.astimezone(UTC) if t is not None else None

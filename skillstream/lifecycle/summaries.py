@@ -54,7 +54,8 @@ SESSION_SUMMARIES = _schema(
         pa.field("recorded_at", TS),
     ],
     "summary_id",
-    "One summary per session (narrative and key facts); summary_id is the id of the summary memory.",
+    "One summary per session (narrative and key "
+    "facts); summary_id is the id of the summary memory.",
 )
 register_table(TABLE, SESSION_SUMMARIES)
 
@@ -69,7 +70,7 @@ def summary_id(owner_id: str, session_id: str) -> str:
 
 
 def sessions(state: OwnerMemories) -> dict[str, list[Memory]]:
-    """The owner's memories by the session that created them (summaries and merged ones left out)."""
+    """The owner's memories by the session that created them (not summaries, not merged ones)."""
     out: dict[str, list[Memory]] = {}
     for m in state.items.values():
         if m.session_id and m.kind != SUMMARY_KIND and m.status != MERGED and m.created_at:

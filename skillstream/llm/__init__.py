@@ -1,4 +1,4 @@
-"""LLM backends behind one interface (see DESIGN.md, "LLM and embeddings").
+"""LLM backends behind one interface (see docs/architecture.md).
 
 ``make_backend(settings)`` gives what ``settings.llm`` names:
 

@@ -7,18 +7,18 @@ OpenAI, vLLM, Ollama, the llama.cpp server, Together... anything that speaks
 
   - ``json_schema``: ``response_format={"type": "json_schema", "json_schema": {"name", "schema",
     "strict": false}}`` (OpenAI, vLLM, Ollama);
-  - ``json_object``: ``response_format={"type": "json_object", "schema": ...}`` (the llama.cpp server
-    constrains its grammar to the schema; OpenAI ignores the extra key), and the schema is also
-    described in the system message;
+  - ``json_object``: ``response_format={"type": "json_object", "schema": ...}`` (the llama.cpp
+    server constrains its grammar to the schema; OpenAI ignores the extra key), and the schema is
+    also described in the system message;
   - ``text``: no ``response_format``; the schema is described in the system message only.
 
   The answer is parsed tolerantly (``parse.extract_json``), checked against the schema
   (``parse.check_schema``) and passed to the caller's ``validate``.
 * **Retries**, ``settings.llm_max_retries`` of them after the first attempt, shared by
 
-  - transient failures: timeouts (``settings.llm_timeout_s``), connection errors, HTTP 408/409/429/5xx
-    and response bodies that are not JSON, with exponential backoff and jitter (a ``Retry-After``
-    header is honoured);
+  - transient failures: timeouts (``settings.llm_timeout_s``), connection errors, HTTP
+    408/409/429/5xx and response bodies that are not JSON, with exponential backoff and jitter (a
+    ``Retry-After`` header is honoured);
   - invalid answers (not JSON, not matching the schema, rejected by ``validate``): asked again at
     once, with the bad answer and the reason appended to the conversation (a "reask").
 
@@ -33,9 +33,9 @@ OpenAI, vLLM, Ollama, the llama.cpp server, Together... anything that speaks
 * **The response cache** (``cache.SqliteCache``): looked up before the first attempt, filled after a
   validated answer only.
 
-The API key comes from ``SKILLSTREAM_LLM_API_KEY`` or ``OPENAI_API_KEY`` (``not-needed`` when neither
-is set, for local servers). It is given to the client and nothing else: it is not hashed, cached,
-logged, put in an error message or shown by ``repr``.
+The API key comes from ``SKILLSTREAM_LLM_API_KEY`` or ``OPENAI_API_KEY`` (``not-needed`` when
+neither is set, for local servers). It is given to the client and nothing else: it is not hashed,
+cached, logged, put in an error message or shown by ``repr``.
 """
 
 from __future__ import annotations
@@ -116,7 +116,8 @@ class LLMFailure(TerminalError):
         )
         where = f" (span {span_id})" if span_id else ""
         super().__init__(
-            f"LLM request {purpose!r}{where} failed after {attempts} attempt(s): {last_error}; {hint}"
+            f"LLM request {purpose!r}{where} failed after {attempts} attempt(s): "
+            f"{last_error}; {hint}"
         )
 
 
@@ -276,7 +277,7 @@ class OpenAIBackend:
 
     # ------------------------------------------------------------------ the call
     def request_key(self, request: ChatRequest) -> str:
-        """The request hash this backend uses for ``request`` (cache key, ``LLMCall.request_hash``)."""
+        """The hash this backend uses for ``request`` (cache key, ``LLMCall.request_hash``)."""
         return request_hash(
             self._effective(request),
             self.model,
@@ -289,8 +290,9 @@ class OpenAIBackend:
 
         Args:
             request: The request.
-            validate: Turns the parsed JSON (or, without a schema, the text) into the caller's value,
-                raising ``ValueError``/``TypeError``/``LookupError``/``TerminalError`` to reject it.
+            validate: Turns the parsed JSON (or, without a schema, the text) into the caller's
+                value, raising ``ValueError``/``TypeError``/``LookupError``/``TerminalError`` to
+                reject it.
 
         Returns:
             The answer with its ``LLMCall`` rows.
@@ -469,7 +471,8 @@ class OpenAIBackend:
             raise _AttemptError(str(e) + cut, retry=True, invalid_answer=True) from e
         except REJECTIONS as e:
             raise _AttemptError(
-                f"the answer was rejected by validation: {type(e).__name__}: {excerpt(str(e))}{cut}",
+                f"the answer was rejected by validation: {type(e).__name__}: "
+                f"{excerpt(str(e))}{cut}",
                 retry=True,
                 invalid_answer=True,
             ) from e

@@ -16,7 +16,7 @@ Scorers (pluggable, ``Scorer``):
 * ``TorchScorer``: the ``MemorySkillScorerNet`` MLPs (state ``2d -> 256 -> 256``, skill
   ``d -> 256 -> 256``, actor on the concatenation ``512 -> 256 -> 1`` logit per skill, critic on the
   state features) with weights loaded from a checkpoint (``settings.memory_skill_scorer``)
-  written by ``save_scorer``; a trainer (PPO, a later component) produces it.
+  written by ``save_scorer``; a trainer (PPO, outside this package) produces it.
 
 Action mask. Skills whose action needs a retrieved memory (UPDATE, DELETE) get a logit of ``-inf``
 when nothing was retrieved: they could only produce operations that would be rejected.

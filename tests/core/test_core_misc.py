@@ -1,4 +1,3 @@
-
 import pytest
 
 from skillstream.config import Settings

@@ -27,7 +27,7 @@ def span(
     metadata: list[dict | None] | None = None,
     lang: str = "en",
 ) -> Span:
-    """A span of user messages one minute apart, ending at ``at``; ids are derived from the texts."""
+    """A span of user messages one minute apart, ending at ``at``; ids derive from the texts."""
     conv = conversation or owner
     n = len(texts)
     msgs = tuple(

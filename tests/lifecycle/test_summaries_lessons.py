@@ -56,7 +56,8 @@ def test_a_closed_session_gets_one_summary(recorded):
     s = state.get(summary_id("o1", "s1"))
     assert s.text == (
         "2024-01-01: Caroline and Melanie talked about drinks, kyoto, painting, tea and travel.\n"
-        "Key facts:\n- Caroline likes green tea\n- Melanie paints sunsets\n- Caroline plans a trip to Kyoto"
+        "Key facts:\n- Caroline likes green tea\n- Melanie "
+        "paints sunsets\n- Caroline plans a trip to Kyoto"
     )
     assert (
         s.kind,
