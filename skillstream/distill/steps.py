@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from skillstream.model import Message
 from skillstream.text import CJK, CJK_RUN, STOPWORDS, is_question, is_small_talk, split_sentences
 
 # ----------------------------------------------------------------------------- step detection
@@ -145,7 +146,7 @@ def is_filler(sentence: str) -> bool:
     return is_small_talk(sentence) or bool(_NOT_A_STEP_ASK.search(sentence)) and len(sentence) < 80
 
 
-def count_steps(messages: Iterable[object]) -> int:
+def count_steps(messages: Iterable[Message]) -> int:
     """Procedural sentences in messages: the assistant's steps and anyone's ordered items."""
     n = 0
     for m in messages:

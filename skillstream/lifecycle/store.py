@@ -25,9 +25,7 @@ from skillstream.lifecycle.policy import Reader, can_read
 from skillstream.lifecycle.rules import LifecycleRules
 from skillstream.lifecycle.states import (
     ACTIVATED,
-    ARCHIVED,
     DELETED,
-    EXPIRED,
     FROZEN,
     REACTIVATED,
     STATUSES,
@@ -210,11 +208,9 @@ def set_status(
             raise InputError(f"no memory with id {memory_id!r}")
         log = logs.setdefault(m.owner_id, ChangeLog(m.owner_id, "cli", None, actor, recorded))
         if to == ACTIVATED:
-            event = UNFROZEN if m.status == FROZEN else REACTIVATED
+            event: str = UNFROZEN if m.status == FROZEN else REACTIVATED
         else:
-            event = {FROZEN: FROZEN, DELETED: DELETED, ARCHIVED: ARCHIVED, EXPIRED: EXPIRED}.get(
-                to, to
-            )
+            event = to  # frozen, deleted, archived, expired: the event is named after the status
         if to == DELETED:
             log.transition(m, to, event, reason, at, valid_to=m.valid_to or at)
         else:

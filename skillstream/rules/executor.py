@@ -198,6 +198,7 @@ class RulesExecutor:
                 continue
             kept.append([clean, answer or "", "q" if short else ""])
         for clean, answer, is_answer in kept:
+            st: Statement | None
             if is_answer and question is not None:
                 st = self._answer(
                     m, msgs[j - 1], question, clean, answer, name, subject, lang, vocatives
