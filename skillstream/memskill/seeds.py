@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from skillstream.extract import MemorySkill
+from skillstream.vocab import Op
 
 INSERT = MemorySkill(
     name="insert",
@@ -16,7 +17,7 @@ INSERT = MemorySkill(
         "third person, naming who it is about, with absolute dates instead of relative ones.\n"
         "Constraints: do not copy what a retrieved memory already says; only INSERT operations."
     ),
-    action="INSERT",
+    action=Op.INSERT,
 )
 
 UPDATE = MemorySkill(
@@ -29,7 +30,7 @@ UPDATE = MemorySkill(
         "full new text, keeping what is still true.\n"
         "Constraints: only UPDATE operations, only indexes of the retrieved list."
     ),
-    action="UPDATE",
+    action=Op.UPDATE,
 )
 
 DELETE = MemorySkill(
@@ -41,7 +42,7 @@ DELETE = MemorySkill(
         "How to apply: name the retrieved item's index.\n"
         "Constraints: only on an explicit cancellation or contradiction; when unsure, do nothing."
     ),
-    action="DELETE",
+    action=Op.DELETE,
 )
 
 SKIP = MemorySkill(
@@ -53,7 +54,7 @@ SKIP = MemorySkill(
         "How to apply: produce no operation.\n"
         "Constraints: never together with another operation for the same statement."
     ),
-    action="NOOP",
+    action=Op.NOOP,
 )
 
 PRIMITIVES: tuple[MemorySkill, ...] = (INSERT, UPDATE, DELETE, SKIP)

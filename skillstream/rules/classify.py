@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass
 
 from skillstream.text import CJK, CJK_CLASS, STOPWORDS, content_words
+from skillstream.vocab import MemoryKind
 
 STRONG_MAX_WORDS = 15
 """A slot/preference/plan key is strong only in a statement this short: in a long one the slot
@@ -385,21 +386,21 @@ def _classify_en(text: str) -> tuple[str, str, bool]:
     anchors = _anchors(low)
     m = _at(_SLOT_EN, low, anchors)
     if m and m.lastgroup:
-        return "fact", m.lastgroup, True
-    found: list[tuple[int, int, str, re.Match[str]]] = []
+        return MemoryKind.FACT, m.lastgroup, True
+    found: list[tuple[int, int, MemoryKind, re.Match[str]]] = []
     for order, (kind, pat, start) in enumerate(
         (
-            ("preference", _PREF, _PREF_START),
-            ("plan", _PLAN, _PLAN_START),
-            ("event", _EVENT, _EVENT_START),
+            (MemoryKind.PREFERENCE, _PREF, _PREF_START),
+            (MemoryKind.PLAN, _PLAN, _PLAN_START),
+            (MemoryKind.EVENT, _EVENT, _EVENT_START),
         )
     ):
         m = start.match(low) or _at(pat, low, anchors)
-        if m is None and kind == "preference" and "favo" in low:
+        if m is None and kind == MemoryKind.PREFERENCE and "favo" in low:
             m = _PREF_FAV2.search(low)
         if m is None:
             continue
-        if kind == "event":
+        if kind == MemoryKind.EVENT:
             gd = m.groupdict()
             v = gd.get("v") or ""
             if v in _NOT_EVENT_VERB and not _TIME_PAST.search(low):
@@ -409,13 +410,13 @@ def _classify_en(text: str) -> tuple[str, str, bool]:
         found.sort(key=lambda f: (f[0], f[1]))
         _, _, kind, m = found[0]
         obj = low[m.end() :]
-        if kind == "preference":
+        if kind == MemoryKind.PREFERENCE:
             fav = m.groupdict().get("fav")
             if fav:
                 return kind, singular(fav.split()[-1]), True
             head = np_head(obj)
             return kind, head, bool(head)
-        if kind == "plan":
+        if kind == MemoryKind.PLAN:
             head = np_head(obj, with_pp=True)
             return kind, head, bool(head)
         return kind, np_head(obj, n=2, with_pp=True) or _default_head(low), False
@@ -426,16 +427,16 @@ def _classify_en(text: str) -> tuple[str, str, bool]:
     )
     if m:
         words = [singular(w) for w in content_words(low[m.end() :])]
-        return "opinion", " ".join(words[:2]), False
+        return MemoryKind.OPINION, " ".join(words[:2]), False
     m = _at(_MY_IS, low, anchors)
     if m:
-        return "fact", singular(m.group("np").split()[-1]), False
+        return MemoryKind.FACT, singular(m.group("np").split()[-1]), False
     m = _at(_I_AM, low, anchors)
     if m:
-        return "fact", np_head(low[m.end() :]) or _default_head(low), False
+        return MemoryKind.FACT, np_head(low[m.end() :]) or _default_head(low), False
     if _TIME_PAST.search(low) and _PAST_ANY.search(low):
-        return "event", _default_head(low), False
-    return "fact", _default_head(low), False
+        return MemoryKind.EVENT, _default_head(low), False
+    return MemoryKind.FACT, _default_head(low), False
 
 
 def _default_head(low: str) -> str:
@@ -545,36 +546,38 @@ def _positive_zh(text: str) -> tuple[str, str | None]:
 def _classify_zh(text: str) -> tuple[str, str, bool]:
     m0 = _SLOT_ZH.search(text)
     if m0 and m0.lastgroup:
-        return "fact", _SLOT_ZH_NAMES[m0.lastgroup], True
-    found: list[tuple[int, int, str, re.Match[str]]] = []
-    for order, (kind, pat) in enumerate((("preference", _ZH_PREF), ("plan", _ZH_PLAN))):
+        return MemoryKind.FACT, _SLOT_ZH_NAMES[m0.lastgroup], True
+    found: list[tuple[int, int, MemoryKind, re.Match[str]]] = []
+    for order, (kind, pat) in enumerate(
+        ((MemoryKind.PREFERENCE, _ZH_PREF), (MemoryKind.PLAN, _ZH_PLAN))
+    ):
         m = pat.search(text)
         if m:
             found.append((m.start("v") if m.groupdict().get("v") else m.start(), order, kind, m))
     if not found and "我" in text and _ZH_FUTURE.search(text) and not _ZH_PAST.search(text):
         m2 = re.search(r"我(?:们)?", text)
         if m2:
-            found.append((m2.start(), 1, "plan", m2))
+            found.append((m2.start(), 1, MemoryKind.PLAN, m2))
     if found:
         found.sort(key=lambda f: (f[0], f[1]))
         _, _, kind, m = found[0]
-        if kind == "preference" and m.groupdict().get("fav"):
+        if kind == MemoryKind.PREFERENCE and m.groupdict().get("fav"):
             return kind, _zh_head(m.group("fav")), True
         head = _zh_head(text[m.end() :])
         return kind, head, bool(head)
     m = _ZH_EVENT.search(text)
     if m and (_ZH_PAST.search(text) or m.group("v").endswith(("了", "过"))):
-        return "event", _zh_head(text[m.start("v") :]), False
+        return MemoryKind.EVENT, _zh_head(text[m.start("v") :]), False
     m = _ZH_OPINION.search(text)
     if m:
-        return "opinion", _zh_head(text[m.end() :]), False
+        return MemoryKind.OPINION, _zh_head(text[m.end() :]), False
     m = re.search(r"我的(.{1,4}?)(?:是|叫|在|有)", text)
     if m:
-        return "fact", _zh_head(m.group(1)), False
+        return MemoryKind.FACT, _zh_head(m.group(1)), False
     m = re.search(r"我(?:们)?(?:是|有|在)", text)
     if m:
-        return "fact", _zh_head(text[m.end() :]), False
-    return "fact", _zh_head(re.sub(r"^[我你他她它们这那]+", "", text)), False
+        return MemoryKind.FACT, _zh_head(text[m.end() :]), False
+    return MemoryKind.FACT, _zh_head(re.sub(r"^[我你他她它们这那]+", "", text)), False
 
 
 _EN_CUE = re.compile(
@@ -621,7 +624,7 @@ def classify(statement: str, lang: str, exclude: tuple[str, ...] = ()) -> Classi
         strong = strong and len(CJK.findall(text)) <= 2 * STRONG_MAX_WORDS
         if cancel_obj is not None and not strong:
             head = _zh_head(cancel_obj)
-            kind = "plan" if kind == "fact" else kind
+            kind = MemoryKind.PLAN if kind == MemoryKind.FACT else kind
         tags = tuple(t for t in (head,) if t)
         return Classified(kind, head, strong, negated, correction, tags)
     low = statement.lower().replace("’", "'")
@@ -637,9 +640,9 @@ def classify(statement: str, lang: str, exclude: tuple[str, ...] = ()) -> Classi
     kind, head, strong = _classify_en(text)
     if cancel_obj is not None and not strong:
         head = np_head(cancel_obj, with_pp=True)
-        kind = "plan" if kind == "fact" else kind
+        kind = MemoryKind.PLAN if kind == MemoryKind.FACT else kind
         slot = _SLOT_NOUNS.get(head)
         if slot:
-            kind, head, strong = "fact", slot, True
+            kind, head, strong = MemoryKind.FACT, slot, True
     strong = strong and len(low.split()) <= STRONG_MAX_WORDS
     return Classified(kind, head, strong, negated, correction, _tags_en(low, head, exclude))

@@ -55,7 +55,7 @@ from skillstream.text import (
     strip_emoji,
     strip_fillers,
 )
-from skillstream.vocab import MemoryStatus
+from skillstream.vocab import MemoryKind, MemoryStatus
 
 _GENERIC_SPEAKERS = frozenset({"", "user", "human", "me", "customer", "client", "用户"})
 _ANAPHORA = re.compile(
@@ -266,7 +266,7 @@ class RulesExecutor:
             "yes": "是的" if lang == "zh" else "yes",
             "no": "不是" if lang == "zh" else "no",
         }.get(answer, "")
-        cls = classify(clean, lang, exclude=vocatives) if clean else Classified("fact", "")
+        cls = classify(clean, lang, exclude=vocatives) if clean else Classified(MemoryKind.FACT, "")
         q_cls = classify(_QUESTION_LEAD.sub("", q_clean), lang, exclude=vocatives)
         if not cls.strong and q_cls.head:
             # The question names what the answer is about ("Did you finish the book?" "Yes!").
@@ -308,7 +308,7 @@ class RulesExecutor:
             text = f"{name} shared a photo of {core}"
         head = np_head(core, n=2) if lang == "en" else core[:4]
         cls = classify(core, lang, exclude=vocatives)
-        cls = Classified("event", f"photo {head}".strip(), False, False, False, cls.tags)
+        cls = Classified(MemoryKind.EVENT, f"photo {head}".strip(), False, False, False, cls.tags)
         return Statement(
             _finish(text, lang),
             cls,
@@ -331,7 +331,7 @@ class RulesExecutor:
             resolved, rest = got
             head = np_head(rest, with_pp=True) if lang == "en" else classify(rest, "zh").head
             tags = tuple(content_words(rest)[:6]) if lang == "en" else (head,) if head else ()
-            cls = Classified("fact", head, False, False, False, tags)
+            cls = Classified(MemoryKind.FACT, head, False, False, False, tags)
             out.append(
                 Statement(
                     _finish(resolved, lang),
