@@ -14,7 +14,7 @@ test: setup-test
 lint: setup-test
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
-	.venv/bin/mypy
+	.venv/bin/mypy skillstream benchmarks
 
 setup:
 	bash scripts/setup.sh
