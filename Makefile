@@ -1,7 +1,8 @@
 # The two commands of the README.
 #   make run    set up ./.venv and run the main job on the bundled sample (embedded defaults)
 #   make test   set up ./.venv with the test extras and run the whole test suite
-.PHONY: run test setup setup-test bench
+#   make lint   ruff (lint and format check) and mypy over the whole repository
+.PHONY: run test lint setup setup-test bench
 
 run: setup
 	.venv/bin/skillstream run
@@ -9,6 +10,11 @@ run: setup
 
 test: setup-test
 	.venv/bin/python -m pytest
+
+lint: setup-test
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
+	.venv/bin/mypy skillstream benchmarks
 
 setup:
 	bash scripts/setup.sh

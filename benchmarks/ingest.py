@@ -1,16 +1,17 @@
 """End-to-end ingest throughput against embedding-only throughput, in the same run.
 
-    python benchmarks/ingest.py --data ../shared/data/locomo/locomo-dev.json --json benchmarks/results/ingest.json
+    python benchmarks/ingest.py --data ../shared/data/locomo/locomo-dev.json \
+        --json benchmarks/results/ingest.json
 
 1. Reads every message of ``--data`` once (the same reader the flow uses) and embeds the turn texts
    alone with the same model and batch size: ``embed_only_turns_per_s``.
-2. Runs the whole memory flow (Bytewax, rules backend, LanceDB + DuckDB sinks) into a fresh temporary
-   home: ``turns_per_s``.
+2. Runs the whole memory flow (Bytewax, rules backend, LanceDB + DuckDB sinks) into a fresh
+   temporary home: ``turns_per_s``.
 3. ``ratio`` = turns_per_s / embed_only_turns_per_s (1.0 means the flow costs no more than embedding
    the turns), ``peak_rss_mb`` the process's peak resident memory.
 
-The model is loaded, and the store libraries imported, before either timing starts. Results go to ``--json`` and a markdown table next
-to it (same name, ``.md``).
+The model is loaded, and the store libraries imported, before either timing starts. Results go to
+``--json`` and a markdown table next to it (same name, ``.md``).
 """
 
 from __future__ import annotations
@@ -94,7 +95,8 @@ def main(argv: list[str] | None = None) -> dict:
         "flow_seconds": round(flow_s, 2),
         "embed_seconds": round(embed_s, 2),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "machine": f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}",
+        "machine": f"{platform.machine()} {os.cpu_count()} "
+        f"cores, Python {platform.python_version()}",
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     out = Path(args.out)
@@ -107,7 +109,8 @@ def main(argv: list[str] | None = None) -> dict:
         f"{result['workers']} worker(s), {result['machine']}, {result['measured_at']}.\n\n"
         "| measure | value |\n|---|---|\n"
         f"| end-to-end turns/s (rules backend, LanceDB + DuckDB) | {result['turns_per_s']} |\n"
-        f"| embedding-only turns/s (same texts, same model) | {result['embed_only_turns_per_s']} |\n"
+        f"| embedding-only turns/s (same texts, same "
+        f"model) | {result['embed_only_turns_per_s']} |\n"
         f"| ratio | {result['ratio']} |\n"
         f"| peak RSS (MB) | {result['peak_rss_mb']} |\n"
     )

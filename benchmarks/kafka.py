@@ -16,7 +16,8 @@ loopback port, unless ``--brokers`` names one, then:
    right after it a message of the next session (a span closes when the next message of its
    conversation shows a session change, an idle gap or a full budget: event time, never the wall
    clock). The latency of a probe runs from just before the producer sends it until
-   ``skillstream.services.search.search_memories`` finds the fact for that owner. ``p50`` and ``p95`` over
+   ``skillstream.services.search.search_memories`` finds the fact for that owner. ``p50`` and
+   ``p95`` over
    ``--probes`` probes (the first, a warm-up, is not counted).
 
 Results go to ``--json`` and a markdown table next to it (same name, ``.md``). Never run in the
@@ -327,7 +328,8 @@ def write_markdown(path: Path, result: dict) -> None:
     for f in result["freshness"]:
         name = ", ".join(f["kafka_config"]) or "defaults"
         lines.append(
-            f"| {name} | {f['probes']} | {f['p50_s']} | {f['p95_s']} | {f['min_s']} | {f['max_s']} |"
+            f"| {name} | {f['probes']} | {f['p50_s']} | "
+            f"{f['p95_s']} | {f['min_s']} | {f['max_s']} |"
         )
     lines += [
         "",

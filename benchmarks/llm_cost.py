@@ -34,6 +34,11 @@ import time
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from skillstream.model import Message, Span
+    from skillstream.tokens import TokenCounter
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -102,14 +107,14 @@ def run_span_level(args, turns: int, counter) -> dict:
     return out
 
 
-def pair_spans(messages, counter):
+def pair_spans(messages: list[Message], counter: TokenCounter) -> dict[str, list[Span]]:
     """Consecutive pairs of turns within each session, as spans (ids like the flow's)."""
     from skillstream.ids import prefixed_id
     from skillstream.lang import detect_language
     from skillstream.model import Span
     from skillstream.spans import render_turn
 
-    by_session: dict[tuple[str, str], list] = defaultdict(list)
+    by_session: dict[tuple[str, str], list[Message]] = defaultdict(list)
     for m in messages:
         by_session[(m.conversation_id, m.session_id)].append(m)
     seq: dict[str, int] = defaultdict(int)

@@ -7,8 +7,8 @@ Both ends are built on Bytewax's Kafka connector (``bytewax.connectors.kafka``) 
     kafka://H1:9092,H2:9092/chats,chats-eu  several bootstrap brokers, several topics (source only)
 
 librdkafka properties (``security.protocol``, ``sasl.*``, ``fetch.wait.max.ms``...) come from
-``Settings.kafka_config`` (env ``SKILLSTREAM_KAFKA_CONFIG`` as JSON, or ``--kafka-config KEY=VALUE``);
-they are passed to every consumer, producer and admin client and never logged.
+``Settings.kafka_config`` (env ``SKILLSTREAM_KAFKA_CONFIG`` as JSON, or ``--kafka-config
+KEY=VALUE``); they are passed to every consumer, producer and admin client and never logged.
 
 **Input records.** One JSON object per Kafka record, in the canonical chat-message format of
 ``skillstream.connectors.records`` (``conversation_id``, ``role``, ``content``, ``timestamp``, and

@@ -175,13 +175,15 @@ def attach_distill(
         max_workers=max(1, settings.flow.concurrency), thread_name_prefix="distill"
     )
     by_conv = op.key_on("distill-by-conversation", messages, lambda m: m.conversation_id)
-    blocks = op.stateful("distill-blocks", by_conv, lambda resume: BlockLogic(settings, resume))
-    blocks = op.key_rm("distill-blocks-unkeyed", blocks)
+    keyed_blocks = op.stateful(
+        "distill-blocks", by_conv, lambda resume: BlockLogic(settings, resume)
+    )
+    blocks = op.key_rm("distill-blocks-unkeyed", keyed_blocks)
     by_shard = op.key_on("distill-by-owner-shard", blocks, lambda b: shard_of(b.owner_id, shards))
-    results = op.stateful_batch(
+    keyed_results = op.stateful_batch(
         "distill", by_shard, lambda resume: DistillLogic(core, pool, resume)
     )
-    results = op.key_rm("distill-unkeyed", results)
+    results = op.key_rm("distill-unkeyed", keyed_results)
     op.inspect("count-task-skills", results, _count)
     keep = op.filter(
         "distill-written", results, lambda r: r.changed or bool(r.llm_calls) or r.action == "failed"

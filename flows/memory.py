@@ -121,16 +121,16 @@ def build_flow(
     op.inspect("count-messages", messages, progress.counter("messages"))
     op.inspect("count-dead", dead, progress.counter("dead_letters"))
     by_conv = op.key_on("by-conversation", messages, lambda m: m.conversation_id)
-    spans = op.stateful("spans", by_conv, lambda resume: SpanLogic(builder, resume))
-    spans = op.key_rm("spans-unkeyed", spans)
+    keyed_spans = op.stateful("spans", by_conv, lambda resume: SpanLogic(builder, resume))
+    spans = op.key_rm("spans-unkeyed", keyed_spans)
     by_shard = op.key_on("by-owner-shard", spans, lambda s: shard_of(s.owner_id, shards))
     by_shard = maintenance_clock(
         "maintenance-clock", by_shard, pipeline.options.rules.maintenance_interval
     )
-    results = op.stateful_batch(
+    keyed_results = op.stateful_batch(
         "extract", by_shard, lambda resume: ExtractLogic(pipeline, pool, resume)
     )
-    results = op.key_rm("results-unkeyed", results)
+    results = op.key_rm("results-unkeyed", keyed_results)
     op.inspect("count-spans", results, _count_result)
     to_store = op.merge(
         "to-store",
@@ -147,7 +147,7 @@ def build_flow(
 
 
 def _task_skills(settings: Settings, messages, embedder, workers: int) -> list:
-    """Task-skill distillation (issue 4) as a stream for the store sink, when ``settings.distill``."""
+    """Task-skill distillation as a stream for the store sink, when distillation is enabled."""
     if not settings.distillation.enabled:
         return []
     from skillstream.flows.distill import attach_distill

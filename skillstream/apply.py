@@ -1,8 +1,8 @@
 """Applying memory operations to an owner's memories, under the lifecycle rules (pure).
 
 Order, as in MemSkill: updates, then deletes, then inserts; lessons from outcome records in the
-span (``skillstream.lifecycle.lessons``) come last as inserts. Every change keeps provenance (span id
-and source message ids) and appends a lifecycle event (``skillstream.lifecycle.states``). Event
+span (``skillstream.lifecycle.lessons``) come last as inserts. Every change keeps provenance (span
+id and source message ids) and appends a lifecycle event (``skillstream.lifecycle.states``). Event
 time is the span's end time: nothing here reads a clock.
 
 * **INSERT** of a text that restates a live memory (same normalised text) reinforces it; restating
@@ -24,13 +24,13 @@ time is the span's end time: nothing here reads a clock.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from functools import lru_cache
 
 import numpy as np
 
+from skillstream.embed import Embed
 from skillstream.ids import prefixed_id
 from skillstream.lifecycle import contradictions as ctr
 from skillstream.lifecycle.lessons import LESSON_KIND, lesson_ops
@@ -49,14 +49,13 @@ from skillstream.lifecycle.states import (
 )
 from skillstream.lifecycle.types import memory_type_for
 from skillstream.memories import OwnerMemories, age_key, normalise
-from skillstream.model import Memory, MemoryOp, Op, Span
+from skillstream.model import Memory, MemoryOp, Span
 from skillstream.settings import LifecycleSettings
+from skillstream.vocab import Op
 
 __all__ = ["CONFIDENCE_CAP", "REINFORCE_STEP", "Applied", "ApplyOptions", "apply_ops", "normalise"]
 
 log = logging.getLogger(__name__)
-
-Embed = Callable[[Sequence[str]], np.ndarray]
 
 
 @dataclass
@@ -64,9 +63,9 @@ class Applied(ChangeLog):
     """The result of applying one span's operations (memories changed, events, extra rows)."""
 
     needs_vector: set[str] = field(default_factory=set)
-    """Ids whose text changed (new or updated) and that have no vector yet: the caller embeds them."""
+    """Ids whose text changed (new or updated) and that have no vector yet (the caller embeds)."""
     refused: list[tuple[str, str]] = field(default_factory=list)
-    """(operation, reason) for operations the policy refused or outcome records that were malformed."""
+    """(operation, reason) for operations the policy refused and malformed outcome records."""
 
 
 @dataclass(frozen=True)

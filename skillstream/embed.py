@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
+from typing import TypeAlias
 
 import numpy as np
 
 from skillstream.errors import ConfigError
 from skillstream.settings import EmbeddingSettings
+
+Embed: TypeAlias = Callable[[Sequence[str]], np.ndarray]
+"""What every component that embeds text takes: texts in, a ``(len(texts), dim)`` float32 array of
+unit vectors out (``Embedder.encode`` is one)."""
 
 
 def model_path(name: str) -> str:

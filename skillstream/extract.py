@@ -24,7 +24,7 @@ from skillstream.model import LLMCall, Memory, MemoryOp, Span
 
 @dataclass(frozen=True)
 class MemorySkill:
-    """A routine for how to extract memory from a span (see DESIGN.md: memory skill)."""
+    """A routine for how to extract memory from a span (see docs/architecture.md: memory skill)."""
 
     name: str
     description: str

@@ -1,8 +1,8 @@
 """Deterministic identifiers.
 
 Every record written by skillstream has an id derived from what it is, never from when or where it
-was computed, so that a replay after a crash (Bytewax recovery is at-least-once) or a second run over
-the same input produces the same ids and the sinks' upserts collapse the duplicates.
+was computed, so that a replay after a crash (Bytewax recovery is at-least-once) or a second run
+over the same input produces the same ids and the sinks' upserts collapse the duplicates.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+from skillstream.text import CJK
+
 _LATIN = re.compile(r"[A-Za-z]")
 
 
@@ -13,7 +14,7 @@ def detect_language(text: str) -> str:
 
     A Chinese character carries roughly a word, so each one is weighted as three Latin letters.
     """
-    cjk = len(_CJK.findall(text))
+    cjk = len(CJK.findall(text))
     latin = len(_LATIN.findall(text))
     if cjk == 0:
         return "en"

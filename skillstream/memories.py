@@ -15,9 +15,10 @@ from functools import lru_cache
 import numpy as np
 
 from skillstream.model import Memory
+from skillstream.vocab import MemoryKind, MemoryStatus
 
-LIVE = ("activated",)
-NOT_RETRIEVED = frozenset({"summary"})
+LIVE = (MemoryStatus.ACTIVATED,)
+NOT_RETRIEVED = frozenset({MemoryKind.SUMMARY})
 """Kinds the extractor is not shown: session summaries restate other memories."""
 _NO_TIME = datetime.min.replace(tzinfo=UTC)
 _NORM = re.compile(r"[^\w]+", re.UNICODE)

@@ -7,7 +7,6 @@ which keeps Bytewax snapshots honest and the core logic testable without any I/O
 from __future__ import annotations
 
 import dataclasses
-import enum
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Self
@@ -15,6 +14,7 @@ from typing import Any, Self
 import pyarrow as pa
 
 from skillstream.columns import STR_LIST, TS, column
+from skillstream.vocab import MemoryKind, MemoryStatus, MemoryType, Op
 
 ROLES = ("user", "assistant", "system", "tool")
 
@@ -77,15 +77,6 @@ class Span:
         return [m.message_id for m in self.messages]
 
 
-class Op(str, enum.Enum):
-    """The four primitive memory operations."""
-
-    INSERT = "INSERT"
-    UPDATE = "UPDATE"
-    DELETE = "DELETE"
-    NOOP = "NOOP"
-
-
 @dataclass(frozen=True)
 class MemoryOp:
     """One operation proposed by an extractor for a span.
@@ -96,7 +87,7 @@ class MemoryOp:
 
     op: Op
     text: str = ""
-    kind: str = "fact"
+    kind: str = MemoryKind.FACT
     key: str | None = None
     subject: str | None = None
     tags: tuple[str, ...] = ()
@@ -107,9 +98,9 @@ class MemoryOp:
     reason: str = ""
     memory_skill: str | None = None
     scope: str | None = None
-    """Scope asked for by the executor (``private``, ``fleet``, ``session``); default: the policy's."""
+    """Scope asked for by the executor (``private``, ``fleet``, ``session``); default: policy's."""
     memory_type: str | None = None
-    """Memory type asked for by the executor (``LongTermMemory``, ``UserMemory``, ...); default: by kind."""
+    """Memory type asked for by the executor (``LongTermMemory``, ...); default: by kind."""
 
 
 @dataclass
@@ -121,14 +112,14 @@ class Memory:
     text: str
     kind: str
     scope: str = "private"
-    memory_type: str = "LongTermMemory"
+    memory_type: str = MemoryType.LONG_TERM
     agent_id: str | None = None
     conversation_id: str | None = None
     key: str | None = None
     subject: str | None = None
     tags: list[str] = field(default_factory=list)
     confidence: float = 0.7
-    status: str = "activated"
+    status: str = MemoryStatus.ACTIVATED
     event_ts: datetime | None = None
     valid_from: datetime | None = None
     valid_to: datetime | None = None

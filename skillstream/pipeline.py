@@ -6,8 +6,8 @@ can call it directly.
 
 Replays and re-runs:
 
-* When an owner's state is new in this run, it is hydrated from the memory store and spans already in
-  the ledger (read when the flow was built) are skipped: a second run over the same input does no
+* When an owner's state is new in this run, it is hydrated from the memory store and spans already
+  in the ledger (read when the flow was built) are skipped: a second run over the same input does no
   work and adds no rows.
 * When the state was restored from a Bytewax snapshot, replayed spans are processed again: the state
   is exactly what it was at the snapshot, processing is deterministic (and LLM answers come from the
@@ -23,9 +23,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import numpy as np
-
 from skillstream.apply import ApplyOptions, apply_ops
+from skillstream.embed import Embed
 from skillstream.errors import SkillstreamError
 from skillstream.extract import AllSkills, Controller, Executor, ExtractionInput, MemorySkill
 from skillstream.failures import failed_span_row
@@ -36,7 +35,6 @@ from skillstream.spans import render_span
 log = logging.getLogger(__name__)
 
 Hydrate = Callable[[str], list[Memory]]
-Embed = Callable[[Sequence[str]], np.ndarray]
 
 
 @dataclass
@@ -68,7 +66,7 @@ class MemoryPipeline:
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     maintenance: Callable[[OwnerMemories, Any], Any] | None = None
-    """Lifecycle maintenance for ``MaintenanceTick`` items in the span stream (issue 5)."""
+    """Lifecycle maintenance for ``MaintenanceTick`` items in the span stream."""
 
     def new_state(self, owner_id: str) -> OwnerState:
         mem = OwnerMemories(owner_id)

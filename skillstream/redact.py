@@ -62,7 +62,8 @@ DEFAULT_PATTERNS: tuple[SensitivePattern, ...] = (
     ),
     SensitivePattern(
         "api_key",
-        r"(?i)\b(?:api[_\- ]?key|secret[_\- ]?key|access[_\- ]?token|auth[_\- ]?token|token)\s*(?:is|:|=)\s*[\"']?([A-Za-z0-9_\-\.]{12,})",
+        r"(?i)\b(?:api[_\- ]?key|secret[_\- ]?key|access[_\- ]?token|auth[_\- "
+        r"]?token|token)\s*(?:is|:|=)\s*[\"']?([A-Za-z0-9_\-\.]{12,})",
         group=1,
     ),
     SensitivePattern("credit_card", r"\b\d(?:[ \-]?\d){12,18}\b"),
@@ -106,7 +107,7 @@ class Redactor:
         return [h for h in hits if actions.get(h) == "reject"]
 
     def check(self, text: str) -> tuple[str, list[str], list[str]]:
-        """Redact ``text``; return it with the names of the patterns that matched and rejected it."""
+        """Redact ``text``; return it, the names of the patterns that matched, those that reject."""
         out, hits = self.apply(text)
         return out, hits, self.rejects(hits)
 

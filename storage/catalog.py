@@ -14,7 +14,7 @@ share a file when no writer holds it. So a running flow owns its catalog; query 
 process, after it stops, or from a copy of the file. :class:`CatalogLockedError` says so.
 
 Views are TEMP views made on every connection from a small registry (:func:`register_view`), so
-later components can add their own. :meth:`Catalog.attach_lance` registers LanceDB tables
+modules can add their own. :meth:`Catalog.attach_lance` registers LanceDB tables
 (``lance_<name>``, pinned to the version current at the call) and the ``memories`` view that joins
 ``memory_meta`` with the LanceDB vectors.
 """

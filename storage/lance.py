@@ -32,6 +32,7 @@ from skillstream.model import Memory
 from skillstream.storage import filters
 from skillstream.storage.options import lance_options
 from skillstream.storage.rows import Rows, dedupe, to_table
+from skillstream.vocab import MemoryStatus
 
 log = logging.getLogger(__name__)
 
@@ -394,7 +395,7 @@ class MemoryIndex:
         owner: str | None = None,
         k: int = 10,
         where: str | None = None,
-        statuses: Iterable[str] | None = ("activated",),
+        statuses: Iterable[str] | None = (MemoryStatus.ACTIVATED,),
     ) -> list[dict[str, Any]]:
         """Find memories by text, vector or both (hybrid, RRF-fused).
 

@@ -22,13 +22,14 @@ sink; it opens the catalog once, read-only, and never writes it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from skillstream.embed import Embed
 from skillstream.settings import Settings
 from skillstream.storage import filters
 from skillstream.storage.catalog import Catalog
@@ -36,7 +37,6 @@ from skillstream.storage.lance import LanceTable, MemoryIndex, memory_from_row
 
 log = logging.getLogger(__name__)
 
-Embed = Callable[[Sequence[str]], np.ndarray]
 Restore = Callable[[list[dict[str, Any]]], None]
 """Writes committed catalog rows (no vectors) back to the LanceDB table, embedding them."""
 
@@ -96,7 +96,8 @@ def reconcile_table(
     if rows:
         restore(rows)
     log.warning(
-        "LanceDB %s was ahead of the catalog (a run stopped between the two writes): %d uncommitted "
+        "LanceDB %s was ahead of the catalog (a run "
+        "stopped between the two writes): %d uncommitted "
         "rows deleted, %d rolled back to their committed version, %d restored",
         table.name,
         done.deleted,
@@ -119,7 +120,7 @@ def reconcile_memories(cat: Catalog | None, index: MemoryIndex, embed: Embed) ->
 
 
 def reconcile_task_skills(cat: Catalog | None, db: Any, embed: Embed) -> Reconciled:
-    """:func:`reconcile_table` for the task skills (committed copy: the catalog's ``task_skills``)."""
+    """:func:`reconcile_table` for task skills (committed copy: the catalog's ``task_skills``)."""
     from skillstream.distill.record import TaskSkill
     from skillstream.storage.task_skills import TABLE, TaskSkillIndex
 

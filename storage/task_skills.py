@@ -31,6 +31,7 @@ from skillstream.distill.record import TaskSkill, TaskSkillVersionRow, version_i
 from skillstream.errors import InputError
 from skillstream.storage import filters
 from skillstream.storage.lance import LanceTable, connect
+from skillstream.vocab import TaskSkillStatus
 
 TABLE = "task_skills"
 VERSIONS = "task_skill_versions"
@@ -128,7 +129,8 @@ class TaskSkillIndex:
         for s in items:
             if s.vector is None or len(s.vector) != self.dim:
                 raise InputError(
-                    f"task skill {s.name!r} needs a vector of {self.dim} dimensions before it is stored"
+                    f"task skill {s.name!r} needs a vector of {self.dim} dimensions "
+                    "before it is stored"
                 )
             row = s.row()
             used, last = usage.get(s.id, (0, None))
@@ -172,7 +174,7 @@ class TaskSkillIndex:
         ]
 
     def find(self, owner_id: str | None, name: str) -> list[TaskSkill]:
-        """Task skills called ``name`` (of one owner, or of every owner when ``owner_id`` is None)."""
+        """Task skills called ``name``, of one owner (of every owner when ``owner_id`` is None)."""
         where = filters.where_all(
             filters.eq("name", name),
             filters.eq("owner_id", owner_id) if owner_id is not None else None,
@@ -180,7 +182,9 @@ class TaskSkillIndex:
         return [TaskSkill.from_row(r) for r in self.table.scan(where).to_pylist()]
 
     def list(
-        self, owner_id: str | None = None, statuses: Sequence[str] | None = ("active",)
+        self,
+        owner_id: str | None = None,
+        statuses: Sequence[str] | None = (TaskSkillStatus.ACTIVE,),
     ) -> list[TaskSkill]:
         """Task skills (of one owner or all), sorted by owner and name."""
         where = filters.where_all(
@@ -197,7 +201,7 @@ class TaskSkillIndex:
         *,
         owner_id: str | None = None,
         k: int = 5,
-        statuses: Sequence[str] = ("active",),
+        statuses: Sequence[str] = (TaskSkillStatus.ACTIVE,),
     ) -> builtins.list[tuple[TaskSkill, float]]:
         """Hybrid search (vector + BM25 on ``search_text``, RRF-fused), best first."""
         where = filters.where_all(

@@ -162,7 +162,8 @@ def record_query(catalog: Any, index: Any, row: QueryRow, at: datetime | None) -
             placeholders = ", ".join("?" for _ in ids)
             catalog.con.execute(
                 "UPDATE memory_meta SET last_accessed_at = ?, decay_steps = 0 "
-                f"WHERE id IN ({placeholders}) AND (last_accessed_at IS NULL OR last_accessed_at < ?)",
+                f"WHERE id IN ({placeholders}) AND "
+                "(last_accessed_at IS NULL OR last_accessed_at < ?)",
                 [at, *ids, at],
             )
     if ids and at is not None and index is not None and index.table.exists:

@@ -21,7 +21,10 @@ def test_namespace_packages_import_from_the_top_level_folders(name):
 
 
 def test_no_generic_top_level_modules_are_importable_from_elsewhere(tmp_path):
-    code = "import importlib.util as u; print([n for n in ('flows','connectors','storage') if u.find_spec(n)])"
+    code = (
+        "import importlib.util as u; print([n for n in "
+        "('flows','connectors','storage') if u.find_spec(n)])"
+    )
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
     )

@@ -20,10 +20,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sql": ("skillstream.cli.query", "sql"),
     "stats": ("skillstream.cli.query", "stats"),
     "config": ("skillstream.cli.query", "config_cmd"),
-}
-"""name -> (module, attribute). Later components add their commands here."""
-
-OPTIONAL_COMMANDS: dict[str, tuple[str, str]] = {
     "retry-failed": ("skillstream.cli.llm", "retry_failed"),
     "memory-skills": ("skillstream.cli.memory_skills", "memory_skills"),
     "skills": ("skillstream.cli.task_skills", "skills"),
@@ -34,25 +30,23 @@ OPTIONAL_COMMANDS: dict[str, tuple[str, str]] = {
     "produce": ("skillstream.cli.kafka", "produce"),
     "eval": ("skillstream.cli.eval", "eval_group"),
 }
-"""Commands whose module may not exist yet in a given checkout; missing ones are left out."""
+"""name -> (module, attribute). A command's module is imported only when the command runs, so
+``skillstream --help`` does not load the models, Bytewax or the stores."""
 
 
 class LazyGroup(click.Group):
+    """A click group whose commands are imported on first use (see ``COMMANDS``)."""
+
     def list_commands(self, ctx: click.Context) -> list[str]:
-        names = list(COMMANDS)
-        for name, (mod, _) in OPTIONAL_COMMANDS.items():
-            if importlib.util.find_spec(mod) is not None:
-                names.append(name)
-        return sorted(names)
+        return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        spec = COMMANDS.get(name) or OPTIONAL_COMMANDS.get(name)
+        spec = COMMANDS.get(name)
         if spec is None:
             return None
         mod, attr = spec
-        if name in OPTIONAL_COMMANDS and importlib.util.find_spec(mod) is None:
-            return None
-        return getattr(importlib.import_module(mod), attr)
+        command: click.Command = getattr(importlib.import_module(mod), attr)
+        return command
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -1,43 +1,32 @@
-"""``skillstream eval``: evaluations on benchmarks (``eval locomo``; ``eval skills`` when installed)."""
+"""``skillstream eval``: evaluations on benchmarks (``eval locomo``, ``eval skills``)."""
 
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from pathlib import Path
 
 import click
 
 from skillstream.cli.common import settings_from
 
-OPTIONAL_EVALS: dict[str, tuple[str, str]] = {
+LAZY_EVALS: dict[str, tuple[str, str]] = {
     "skills": ("skillstream.cli.task_skills", "eval_skills"),
 }
-"""Sub-commands of ``eval`` that other components provide: name -> (module, attribute)."""
-
-
-def _optional(name: str) -> click.Command | None:
-    mod, attr = OPTIONAL_EVALS[name]
-    try:
-        if importlib.util.find_spec(mod) is None:
-            return None
-    except ModuleNotFoundError:
-        return None
-    return getattr(importlib.import_module(mod), attr, None)
+"""Sub-commands of ``eval`` defined with their component: name -> (module, attribute), imported
+only when the command runs."""
 
 
 class EvalGroup(click.Group):
-    """The ``eval`` group: its own commands plus the optional ones whose module exists."""
+    """The ``eval`` group: its own commands plus those of ``LAZY_EVALS``."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        names = set(super().list_commands(ctx))
-        names.update(n for n in OPTIONAL_EVALS if _optional(n) is not None)
-        return sorted(names)
+        return sorted(set(super().list_commands(ctx)) | set(LAZY_EVALS))
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         cmd = super().get_command(ctx, name)
-        if cmd is None and name in OPTIONAL_EVALS:
-            cmd = _optional(name)
+        if cmd is None and name in LAZY_EVALS:
+            mod, attr = LAZY_EVALS[name]
+            cmd = getattr(importlib.import_module(mod), attr)
         return cmd
 
 
@@ -52,7 +41,7 @@ def _ints(value: str, what: str) -> tuple[int, ...]:
     except ValueError:
         raise click.BadParameter(
             f"{what} takes comma-separated integers such as 5,10,20, got {value!r}"
-        )
+        ) from None
     if not out:
         raise click.BadParameter(f"{what} needs at least one value")
     return out

@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import click
 
 from skillstream.cli.common import dumps, settings_from
 from skillstream.cli.run import FORMATS, parse_pairs
 from skillstream.errors import InputError, TransientError
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError
 
 SHOWN_REASONS = 5
 
@@ -62,7 +66,16 @@ def _messages(source) -> Iterator:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_context
-def produce(ctx, path, to, fmt, mapping, partitions, kafka_config, as_json):
+def produce(
+    ctx: click.Context,
+    path: tuple[str, ...],
+    to: str,
+    fmt: str,
+    mapping: tuple[str, ...],
+    partitions: int,
+    kafka_config: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Write the chat messages of PATH (files, folders, globs) to a Kafka topic.
 
     The topic is created with --partitions partitions when it does not exist.
@@ -96,7 +109,7 @@ def produce(ctx, path, to, fmt, mapping, partitions, kafka_config, as_json):
 
     errors: list[str] = []
 
-    def delivered(err, msg) -> None:
+    def delivered(err: KafkaError | None, msg: object) -> None:
         if err is not None:
             errors.append(str(err))
 

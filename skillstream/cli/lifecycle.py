@@ -48,7 +48,8 @@ def history(ctx, memory_id, owner, agent, session, as_json):
         events = store.history(cat, memory_id, reader, rules)
         contradictions = (
             cat.sql(
-                "SELECT contradiction_id, memory_a, memory_b, resolution, rule, detected_at, description "
+                "SELECT contradiction_id, memory_a, memory_b, "
+                "resolution, rule, detected_at, description "
                 "FROM contradictions WHERE memory_a = ? OR memory_b = ? ORDER BY detected_at",
                 [memory_id, memory_id],
             ).to_pylist()

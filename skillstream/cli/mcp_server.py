@@ -47,7 +47,7 @@ def build_server(settings: Settings, owner: str, *, api: TaskSkillAPI | None = N
         raise MissingExtraError("mcp", "mcp") from e
 
     def tool(fn: Any) -> Any:
-        """Register ``fn``; skillstream's own errors reach the model as tool errors with their text."""
+        """Register ``fn``; skillstream's own errors reach the model as tool errors with text."""
 
         @functools.wraps(fn)
         def wrapped(*args: Any, **kwargs: Any) -> Any:
@@ -115,7 +115,7 @@ def build_server(settings: Settings, owner: str, *, api: TaskSkillAPI | None = N
 
     @tool
     def memory_search(query: str, k: int = 5) -> list[dict[str, Any]]:
-        """Search the user's memories (facts, events, preferences, plans) by meaning and keywords."""
+        """Search the user's memories (facts, events, preferences, plans) by meaning and keyword."""
         from skillstream.services.search import search_memories
 
         try:

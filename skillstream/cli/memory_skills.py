@@ -21,6 +21,7 @@ from typing import Any
 import click
 
 from skillstream.cli.common import dumps, format_text, settings_from
+from skillstream.vocab import MemorySkillStatus
 
 
 @contextlib.contextmanager
@@ -65,7 +66,7 @@ def list_cmd(ctx: click.Context, show_all: bool, as_json: bool) -> None:
                 "description": v.description,
             }
             for v in bank.current()
-            if show_all or v.status == "active"
+            if show_all or v.status == MemorySkillStatus.ACTIVE
         ]
     if as_json:
         click.echo(dumps(rows))

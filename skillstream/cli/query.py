@@ -103,8 +103,12 @@ def sql(ctx, query, fmt):
 
 
 STATS_SQL = {
-    "memories_by_status": "select status, count(*) as n from memories group by status order by status",
-    "memories_by_type": "select memory_type, kind, count(*) as n from memories group by all order by all",
+    "memories_by_status": (
+        "select status, count(*) as n from memories group by status order by status"
+    ),
+    "memories_by_type": (
+        "select memory_type, kind, count(*) as n from memories group by all order by all"
+    ),
     "spans_by_status": "select status, count(*) as n from spans group by status order by status",
     "dead_letters_by_reason": (
         "select split_part(reason, ':', 1) as reason, count(*) as n from dead_letters "

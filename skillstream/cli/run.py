@@ -45,9 +45,8 @@ def make_source(
         format=fmt,
         mapping=mapping or None,
         max_chars=settings.spans.max_message_chars,
-        redactor=redactor_for(
-            settings.lifecycle.policies
-        ),  # default patterns plus the policies' own (issue 5)
+        # the default patterns plus the policies' own
+        redactor=redactor_for(settings.lifecycle.policies),
     )
 
 
@@ -174,9 +173,10 @@ def run(
         click.echo(
             f"read {summary['messages']} messages ({summary['dead_letters']} dead letters); "
             f"spans: {summary['spans_processed']} processed, "
-            f"{summary['spans_already_processed']} already processed, {summary['spans_failed']} failed; "
-            f"{summary['memory_changes']} memory changes in {summary['seconds']} s; "
-            f"home {settings.storage.home}"
+            f"{summary['spans_already_processed']} already "
+            f"processed, {summary['spans_failed']} failed; "
+            f"{summary['memory_changes']} memory changes in "
+            f"{summary['seconds']} s; home {settings.storage.home}"
         )
 
 

@@ -37,12 +37,12 @@ from skillstream.distill.heuristics import procedural_steps
 from skillstream.distill.package import redact_skill
 from skillstream.distill.recall import RecallHit, recall
 from skillstream.distill.record import ConversationBlock, TaskSegment, TaskSkill, TaskSkillResult
+from skillstream.embed import Embed
 from skillstream.errors import TerminalError
 from skillstream.model import LLMCall
 
 log = logging.getLogger(__name__)
 
-Embed = Callable[[Sequence[str]], np.ndarray]
 Hydrate = Callable[[str], list[TaskSkill]]
 
 

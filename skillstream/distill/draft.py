@@ -31,6 +31,7 @@ from skillstream.distill.record import (
     slugify,
 )
 from skillstream.distill.steps import terms
+from skillstream.vocab import TaskSkillStatus
 
 MAX_STEPS = 12
 MAX_ITEMS = 12
@@ -108,7 +109,7 @@ def apply_draft(
             skill.stats = _fold_stats(skill.stats, draft.stats)
         else:
             _merge_evidence(skill, draft)
-        skill.status = "active"
+        skill.status = TaskSkillStatus.ACTIVE
     skill.version += 1
     skill.updated_at = now
     skill.distiller = distiller
@@ -168,7 +169,7 @@ def _merge_evidence(skill: TaskSkill, draft: Draft) -> None:
 
 
 def describe(title: str, procedure: list[str], triggers: list[str], lang: str) -> str:
-    """The offline distiller's description: what the skill does (its first steps) and when to use it.
+    """The offline distiller's description: what the skill does (first steps) and when to use it.
 
     It does not mention how many conversations it came from: the description is embedded for
     search, and a text that changes with every merge would have to be embedded again each time.

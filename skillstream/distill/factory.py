@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import Any
-
-import numpy as np
 
 from skillstream.distill.distiller import (
     Distiller,
@@ -13,9 +10,8 @@ from skillstream.distill.distiller import (
     PackagePublisher,
     TaskSkillDistiller,
 )
+from skillstream.embed import Embed
 from skillstream.settings import DistillationSettings, LLMSettings
-
-Embed = Callable[[Sequence[str]], np.ndarray]
 
 
 def make_distiller(

@@ -22,7 +22,7 @@ and a task named by the user in an unusual way may not find its existing skill.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 
@@ -31,18 +31,21 @@ from skillstream.distill.draft import STEP_MATCH, Draft, centroid, describe
 from skillstream.distill.recall import RecallHit
 from skillstream.distill.record import ConversationBlock, TaskSegment, TaskSkill
 from skillstream.distill.segment import segment_block
+from skillstream.embed import Embed
 from skillstream.model import LLMCall
 
-Embed = Callable[[Sequence[str]], np.ndarray]
 Recall = Callable[[str], list[RecallHit]]
 
 _SKIP_LEAD = re.compile(
     r"^(?:hi|hello|hey|so|ok(?:ay)?|well|um|please)?[,!.\s]*"
-    r"(?:(?:can|could|would|will) you (?:please )?(?:help me (?:to )?|walk me through |show me how to |"
+    r"(?:(?:can|could|would|will) you (?:please )?"
+    r"(?:help me (?:to )?|walk me through |show me how to |"
     r"tell me how to |explain how to |remind me how to )?|"
     r"(?:please )?(?:help me (?:to )?|walk me through |show me how to |tell me how to )|"
-    r"how (?:do|can|should) (?:i|we) |i(?:'d| would) like (?:you )?to |i (?:need|want|have) (?:you )?to |"
-    r"we (?:need|want|have) to |i'?m (?:trying|looking|planning|hoping) to |let'?s |i need |i want |"
+    r"how (?:do|can|should) (?:i|we) |i(?:'d| would) like (?:you )?to |"
+    r"i (?:need|want|have) (?:you )?to |"
+    r"we (?:need|want|have) to |i'?m (?:trying|looking|planning|hoping) to |let'?s |"
+    r"i need |i want |"
     r"i wanna |i would like |i'd like )?",
     re.IGNORECASE,
 )
@@ -123,7 +126,7 @@ def similarity(vec: np.ndarray, draft: Draft, skill: TaskSkill) -> float:
     centroid of the drafts merged into the skill (a steadier prototype than any one text; the
     skill's own vector when it has none), and the step overlap is the share of the draft's steps
     that match a step the skill has seen (term overlap of at least one half). Two kinds of task
-    that sound alike ("plan a party" / "RSVP to a party") ask different things, and the steps show it.
+    that sound alike ("plan a party" / "RSVP to a party") ask different things; the steps show it.
     """
     ref = centroid(skill.stats) or skill.vector
     cos = 0.0
@@ -147,7 +150,11 @@ def step_overlap(steps: list[str], skill: TaskSkill) -> float:
 
 
 def _script(title: str, body: str) -> str:
-    return f"#!/usr/bin/env sh\n# {title}\n# Commands collected from the procedure; review before running.\nset -e\n{body}\n"
+    return (
+        f"#!/usr/bin/env sh\n# {title}\n"
+        "# Commands collected from the procedure; review before running.\n"
+        f"set -e\n{body}\n"
+    )
 
 
 def procedural_steps(segment: TaskSegment) -> int:

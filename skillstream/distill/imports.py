@@ -68,7 +68,8 @@ def read_zip(
         mode = info.external_attr >> 16
         if stat.S_ISLNK(mode):
             raise InputError(
-                f"{label}: member {name!r} is a symbolic link; links are not accepted in a task-skill package"
+                f"{label}: member {name!r} is a symbolic link; "
+                f"links are not accepted in a task-skill package"
             )
         if mode and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
             raise InputError(f"{label}: member {name!r} is not a regular file")
@@ -87,7 +88,8 @@ def read_zip(
             members.append(info)
     if len(tops) != 1:
         raise InputError(
-            f"{label} must hold exactly one top folder named after the task skill; found {sorted(tops) or 'none'}"
+            f"{label} must hold exactly one top folder named "
+            f"after the task skill; found {sorted(tops) or 'none'}"
         )
     folder = tops.pop()
     problem = name_problem(folder)

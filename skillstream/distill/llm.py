@@ -20,11 +20,9 @@ in the orchestrator, for both distillers).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-
-import numpy as np
 
 from skillstream.distill.draft import Draft
 from skillstream.distill.package import FILE_NAME
@@ -32,12 +30,12 @@ from skillstream.distill.recall import RecallHit
 from skillstream.distill.record import SECTIONS, ConversationBlock, TaskSegment, TaskSkill, slugify
 from skillstream.distill.sections import FILES, LIST, TEXT
 from skillstream.distill.segment import exchanges
+from skillstream.embed import Embed
 from skillstream.lang import detect_language
 from skillstream.llm.base import ChatBackend, ChatRequest
 from skillstream.model import LLMCall
 from skillstream.prompts import render
 
-Embed = Callable[[Sequence[str]], np.ndarray]
 MAX_MESSAGE_CHARS = 1500
 MAX_EXISTING = 3
 

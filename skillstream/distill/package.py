@@ -14,8 +14,8 @@ sections *When to use*, *Procedure*, *Pitfalls and experience*, *User preference
 
 :func:`zip_package` gives ``<name>.zip`` with the folder at its root; the bytes depend only on the
 content (fixed timestamps, sorted members), so a replay publishes the same file. Every text file
-passes the sensitive-data rules (:mod:`skillstream.redact`) on the way in, so a secret that reached a
-task skill (through ``skills save``, an import or a model's answer) never reaches a package.
+passes the sensitive-data rules (:mod:`skillstream.redact`) on the way in, so a secret that reached
+a task skill (through ``skills save``, an import or a model's answer) never reaches a package.
 
 :func:`validate_files` / :func:`validate_dir` check a package against the format's rules (the
 "spec validator"); :func:`parse_skill_md` and :func:`skill_from_files` read a package back.
@@ -144,7 +144,8 @@ def package_files(skill: TaskSkill) -> dict[str, bytes]:
         for name, text in sorted(getattr(skill, folder).items()):
             if not FILE_NAME.match(name):
                 raise InputError(
-                    f"task skill {skill.name!r}: {folder} file name {name!r} is not a plain file name "
+                    f"task skill {skill.name!r}: {folder} file "
+                    f"name {name!r} is not a plain file name "
                     "(letters, digits, '.', '_', '-'; no folders)"
                 )
             files[f"{folder}/{name}"] = redact(text).encode("utf-8")

@@ -22,6 +22,7 @@ import numpy as np
 
 from skillstream.distill.record import TaskSkill
 from skillstream.distill.steps import terms
+from skillstream.vocab import TaskSkillStatus
 
 RRF_K = 60
 
@@ -67,7 +68,7 @@ def recall(
     skills: Sequence[TaskSkill],
     *,
     k: int = 5,
-    statuses: Sequence[str] = ("active",),
+    statuses: Sequence[str] = (TaskSkillStatus.ACTIVE,),
 ) -> list[RecallHit]:
     """The ``k`` task skills most related to a query, best first.
 

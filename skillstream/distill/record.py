@@ -31,19 +31,18 @@ from skillstream.distill.sections import FILES, LIST, TEXT, section, sections_of
 from skillstream.errors import InputError
 from skillstream.ids import prefixed_id, stable_id
 from skillstream.model import CatalogRow, LLMCall, Message
+from skillstream.vocab import TaskSkillStatus
 
 NAME_MAX = 64
 DESCRIPTION_MAX = 1024
 NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-STATUSES = ("active", "archived", "deleted")
-"""``deleted`` is the soft delete: the record and every package stay, search and lists skip it."""
 
 CHANGES = ("created", "updated", "saved", "patched", "imported", "deleted")
 """What a new version of a task skill came from."""
 
 
 def slugify(text: str, fallback: str = "task") -> str:
-    """A valid task-skill name made from free text (``"Deploy Flask App!"`` -> ``deploy-flask-app``).
+    """A valid task-skill name made from free text (``"Deploy App!"`` -> ``deploy-app``).
 
     Text without ASCII letters or digits (a Chinese title, say) gives ``fallback`` plus a short
     hash of the text, so different titles still get different names.
@@ -195,7 +194,7 @@ class TaskSkill(SkillContent):
     owner_id: str = column(pa.string(), nullable=False)
     name: str = column(pa.string(), nullable=False)
     version: int = column(pa.int32(), nullable=False, default=1)
-    status: str = column(pa.string(), nullable=False, default="active")
+    status: str = column(pa.string(), nullable=False, default=TaskSkillStatus.ACTIVE)
     lang: str = column(pa.string(), default="en")
     times_used: int = column(pa.int64(), default=0)
     last_used_at: datetime | None = column(TS, default=None)
@@ -250,7 +249,7 @@ class TaskSkill(SkillContent):
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> TaskSkill:
-        """The record from a ``task_skills`` row (LanceDB or DuckDB); unknown columns are ignored."""
+        """The record from a ``task_skills`` row (LanceDB or DuckDB); other columns are ignored."""
         names = {f.name for f in dataclasses.fields(cls)}
         values: dict[str, Any] = {}
         for key, value in row.items():

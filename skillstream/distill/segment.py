@@ -22,21 +22,20 @@ The result is deterministic for a given block and embedder.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from skillstream.distill.record import ConversationBlock, TaskSegment
 from skillstream.distill.steps import count_steps, is_filler, sentences, terms
+from skillstream.embed import Embed
 from skillstream.lang import detect_language
 from skillstream.model import Message
 
-Embed = Callable[[Sequence[str]], np.ndarray]
-
 _REQUEST_EN = re.compile(
     r"\b(?:can|could|would|will) you\b|\bhelp me\b|\bhow (?:do|can|should|would) (?:i|we|you)\b|"
-    r"\bi(?:'d| would) like\b|\bi (?:need|want|have) to\b|\bi (?:need|want)\b|\bwe (?:need|want|have) to\b|"
+    r"\bi(?:'d| would) like\b|\bi (?:need|want|have) "
+    r"to\b|\bi (?:need|want)\b|\bwe (?:need|want|have) to\b|"
     r"\blet'?s\b|\bi'?m (?:trying|looking|planning)\b|\bwhat'?s the best way\b|\bwalk me through\b|"
     r"\bshow me\b|\bset up\b|\bi'?d love\b|\bremind me\b|\bis there a way\b",
     re.IGNORECASE,

@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from skillstream.statements import STOPWORDS, is_question, is_small_talk, split_sentences
+from skillstream.model import Message
+from skillstream.text import CJK, CJK_RUN, STOPWORDS, is_question, is_small_talk, split_sentences
 
 # ----------------------------------------------------------------------------- step detection
 _LEAD_EN = re.compile(
@@ -20,7 +21,8 @@ _LEAD_EN = re.compile(
     r"(?:(?:step\s*\d+|\d+|[a-h])\s*[:.)-]\s*|[-*•]\s+)?"
     r"(?:(?:first(?:ly)?|second(?:ly)?|third(?:ly)?|then|next|after that|afterwards|afterward|"
     r"finally|lastly|last|now|also|and then|and|before that|before you start|to start|"
-    r"once (?:that|this|it)(?:'s| is) done|when (?:that|this|it)(?:'s| is) done|please|kindly)\b[,:]?\s*)*",
+    r"once (?:that|this|it)(?:'s| is) done|when "
+    r"(?:that|this|it)(?:'s| is) done|please|kindly)\b[,:]?\s*)*",
     re.IGNORECASE,
 )
 _ORDINAL_EN = re.compile(
@@ -80,7 +82,7 @@ _ASK_ZH = re.compile(r"(?:请问|请提供|请告诉|您的.{0,6}(?:是|叫)|能
 def lead_stripped(sentence: str) -> str:
     """The sentence without list markers and sequence words ("Then, ", "2. ", "首先")."""
     s = sentence.strip()
-    if _CJK.search(s):
+    if CJK.search(s):
         return _LEAD_ZH.sub("", s, count=1).strip() or s
     out = _LEAD_EN.sub("", s, count=1).strip()
     return out or s
@@ -97,7 +99,7 @@ def step_of(sentence: str, role: str) -> str | None:
     raw = sentence.strip()
     if len(raw) < 3 or is_small_talk(raw):
         return None
-    if _CJK.search(raw):
+    if CJK.search(raw):
         return _step_zh(raw, role)
     ordered = bool(_ORDINAL_EN.match(raw))
     s = lead_stripped(raw)
@@ -135,7 +137,7 @@ def _step_zh(s: str, role: str) -> str | None:
         return None
     if ordered or _IMPERATIVE_ZH.match(body):
         body = re.sub(r"^(?:请|记得)", "", body) or body
-        return _trim(body) if len(_CJK.findall(body)) >= 2 else None
+        return _trim(body) if len(CJK.findall(body)) >= 2 else None
     return None
 
 
@@ -144,7 +146,7 @@ def is_filler(sentence: str) -> bool:
     return is_small_talk(sentence) or bool(_NOT_A_STEP_ASK.search(sentence)) and len(sentence) < 80
 
 
-def count_steps(messages: Iterable[object]) -> int:
+def count_steps(messages: Iterable[Message]) -> int:
     """Procedural sentences in messages: the assistant's steps and anyone's ordered items."""
     n = 0
     for m in messages:
@@ -158,7 +160,7 @@ def count_steps(messages: Iterable[object]) -> int:
 def is_ordered(sentence: str) -> bool:
     """Whether a sentence starts with a sequence marker ("First", "2.", "然后")."""
     return bool(
-        _ORDINAL_ZH.match(sentence) if _CJK.search(sentence) else _ORDINAL_EN.match(sentence)
+        _ORDINAL_ZH.match(sentence) if CJK.search(sentence) else _ORDINAL_EN.match(sentence)
     )
 
 
@@ -186,7 +188,8 @@ _PREFERENCE_ZH = re.compile(
     r"^(?:我|我们)?(?:喜欢|更喜欢|偏好|希望|总是|一直|习惯|不喜欢|讨厌|不要|不想|宁愿)"
 )
 _VERIFY = re.compile(
-    r"\b(?:check|verify|make sure|ensure|confirm|test|validate|returns? \d{3}|health)\b|检查|确认|验证|确保",
+    r"\b(?:check|verify|make sure|ensure|confirm|test|validate|returns? "
+    r"\d{3}|health)\b|检查|确认|验证|确保",
     re.IGNORECASE,
 )
 _COMMAND = re.compile(
@@ -212,7 +215,7 @@ def preference_of(sentence: str) -> str | None:
     s = lead_stripped(sentence.strip())
     if not s or is_question(s):
         return None
-    if _CJK.search(s):
+    if CJK.search(s):
         return _trim(s) if _PREFERENCE_ZH.match(s) else None
     for rx, repl in _PREFERENCE_EN:
         m = rx.match(s)
@@ -278,12 +281,10 @@ GENERIC_TERMS = frozenset(
     great good bad best better worse worst currently""".split()
 )
 _TERM_EN = re.compile(r"[a-z][a-z0-9'-]*[a-z0-9]|[a-z]")
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 _ZH_FUNCTION = frozenset(
     "的了是在和与到把被就都也还吗呢吧啊很我你他她它们这那个时候后前每次再先请要会能让给从对"
 )
 """Function characters: a character bigram holding one is rarely a term."""
-_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]+")
 
 
 def terms(text: str) -> list[str]:
@@ -295,7 +296,7 @@ def terms(text: str) -> list[str]:
         if len(w) < 3 or w in STOPWORDS or w in GENERIC_TERMS or w.isdigit():
             continue
         out.append(stem(w))
-    for run in _CJK_RUN.findall(text):
+    for run in CJK_RUN.findall(text):
         out.extend(
             b
             for b in (run[i : i + 2] for i in range(max(1, len(run) - 1)))
@@ -349,7 +350,8 @@ _WORD_AT = re.compile(r"[A-Za-z][A-Za-z'-]*")
 
 
 _SELF_NAME = re.compile(
-    r"\b(?:my name is|my name's|name is|i am|i'm|this is|it's|call me|name:)\s+([A-Za-z][a-z'-]+(?:\s+[A-Za-z][a-z'-]+)?)",
+    r"\b(?:my name is|my name's|name is|i am|i'm|this is|it's|call "
+    r"me|name:)\s+([A-Za-z][a-z'-]+(?:\s+[A-Za-z][a-z'-]+)?)",
     re.IGNORECASE,
 )
 _ASKS_NAME = re.compile(r"\bname\b|\bwho (?:is|are)\b|姓名|名字", re.IGNORECASE)

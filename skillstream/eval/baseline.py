@@ -2,10 +2,11 @@
 
 ``RawTurnsExecutor`` is an executor like any other (see :mod:`skillstream.extract`): the memory flow
 hands it each span and it returns one INSERT per message, whose text is the turn as the extractor
-would have read it (``Speaker said, "text"`` plus an image caption, :func:`skillstream.spans.render_turn`)
-and whose only source message is that turn. Everything else is shared with the real system: the same
-flow cuts the spans, the same apply step, embedder and store sink write the items, and the same
-hybrid retriever searches them. The difference in the report is therefore the extraction alone.
+would have read it (``Speaker said, "text"`` plus an image caption,
+:func:`skillstream.spans.render_turn`) and whose only source message is that turn. Everything else
+is shared with the real system: the same flow cuts the spans, the same apply step, embedder and
+store sink write the items, and the same hybrid retriever searches them. The difference in the
+report is therefore the extraction alone.
 
 Two turns with the same text (after the apply step's normalisation) become one item citing both
 turns, as any restated memory does.
@@ -14,8 +15,9 @@ turns, as any restated memory does.
 from __future__ import annotations
 
 from skillstream.extract import Extraction, ExtractionInput
-from skillstream.model import MemoryOp, Op
+from skillstream.model import MemoryOp
 from skillstream.spans import render_turn
+from skillstream.vocab import Op
 
 BASELINES = ("raw-turns", "none")
 """Values of ``skillstream eval locomo --baseline``."""

@@ -11,8 +11,8 @@ For every conversation (LoCoMo sample) of the file, and for each system:
 the conversation is written into a fresh, isolated home (``<work_dir>/<sample>/<system>``, removed
 and rebuilt on every run); its owner is the ``sample_id``. Then, for each question of the selected
 categories, the memories are retrieved with the retriever of ``skillstream search``
-(:class:`skillstream.services.search.MemorySearch`: LanceDB hybrid search, vector + full-text fused by
-reciprocal rank, over the owner's searchable memories, re-ranked with confidence, recency and
+(:class:`skillstream.services.search.MemorySearch`: LanceDB hybrid search, vector + full-text fused
+by reciprocal rank, over the owner's searchable memories, re-ranked with confidence, recency and
 reinforcement), at the conversation's last event time, without recording the query. The question
 vectors are encoded in one batch per conversation and handed to the searcher instead of being
 encoded one by one (same model, same vectors). One search per question returns a ranked list as
@@ -62,6 +62,7 @@ from skillstream.eval.baseline import BASELINES, RawTurnsExecutor
 from skillstream.eval.qa import QAGrader, Usage
 from skillstream.eval.scoring import clean_evidence, evidence_recall, mean, score_answer
 from skillstream.settings import Settings
+from skillstream.vocab import MemoryStatus
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,8 @@ class EvalOptions:
         categories: Question categories to score (5, adversarial, only when asked for).
         baseline: ``raw-turns`` or ``none``.
         qa_k: Memories given to the answerer; defaults to the largest k.
-        build_llm: Backend that builds "ours" (``rules`` or ``openai``); defaults to ``settings.llm``.
+        build_llm: Backend that builds "ours" (``rules`` or ``openai``); defaults to
+            ``settings.llm``.
         samples: Only these ``sample_id`` values (all when empty).
         work_dir: Where the per-conversation homes (and the answer cache) go; a temporary folder,
             removed at the end, when ``None``.
@@ -220,7 +222,7 @@ def build_home(settings: Settings, input_path: Path, system: str) -> Build:
     out.spans = counts.get("spans_done", 0)
     out.spans_failed = counts.get("spans_failed", 0)
     index = MemoryIndex(settings.storage.lancedb, parts.dim)
-    out.items = index.count(filters.eq("status", "activated"))
+    out.items = index.count(filters.eq("status", MemoryStatus.ACTIVATED))
     out.items_total = index.count()
     cat = Catalog(settings.storage.catalog, read_only=True)
     try:
@@ -529,7 +531,8 @@ class LocomoEval:
                 "judge": bool(qa and self.options.judge),
                 "embed_model": self.settings.embedding.model,
                 "span_tokens": self.settings.spans.span_tokens,
-                "retriever": "skillstream search (MemorySearch, hybrid vector + full-text with RRF, "
+                "retriever": "skillstream search (MemorySearch, "
+                "hybrid vector + full-text with RRF, "
                 "re-ranked; owner-filtered), recall@k on the first k of one ranked "
                 "list per question",
                 "session_summaries": self.options.session_summaries,

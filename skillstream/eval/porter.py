@@ -5,14 +5,16 @@ dependency of skillstream, so the algorithm is written out here: M. F. Porter, "
 suffix stripping" (1980), steps 1a to 5b, with the small departures NLTK's default mode makes from
 the paper (they change a few stems, so scores would otherwise drift from published numbers):
 
-* a short list of irregular forms maps straight to a stem (``dying`` -> ``die``, ``skies`` -> ``sky``);
+* a short list of irregular forms maps straight to a stem (``dying`` -> ``die``, ``skies`` ->
+  ``sky``);
 * words of one or two letters are left alone;
-* ``-ies`` / ``-ied`` on a four-letter word keep the ``e`` (``ties`` -> ``tie``), and ``-ied`` on longer
-  words becomes ``i``;
+* ``-ies`` / ``-ied`` on a four-letter word keep the ``e`` (``ties`` -> ``tie``), and ``-ied`` on
+  longer words becomes ``i``;
 * a final ``y`` becomes ``i`` after a consonant that is not the word's first letter, whatever comes
   before it (``cry`` -> ``cri``, ``say`` stays ``say``; the paper asks for a vowel anywhere before);
 * step 2 tries ``-alli`` -> ``-al`` first and reruns, uses ``-bli`` -> ``-ble`` (Porter's later
-  correction of ``-abli``), and adds ``-fulli`` -> ``-ful``, ``-lessli`` -> ``-less``, ``-logi`` -> ``-log``;
+  correction of ``-abli``), and adds ``-fulli`` -> ``-ful``, ``-lessli`` -> ``-less``, ``-logi`` ->
+  ``-log``;
 * a two-letter stem vowel+consonant counts as ending consonant-vowel-consonant.
 
 Within one rule list the first suffix that matches decides: when its condition fails, the word is

@@ -47,7 +47,8 @@ def markdown(result: dict[str, Any], chart_name: str | None = None) -> str:
         "# LoCoMo evaluation",
         "",
         f"Data: `{data['path']}`: {len(data['conversations'])} conversation(s) "
-        f"({', '.join(data['conversations'])}), {data['questions']} questions of categories {cats}.",
+        f"({', '.join(data['conversations'])}), "
+        f"{data['questions']} questions of categories {cats}.",
         f"Ours: the memory flow with the `{cfg['build_llm']}` executor. Baseline: "
         f"`{cfg['baseline']}` (every turn stored verbatim, same flow, store and retriever).",
         f"Retriever: {cfg['retriever']}. Embeddings: `{cfg['embed_model']}`.",
@@ -135,7 +136,7 @@ def markdown(result: dict[str, Any], chart_name: str | None = None) -> str:
 
 
 def chart(result: dict[str, Any], path: str | Path) -> Path:
-    """A PNG with one panel per metric: grouped bars, ours vs the baseline, per category and overall.
+    """A PNG with one panel per metric: grouped bars, ours vs baseline, per category and overall.
 
     Raises:
         MissingExtraError: matplotlib is not installed.

@@ -1,4 +1,4 @@
-"""LoCoMo scoring: answer normalisation, token F1 with the category rules, abstention, evidence recall.
+"""LoCoMo scoring: answer normalisation, token F1 by category rules, abstention, evidence recall.
 
 The rules follow the LoCoMo reference scorer (``task_eval/evaluation.py`` of snap-research/locomo):
 

@@ -37,6 +37,7 @@ from skillstream.distill.segment import segment_block
 from skillstream.errors import InputError
 from skillstream.model import Message
 from skillstream.settings import Settings
+from skillstream.vocab import TaskSkillStatus
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +161,7 @@ def evaluate_star(
             progress(i, len(train_blocks))
     t_distill = time.perf_counter() - t0
 
-    skills = [s for s in state.skills.values() if s.status == "active"]
+    skills = [s for s in state.skills.values() if s.status == TaskSkillStatus.ACTIVE]
     majority: dict[str, str] = {}
     pure = total = 0
     for s in skills:

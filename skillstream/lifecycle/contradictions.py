@@ -43,11 +43,15 @@ from skillstream.lifecycle.clock import latest
 from skillstream.lifecycle.params import LifecycleParams
 from skillstream.lifecycle.states import ARCHIVED, INVALIDATED, ChangeLog
 from skillstream.model import ContradictionRow, Memory
+from skillstream.text import CJK
+from skillstream.vocab import MemoryKind
 
 TABLE = "contradictions"
 
 KEEP_A, KEEP_B, DISCARD_BOTH, UNRESOLVED = "keep-a", "keep-b", "discard-both", "unresolved"
-CONFLICT_KINDS = frozenset({"fact", "preference", "plan", "opinion"})
+CONFLICT_KINDS = frozenset(
+    {MemoryKind.FACT, MemoryKind.PREFERENCE, MemoryKind.PLAN, MemoryKind.OPINION}
+)
 SINGLE_VALUED = frozenset(
     {
         "name",
@@ -89,10 +93,10 @@ MAX_VALUE_WORDS = 4
 """... and only when few words change: more means a different statement, not a new value."""
 _REPORTED = re.compile(r"\b(?:said|says|asked|told)\b|说", re.IGNORECASE)
 _WORD = re.compile(r"[\w']+", re.UNICODE)
-_CJK = re.compile(r"[\u4e00-\u9fff]")
 _STOP = frozenset(
     "a an the and or but of to in on at for with by from as is are was were be been being am do "
-    "does did has have had having it its this that these those there their they them he she his her "
+    "does did has have had having it its this that "
+    "these those there their they them he she his her "
     "him i me my we our you your also just really very so too still now then than into about "
     "any some more most much many not no never longer none nothing stopped quit cannot".split()
 )
@@ -112,8 +116,8 @@ def _stem(word: str) -> str:
 
 def content_words(text: str) -> set[str]:
     """Stemmed content words (for Chinese: character pairs) without negations or stop words."""
-    if _CJK.search(text):
-        chars = _CJK.findall(_NEGATION.sub("", text))
+    if CJK.search(text):
+        chars = CJK.findall(_NEGATION.sub("", text))
         return {a + b for a, b in zip(chars, chars[1:])}
     words = (w.lower() for w in _WORD.findall(text.replace("n't", " ")))
     return {_stem(w) for w in words if w not in _STOP and len(w) > 1}

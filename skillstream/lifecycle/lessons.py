@@ -30,10 +30,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from skillstream.memories import normalise
-from skillstream.model import MemoryOp, Message, Op, Span
+from skillstream.model import MemoryOp, Message, Span
+from skillstream.vocab import MemoryKind, Op
 
 OUTCOME_TYPES = ("task_result", "score", "feedback")
-LESSON_KIND = "lesson"
+LESSON_KIND = MemoryKind.LESSON
 
 _TEXT = {
     "en": {

@@ -31,9 +31,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from skillstream.embed import Embed
 from skillstream.lifecycle.params import LifecycleParams
 from skillstream.lifecycle.states import ACTIVATED, ARCHIVED, DECAYED, EXPIRED, ChangeLog
-from skillstream.lifecycle.summaries import Embed, summarize
+from skillstream.lifecycle.summaries import summarize
 from skillstream.lifecycle.types import over_capacity, touched_at
 from skillstream.memories import OwnerMemories
 from skillstream.model import MaintenanceResult, Memory

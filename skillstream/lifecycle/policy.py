@@ -25,8 +25,8 @@ default expiry of its memories and its own sensitive patterns. Configure them in
 
 A reader is an owner, optionally with an agent and a session. Search applies the filter of
 ``storage.filters.read_filter`` inside LanceDB and checks :func:`can_read` again on every hit, so no
-owner ever sees another owner's private or session memories. A reader with neither owner nor agent is the operator (the CLI
-without ``--owner``/``--agent``) and sees everything.
+owner ever sees another owner's private or session memories. A reader with neither owner nor agent
+is the operator (the CLI without ``--owner``/``--agent``) and sees everything.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class Policy:
     readable: tuple[str, ...] = SCOPES
     writable: tuple[str, ...] = SCOPES
     default_scope: str | None = None
-    """Scope of a new memory when the executor names none (``None``: the setting ``default_scope``)."""
+    """Scope of a new memory when the executor names none (``None``: setting ``default_scope``)."""
     max_items: tuple[tuple[str, int], ...] = ()
     """(scope, most live memories of one owner in it) pairs."""
     default_expiry: timedelta | None = None

@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -20,11 +20,11 @@ from skillstream.lifecycle.clock import latest
 from skillstream.lifecycle.params import LifecycleParams
 from skillstream.lifecycle.states import ACTIVATED, MERGED, REINFORCED, ChangeLog
 from skillstream.model import Memory
+from skillstream.vocab import MemoryKind
 
-NO_MERGE_KINDS = frozenset({"summary", "lesson"})
-"""Kinds that never merge by similarity (lessons are confirmed by key, summaries are per session)."""
-
-Embed = Callable[[Sequence[str]], np.ndarray]
+NO_MERGE_KINDS = frozenset({MemoryKind.SUMMARY, MemoryKind.LESSON})
+"""Kinds that never merge by similarity (lessons are confirmed by key, summaries are per session).
+"""
 
 
 def clamp_confidence(value: float, rules: LifecycleParams) -> float:

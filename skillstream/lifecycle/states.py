@@ -30,40 +30,28 @@ from typing import Any
 from skillstream.errors import InputError
 from skillstream.ids import prefixed_id
 from skillstream.model import Memory, MemoryEvent, TableRows
+from skillstream.vocab import LifecycleEvent, MemoryStatus
 
-ACTIVATED = "activated"
-ARCHIVED = "archived"
-MERGED = "merged"
-EXPIRED = "expired"
-DELETED = "deleted"
-FROZEN = "frozen"
-STATUSES = (ACTIVATED, ARCHIVED, MERGED, EXPIRED, DELETED, FROZEN)
+# Short names for the lifecycle code; the words themselves are declared in ``skillstream.vocab``.
+ACTIVATED = MemoryStatus.ACTIVATED
+ARCHIVED = MemoryStatus.ARCHIVED
+MERGED = MemoryStatus.MERGED
+EXPIRED = MemoryStatus.EXPIRED
+DELETED = MemoryStatus.DELETED
+FROZEN = MemoryStatus.FROZEN
+STATUSES: tuple[MemoryStatus, ...] = tuple(MemoryStatus)
 SEARCHABLE = (ACTIVATED, FROZEN)
 """Statuses search returns by default (frozen memories are locked, not hidden)."""
 
-CREATED = "created"
-UPDATED = "updated"
-REINFORCED = "reinforced"
-INVALIDATED = "invalidated"
-REACTIVATED = "reactivated"
-DECAYED = "decayed"
-UNFROZEN = "unfrozen"
-REFUSED = "refused"
-EVENTS = (
-    CREATED,
-    UPDATED,
-    REINFORCED,
-    MERGED,
-    ARCHIVED,
-    INVALIDATED,
-    REACTIVATED,
-    DECAYED,
-    EXPIRED,
-    DELETED,
-    FROZEN,
-    UNFROZEN,
-    REFUSED,
-)
+CREATED = LifecycleEvent.CREATED
+UPDATED = LifecycleEvent.UPDATED
+REINFORCED = LifecycleEvent.REINFORCED
+INVALIDATED = LifecycleEvent.INVALIDATED
+REACTIVATED = LifecycleEvent.REACTIVATED
+DECAYED = LifecycleEvent.DECAYED
+UNFROZEN = LifecycleEvent.UNFROZEN
+REFUSED = LifecycleEvent.REFUSED
+EVENTS: tuple[LifecycleEvent, ...] = tuple(LifecycleEvent)
 
 TRANSITIONS: dict[str, frozenset[str]] = {
     ACTIVATED: frozenset({ARCHIVED, MERGED, EXPIRED, DELETED, FROZEN}),

@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime
 
-import numpy as np
-
+from skillstream.embed import Embed
 from skillstream.ids import prefixed_id
 from skillstream.lifecycle.params import LifecycleParams
 from skillstream.lifecycle.states import ACTIVATED, CREATED, MERGED, UPDATED, ChangeLog
@@ -32,15 +31,14 @@ from skillstream.lifecycle.types import LONG_TERM
 from skillstream.memories import OwnerMemories
 from skillstream.model import Memory, SessionSummaryRow
 from skillstream.prompts import render
+from skillstream.vocab import MemoryKind
 
 TABLE = "session_summaries"
 
-SUMMARY_KIND = "summary"
+SUMMARY_KIND = MemoryKind.SUMMARY
 MAX_FACTS = 8
 MAX_TOPICS = 5
 _SCOPE_ORDER = {"session": 0, "private": 1, "fleet": 2}
-
-Embed = Callable[[Sequence[str]], np.ndarray]
 
 
 def summary_id(owner_id: str, session_id: str) -> str:
@@ -48,7 +46,7 @@ def summary_id(owner_id: str, session_id: str) -> str:
 
 
 def sessions(state: OwnerMemories) -> dict[str, list[Memory]]:
-    """The owner's memories by the session that created them (summaries and merged ones left out)."""
+    """The owner's memories by the session that created them (not summaries, not merged ones)."""
     out: dict[str, list[Memory]] = {}
     for m in state.items.values():
         if m.session_id and m.kind != SUMMARY_KIND and m.status != MERGED and m.created_at:

@@ -23,15 +23,16 @@ from datetime import datetime
 from skillstream.errors import ConfigError
 from skillstream.lifecycle.clock import latest
 from skillstream.model import Memory
+from skillstream.vocab import MemoryKind, MemoryType
 
-WORKING = "WorkingMemory"
-LONG_TERM = "LongTermMemory"
-USER = "UserMemory"
-SKILL = "SkillMemory"
-MEMORY_TYPES = (WORKING, LONG_TERM, USER, SKILL)
+WORKING = MemoryType.WORKING
+LONG_TERM = MemoryType.LONG_TERM
+USER = MemoryType.USER
+SKILL = MemoryType.SKILL
+MEMORY_TYPES: tuple[MemoryType, ...] = tuple(MemoryType)
 DEFAULT_CAPACITIES: dict[str, int] = {WORKING: 20, LONG_TERM: 1500, USER: 480, SKILL: 500}
-USER_KINDS = frozenset({"preference", "opinion"})
-SKILL_KINDS = frozenset({"skill", "task_skill"})
+USER_KINDS = frozenset({MemoryKind.PREFERENCE, MemoryKind.OPINION})
+SKILL_KINDS = frozenset({MemoryKind.SKILL, MemoryKind.TASK_SKILL})
 
 
 def memory_type_for(kind: str, scope: str, requested: str | None = None) -> str:

@@ -1,4 +1,4 @@
-"""LLM backends behind one interface (see DESIGN.md, "LLM and embeddings").
+"""LLM backends behind one interface (see docs/architecture.md).
 
 ``make_backend(llm, home)`` gives what ``llm.backend`` (the ``llm`` group of the settings) names:
 

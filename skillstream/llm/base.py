@@ -29,9 +29,9 @@ CHAT_ROLES = ("system", "user", "assistant", "tool")
 Validator = Callable[[Any], Any]
 """Turns parsed data into the caller's typed value, or rejects it.
 
-It rejects an answer by raising ``ValueError`` (pydantic's ``ValidationError`` is one), ``TypeError``,
-``LookupError`` or a ``TerminalError``; the backend then asks again, a bounded number of times.
-Any other exception is a bug and propagates.
+It rejects an answer by raising ``ValueError`` (pydantic's ``ValidationError`` is one),
+``TypeError``, ``LookupError`` or a ``TerminalError``; the backend then asks again, a bounded
+number of times. Any other exception is a bug and propagates.
 """
 
 
@@ -42,7 +42,8 @@ class ChatRequest:
     Attributes:
         purpose: What the call is for (``extract``, ``distill``, ``answer``...); recorded on every
             ``LLMCall`` row and used as the name of the JSON schema.
-        messages: ``(role, content)`` pairs, roles among ``system``, ``user``, ``assistant``, ``tool``.
+        messages: ``(role, content)`` pairs, roles among ``system``, ``user``, ``assistant``,
+            ``tool``.
         schema: JSON schema of the expected answer, or ``None`` for a free-text answer.
         temperature: Sampling temperature; ``None`` takes the backend's setting.
         max_tokens: Completion token limit; ``None`` leaves it to the server.

@@ -2,8 +2,8 @@
 
 ``SqliteCache`` keeps one table in ``<home>/llm-cache.sqlite``. The file is in WAL mode with a busy
 timeout, so several threads (one connection behind a lock) and several processes (each with its own
-connection) read and write it at once; a write is one ``INSERT ... ON CONFLICT`` statement, atomic on
-its own. ``MemoryCache`` is the same contract in a dict, for tests.
+connection) read and write it at once; a write is one ``INSERT ... ON CONFLICT`` statement, atomic
+on its own. ``MemoryCache`` is the same contract in a dict, for tests.
 
 Only what the model wrote is stored (the completion text, the token counts, the model and purpose):
 never the request's messages, never a key. Entries are written only after the answer was parsed and
@@ -202,7 +202,7 @@ class SqliteCache:
 
 
 def cache_path(home: str) -> Path:
-    """``<home>/llm-cache.sqlite``; a remote home (``s3://...``) keeps the cache in the local default home."""
+    """``<home>/llm-cache.sqlite``; for a remote home (``s3://...``), in the local default home."""
     if home.startswith("file://"):
         home = home[len("file://") :]
     elif "://" in home:

@@ -7,9 +7,9 @@ OpenAI, vLLM, Ollama, the llama.cpp server, Together... anything that speaks
 
   - ``json_schema``: ``response_format={"type": "json_schema", "json_schema": {"name", "schema",
     "strict": false}}`` (OpenAI, vLLM, Ollama);
-  - ``json_object``: ``response_format={"type": "json_object", "schema": ...}`` (the llama.cpp server
-    constrains its grammar to the schema; OpenAI ignores the extra key), and the schema is also
-    described in the system message;
+  - ``json_object``: ``response_format={"type": "json_object", "schema": ...}`` (the llama.cpp
+    server constrains its grammar to the schema; OpenAI ignores the extra key), and the schema is
+    also described in the system message;
   - ``text``: no ``response_format``; the schema is described in the system message only.
 
   The answer is parsed tolerantly (``parse.extract_json``), checked against the schema
@@ -115,7 +115,8 @@ class LLMFailure(TerminalError):
         )
         where = f" (span {span_id})" if span_id else ""
         super().__init__(
-            f"LLM request {purpose!r}{where} failed after {attempts} attempt(s): {last_error}; {hint}"
+            f"LLM request {purpose!r}{where} failed after {attempts} attempt(s): "
+            f"{last_error}; {hint}"
         )
 
 
@@ -251,7 +252,7 @@ class OpenAIBackend:
 
     # ------------------------------------------------------------------ the call
     def request_key(self, request: ChatRequest) -> str:
-        """The request hash this backend uses for ``request`` (cache key, ``LLMCall.request_hash``)."""
+        """The hash this backend uses for ``request`` (cache key, ``LLMCall.request_hash``)."""
         return request_hash(
             self._effective(request),
             self.model,
@@ -264,8 +265,9 @@ class OpenAIBackend:
 
         Args:
             request: The request.
-            validate: Turns the parsed JSON (or, without a schema, the text) into the caller's value,
-                raising ``ValueError``/``TypeError``/``LookupError``/``TerminalError`` to reject it.
+            validate: Turns the parsed JSON (or, without a schema, the text) into the caller's
+                value, raising ``ValueError``/``TypeError``/``LookupError``/``TerminalError`` to
+                reject it.
 
         Returns:
             The answer with its ``LLMCall`` rows.
@@ -444,7 +446,8 @@ class OpenAIBackend:
             raise _AttemptError(str(e) + cut, retry=True, invalid_answer=True) from e
         except REJECTIONS as e:
             raise _AttemptError(
-                f"the answer was rejected by validation: {type(e).__name__}: {excerpt(str(e))}{cut}",
+                f"the answer was rejected by validation: {type(e).__name__}: "
+                f"{excerpt(str(e))}{cut}",
                 retry=True,
                 invalid_answer=True,
             ) from e

@@ -12,8 +12,8 @@ raises ``ParseError`` with an excerpt of the text, so a failed span's record sho
 
 ``check_schema`` validates parsed data against the subset of JSON Schema that prompts here use
 (``type``, ``properties``, ``required``, ``additionalProperties: false``, ``items``, ``enum``,
-``minItems``/``maxItems``, ``minimum``/``maximum``, ``anyOf``/``oneOf``). Keywords outside the subset
-are ignored rather than guessed at.
+``minItems``/``maxItems``, ``minimum``/``maximum``, ``anyOf``/``oneOf``). Keywords outside the
+subset are ignored rather than guessed at.
 """
 
 from __future__ import annotations
@@ -90,7 +90,8 @@ def extract_json(text: str | None, expect: str | None = None) -> Any:
         return first
     if _first_unbalanced(stripped):
         raise ParseError(
-            "the JSON in the answer is cut off before its end (raise max_tokens, or shorten the prompt)",
+            "the JSON in the answer is cut off before its "
+            "end (raise max_tokens, or shorten the prompt)",
             text,
         )
     raise ParseError("no JSON object or array found in the model's answer", text)

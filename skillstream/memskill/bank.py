@@ -31,6 +31,7 @@ from skillstream.extract import MemorySkill
 from skillstream.memskill.files import read_skill_file, skill_files, to_markdown
 from skillstream.memskill.seeds import PRIMITIVES
 from skillstream.memskill.versions import SEED_NAMES, MemorySkillVersion, seed_versions
+from skillstream.vocab import MemorySkillStatus
 
 TABLE = "memory_skills"
 MAX_ACTIVE = 30
@@ -117,7 +118,7 @@ class MemorySkillBank:
 
     def active(self) -> list[MemorySkillVersion]:
         """Current versions with status ``active``."""
-        return [v for v in self.current() if v.status == "active"]
+        return [v for v in self.current() if v.status == MemorySkillStatus.ACTIVE]
 
     def active_skills(self) -> list[MemorySkill]:
         """The selectable memory skills (the seeds for an empty bank)."""
@@ -162,7 +163,7 @@ class MemorySkillBank:
     def retire(self, name: str, source: str = "api") -> MemorySkillVersion | None:
         """Store a ``retired`` version of ``name`` (it leaves selection); ``None`` if already."""
         cur = self.get(name)
-        return self.put(replace(cur, status="retired"), source)
+        return self.put(replace(cur, status=MemorySkillStatus.RETIRED), source)
 
     def _latest(self) -> dict[str, MemorySkillVersion]:
         return {v.name: v for v in self.history()}
@@ -230,7 +231,7 @@ class MemorySkillBank:
         after = dict(latest)
         for f in files:
             after[f.version.name] = f.version
-        active = [v for v in after.values() if v.status == "active"]
+        active = [v for v in after.values() if v.status == MemorySkillStatus.ACTIVE]
         if not active:
             raise InputError("after this import no memory skill would be active; keep at least one")
         if len(active) > MAX_ACTIVE:
@@ -266,7 +267,7 @@ class MemorySkillBank:
         out.mkdir(parents=True, exist_ok=True)
         written = []
         for v in self.current():
-            if v.status != "active" and not include_retired:
+            if v.status != MemorySkillStatus.ACTIVE and not include_retired:
                 continue
             path = out / f"{v.name}.md"
             path.write_text(to_markdown(v), encoding="utf-8")

@@ -16,7 +16,7 @@ Scorers (pluggable, ``Scorer``):
 * ``TorchScorer``: the ``MemorySkillScorerNet`` MLPs (state ``2d -> 256 -> 256``, skill
   ``d -> 256 -> 256``, actor on the concatenation ``512 -> 256 -> 1`` logit per skill, critic on the
   state features) with weights loaded from a checkpoint (``settings.memory_skill_scorer``)
-  written by ``save_scorer``; a trainer (PPO, a later component) produces it.
+  written by ``save_scorer``; a trainer (PPO, outside this package) produces it.
 
 Action mask. Skills whose action needs a retrieved memory (UPDATE, DELETE) get a logit of ``-inf``
 when nothing was retrieved: they could only produce operations that would be rejected.
@@ -34,29 +34,29 @@ from __future__ import annotations
 
 import threading
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, get_args
 
 import numpy as np
 
+from skillstream.embed import Embed
 from skillstream.errors import ConfigError
 from skillstream.extract import AllSkills, Controller, MemorySkill
 from skillstream.model import Memory
 from skillstream.settings import ExtractionSettings, Fusion
 from skillstream.settings import Selection as SelectionMode
+from skillstream.vocab import Op
 
 SELECTIONS: tuple[str, ...] = get_args(SelectionMode)
 FUSIONS: tuple[str, ...] = get_args(Fusion)
-INDEXED_ACTIONS = frozenset({"UPDATE", "DELETE"})
+INDEXED_ACTIONS = frozenset({Op.UPDATE, Op.DELETE})
 """Actions that name a retrieved memory: masked out when nothing was retrieved."""
 WEIGHT_TEMPERATURE = 0.1
 COSINE_TEMPERATURE = 0.05
 HIDDEN = 256
 CHECKPOINT_FORMAT = "skillstream.memory_skill_scorer/1"
-
-Embed = Callable[[Sequence[str]], np.ndarray]
 
 
 # ---------------------------------------------------------------------------- state

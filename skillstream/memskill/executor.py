@@ -49,11 +49,11 @@ from skillstream.extract import Extraction, ExtractionInput, MemorySkill
 from skillstream.llm.base import ChatBackend, ChatRequest
 from skillstream.llm.parse import ParseError, extract_json
 from skillstream.memskill.seeds import PRIMITIVES
-from skillstream.model import Memory, MemoryOp, Op, Span
+from skillstream.memskill.versions import ACTIONS
+from skillstream.model import Memory, MemoryOp, Span
+from skillstream.vocab import KINDS, MemoryKind, Op
 
 PURPOSE = "extract"
-ACTIONS = ("INSERT", "UPDATE", "DELETE", "NOOP")
-KINDS = ("fact", "event", "preference", "plan", "opinion")
 MAX_TEXT_CHARS = 2000
 MAX_TAGS = 10
 _LIST_KEYS = ("operations", "ops", "actions", "memory_operations")
@@ -73,7 +73,7 @@ OPERATIONS_SCHEMA: dict[str, Any] = {
                     {
                         "type": "object",
                         "properties": {
-                            "action": {"type": "string", "enum": ["INSERT"]},
+                            "action": {"type": "string", "enum": [Op.INSERT]},
                             "text": _STR,
                             "kind": {"type": "string", "enum": list(KINDS)},
                             "key": _STR,
@@ -85,7 +85,7 @@ OPERATIONS_SCHEMA: dict[str, Any] = {
                     {
                         "type": "object",
                         "properties": {
-                            "action": {"type": "string", "enum": ["UPDATE"]},
+                            "action": {"type": "string", "enum": [Op.UPDATE]},
                             "index": {"type": "integer"},
                             "text": _STR,
                         },
@@ -94,14 +94,14 @@ OPERATIONS_SCHEMA: dict[str, Any] = {
                     {
                         "type": "object",
                         "properties": {
-                            "action": {"type": "string", "enum": ["DELETE"]},
+                            "action": {"type": "string", "enum": [Op.DELETE]},
                             "index": {"type": "integer"},
                         },
                         "required": ["action", "index"],
                     },
                     {
                         "type": "object",
-                        "properties": {"action": {"type": "string", "enum": ["NOOP"]}},
+                        "properties": {"action": {"type": "string", "enum": [Op.NOOP]}},
                         "required": ["action"],
                     },
                 ]
@@ -117,7 +117,7 @@ OPERATIONS_SCHEMA: dict[str, Any] = {
 def acting_skills(skills: Sequence[MemorySkill]) -> list[MemorySkill]:
     """The memory skills shown to the model: all but the NOOP ones (primitives when none given)."""
     chosen = list(skills) if skills else list(PRIMITIVES)
-    return [s for s in chosen if s.action.upper() != "NOOP"]
+    return [s for s in chosen if s.action.upper() != Op.NOOP]
 
 
 def memory_line(i: int, m: Memory) -> str:
@@ -351,7 +351,7 @@ def check_operations(
         if action not in ACTIONS:
             rejected.append((shown, f"unknown action {action!r}; expected one of {list(ACTIONS)}"))
             continue
-        if action == "NOOP":
+        if action == Op.NOOP:
             continue
         if action not in by_action:
             rejected.append(
@@ -367,7 +367,7 @@ def check_operations(
         skill = named if isinstance(named, str) and named in providers else providers[0]
         reason = _clean_text(item.get("reason"))[:200] or f"memory skill {skill}"
         text = _clean_text(item.get("text"))
-        if action in ("INSERT", "UPDATE"):
+        if action in (Op.INSERT, Op.UPDATE):
             if not text:
                 rejected.append((shown, f"{action} needs a non-empty 'text'"))
                 continue
@@ -375,14 +375,14 @@ def check_operations(
                 too_long = f"'text' has {len(text)} characters, more than {MAX_TEXT_CHARS}"
                 rejected.append((shown, too_long))
                 continue
-        if action == "INSERT":
-            kind = str(item.get("kind") or "fact").strip().lower()
+        if action == Op.INSERT:
+            kind = str(item.get("kind") or MemoryKind.FACT).strip().lower()
             key = _clean_text(item.get("key"))[:200] or None
             ops.append(
                 MemoryOp(
                     op=Op.INSERT,
                     text=text,
-                    kind=kind if kind in KINDS else "fact",
+                    kind=kind if kind in KINDS else MemoryKind.FACT,
                     key=key,
                     tags=_tags(item.get("tags")),
                     event_ts=parse_event_time(item.get("event_time")),
@@ -412,7 +412,7 @@ def check_operations(
             )
             continue
         changed[target.id] = (len(ops), action)
-        if action == "UPDATE":
+        if action == Op.UPDATE:
             ops.append(
                 MemoryOp(
                     op=Op.UPDATE,

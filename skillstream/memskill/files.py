@@ -36,6 +36,7 @@ import yaml
 
 from skillstream.errors import InputError
 from skillstream.memskill.versions import ACTIONS, SECTIONS, STATUSES, MemorySkillVersion
+from skillstream.vocab import MemorySkillStatus
 
 MAX_DESCRIPTION_CHARS = 300
 MAX_SECTION_CHARS = 4000
@@ -51,8 +52,8 @@ def to_markdown(v: MemorySkillVersion) -> str:
     front = {
         "name": v.name,
         "version": v.version,
-        "action": v.action,
-        "status": v.status,
+        "action": str(v.action),
+        "status": str(v.status),
         "description": v.description,
     }
     head = yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=1000).strip()
@@ -148,7 +149,7 @@ def _validated(p: Path, data: dict[str, Any], sections: dict[str, Any]) -> Skill
         raise InputError(
             f"{p}: 'action' must be one of {list(ACTIONS)}, got {data.get('action')!r}"
         )
-    status = str(data.get("status") or "active").strip().lower()
+    status = str(data.get("status") or MemorySkillStatus.ACTIVE).strip().lower()
     if status not in STATUSES:
         raise InputError(
             f"{p}: 'status' must be one of {list(STATUSES)}, got {data.get('status')!r}"

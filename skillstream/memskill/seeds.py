@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 from skillstream.extract import MemorySkill
+from skillstream.vocab import Op
 
 INSERT = MemorySkill(
     name="insert",
     description="Record new lasting information from the span as separate memory items.",
     instruction=(
-        "Purpose: keep facts, events, preferences, plans and opinions that will still matter later.\n"
+        "Purpose: keep facts, events, preferences, plans and opinions "
+        "that will still matter later.\n"
         "When to use: the span states something about a person or the world that no retrieved "
         "memory already holds.\n"
-        "How to apply: write one self-contained item per distinct piece of information, in the third "
-        "person, naming who it is about, with absolute dates instead of relative ones.\n"
+        "How to apply: write one self-contained item per distinct piece of information, in the "
+        "third person, naming who it is about, with absolute dates instead of relative ones.\n"
         "Constraints: do not copy what a retrieved memory already says; only INSERT operations."
     ),
-    action="INSERT",
+    action=Op.INSERT,
 )
 
 UPDATE = MemorySkill(
@@ -24,11 +26,11 @@ UPDATE = MemorySkill(
     instruction=(
         "Purpose: keep one current item per subject instead of many partial ones.\n"
         "When to use: the span adds to, corrects or narrows a retrieved memory.\n"
-        "How to apply: pick the single best-matching retrieved item by its index and write its full "
-        "new text, keeping what is still true.\n"
+        "How to apply: pick the single best-matching retrieved item by its index and write its "
+        "full new text, keeping what is still true.\n"
         "Constraints: only UPDATE operations, only indexes of the retrieved list."
     ),
-    action="UPDATE",
+    action=Op.UPDATE,
 )
 
 DELETE = MemorySkill(
@@ -40,7 +42,7 @@ DELETE = MemorySkill(
         "How to apply: name the retrieved item's index.\n"
         "Constraints: only on an explicit cancellation or contradiction; when unsure, do nothing."
     ),
-    action="DELETE",
+    action=Op.DELETE,
 )
 
 SKIP = MemorySkill(
@@ -52,7 +54,7 @@ SKIP = MemorySkill(
         "How to apply: produce no operation.\n"
         "Constraints: never together with another operation for the same statement."
     ),
-    action="NOOP",
+    action=Op.NOOP,
 )
 
 PRIMITIVES: tuple[MemorySkill, ...] = (INSERT, UPDATE, DELETE, SKIP)

@@ -17,9 +17,10 @@ from typing import Any
 
 from skillstream.extract import MemorySkill
 from skillstream.memskill.seeds import PRIMITIVES
+from skillstream.vocab import MemorySkillStatus, Op
 
-ACTIONS = ("INSERT", "UPDATE", "DELETE", "NOOP")
-STATUSES = ("active", "retired")
+ACTIONS: tuple[str, ...] = tuple(str(op) for op in Op)
+STATUSES: tuple[str, ...] = tuple(str(s) for s in MemorySkillStatus)
 SECTIONS: tuple[tuple[str, str], ...] = (
     ("purpose", "Purpose"),
     ("when_to_use", "When to use"),
@@ -54,7 +55,7 @@ class MemorySkillVersion:
     how_to_apply: str
     constraints: str
     action: str
-    status: str = "active"
+    status: str = MemorySkillStatus.ACTIVE
     source: str = "seed"
     created_at: datetime | None = None
     usage_count: int = 0
@@ -117,7 +118,7 @@ class MemorySkillVersion:
             how_to_apply=row.get("how_to_apply") or "",
             constraints=row.get("constraints") or "",
             action=row["action"],
-            status=row.get("status") or "active",
+            status=row.get("status") or MemorySkillStatus.ACTIVE,
             source=row.get("source") or "",
             created_at=row.get("created_at"),
             usage_count=int(row.get("usage_count") or 0),

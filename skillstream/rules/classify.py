@@ -26,9 +26,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from skillstream.statements import STOPWORDS, content_words
+from skillstream.text import CJK, CJK_CLASS, STOPWORDS, content_words
+from skillstream.vocab import MemoryKind
 
-KINDS = ("fact", "event", "preference", "plan", "opinion")
 STRONG_MAX_WORDS = 15
 """A slot/preference/plan key is strong only in a statement this short: in a long one the slot
 phrase is usually incidental ("a gift from my grandma in my home country")."""
@@ -69,7 +69,7 @@ def head_overlap(a: str, b: str) -> bool:
     """Whether two heads share a word (English) or a two-character run (Chinese)."""
     if not a or not b:
         return False
-    if _CJK.search(a) or _CJK.search(b):
+    if CJK.search(a) or CJK.search(b):
         if a in b or b in a:
             return True
         grams = {a[i : i + 2] for i in range(len(a) - 1)}
@@ -386,21 +386,21 @@ def _classify_en(text: str) -> tuple[str, str, bool]:
     anchors = _anchors(low)
     m = _at(_SLOT_EN, low, anchors)
     if m and m.lastgroup:
-        return "fact", m.lastgroup, True
-    found: list[tuple[int, int, str, re.Match[str]]] = []
+        return MemoryKind.FACT, m.lastgroup, True
+    found: list[tuple[int, int, MemoryKind, re.Match[str]]] = []
     for order, (kind, pat, start) in enumerate(
         (
-            ("preference", _PREF, _PREF_START),
-            ("plan", _PLAN, _PLAN_START),
-            ("event", _EVENT, _EVENT_START),
+            (MemoryKind.PREFERENCE, _PREF, _PREF_START),
+            (MemoryKind.PLAN, _PLAN, _PLAN_START),
+            (MemoryKind.EVENT, _EVENT, _EVENT_START),
         )
     ):
         m = start.match(low) or _at(pat, low, anchors)
-        if m is None and kind == "preference" and "favo" in low:
+        if m is None and kind == MemoryKind.PREFERENCE and "favo" in low:
             m = _PREF_FAV2.search(low)
         if m is None:
             continue
-        if kind == "event":
+        if kind == MemoryKind.EVENT:
             gd = m.groupdict()
             v = gd.get("v") or ""
             if v in _NOT_EVENT_VERB and not _TIME_PAST.search(low):
@@ -410,13 +410,13 @@ def _classify_en(text: str) -> tuple[str, str, bool]:
         found.sort(key=lambda f: (f[0], f[1]))
         _, _, kind, m = found[0]
         obj = low[m.end() :]
-        if kind == "preference":
+        if kind == MemoryKind.PREFERENCE:
             fav = m.groupdict().get("fav")
             if fav:
                 return kind, singular(fav.split()[-1]), True
             head = np_head(obj)
             return kind, head, bool(head)
-        if kind == "plan":
+        if kind == MemoryKind.PLAN:
             head = np_head(obj, with_pp=True)
             return kind, head, bool(head)
         return kind, np_head(obj, n=2, with_pp=True) or _default_head(low), False
@@ -427,16 +427,16 @@ def _classify_en(text: str) -> tuple[str, str, bool]:
     )
     if m:
         words = [singular(w) for w in content_words(low[m.end() :])]
-        return "opinion", " ".join(words[:2]), False
+        return MemoryKind.OPINION, " ".join(words[:2]), False
     m = _at(_MY_IS, low, anchors)
     if m:
-        return "fact", singular(m.group("np").split()[-1]), False
+        return MemoryKind.FACT, singular(m.group("np").split()[-1]), False
     m = _at(_I_AM, low, anchors)
     if m:
-        return "fact", np_head(low[m.end() :]) or _default_head(low), False
+        return MemoryKind.FACT, np_head(low[m.end() :]) or _default_head(low), False
     if _TIME_PAST.search(low) and _PAST_ANY.search(low):
-        return "event", _default_head(low), False
-    return "fact", _default_head(low), False
+        return MemoryKind.EVENT, _default_head(low), False
+    return MemoryKind.FACT, _default_head(low), False
 
 
 def _default_head(low: str) -> str:
@@ -475,7 +475,6 @@ _MONTH_WORDS = frozenset(
 
 # ------------------------------------------------------------------------------------- Chinese
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 _ZH_SLOTS: list[tuple[str, re.Pattern[str]]] = [
     ("name", re.compile(r"我叫|我的名字")),
     ("origin", re.compile(r"我来自|我老家|我是.{1,6}人[。！!.]?$")),
@@ -504,7 +503,7 @@ _ZH_PREF = re.compile(
 )
 _ZH_PLAN = re.compile(r"我.{0,8}?(?P<v>打算|计划|准备|想要|将要|要去|会去|想去|即将|预计)")
 _ZH_FUTURE = re.compile(r"明天|后天|下周|下个?星期|下个?月|明年|周末|以后|之后")
-_ZH_EVENT = re.compile(r"我.{0,10}?(?P<v>[\u4e00-\u9fff](?:了|过))")
+_ZH_EVENT = re.compile(f"我.{{0,10}}?(?P<v>[{CJK_CLASS}](?:了|过))")
 _ZH_PAST = re.compile(r"昨天|前天|上周|上个?星期|上个?月|去年|刚才|刚刚|以前|\d+年\d+月\d+日")
 _ZH_OPINION = re.compile(r"我(?:觉得|认为|相信|感觉|看来)|在我看来")
 _ZH_CANCEL = re.compile(r"(?P<v>取消了?|放弃了?|退出了?|戒了)")
@@ -530,7 +529,7 @@ def _zh_head(obj: str) -> str:
     s = _ZH_TIME.sub("", s)
     s = _ZH_LEAD_VERB.sub("", s)
     s = re.sub(r"[的了过很非常真太也都还]", "", s)
-    s = re.sub(r"[^\u4e00-\u9fffA-Za-z0-9]", "", s)
+    s = re.sub(f"[^{CJK_CLASS}A-Za-z0-9]", "", s)
     return s[:4]
 
 
@@ -547,36 +546,38 @@ def _positive_zh(text: str) -> tuple[str, str | None]:
 def _classify_zh(text: str) -> tuple[str, str, bool]:
     m0 = _SLOT_ZH.search(text)
     if m0 and m0.lastgroup:
-        return "fact", _SLOT_ZH_NAMES[m0.lastgroup], True
-    found: list[tuple[int, int, str, re.Match[str]]] = []
-    for order, (kind, pat) in enumerate((("preference", _ZH_PREF), ("plan", _ZH_PLAN))):
+        return MemoryKind.FACT, _SLOT_ZH_NAMES[m0.lastgroup], True
+    found: list[tuple[int, int, MemoryKind, re.Match[str]]] = []
+    for order, (kind, pat) in enumerate(
+        ((MemoryKind.PREFERENCE, _ZH_PREF), (MemoryKind.PLAN, _ZH_PLAN))
+    ):
         m = pat.search(text)
         if m:
             found.append((m.start("v") if m.groupdict().get("v") else m.start(), order, kind, m))
     if not found and "我" in text and _ZH_FUTURE.search(text) and not _ZH_PAST.search(text):
         m2 = re.search(r"我(?:们)?", text)
         if m2:
-            found.append((m2.start(), 1, "plan", m2))
+            found.append((m2.start(), 1, MemoryKind.PLAN, m2))
     if found:
         found.sort(key=lambda f: (f[0], f[1]))
         _, _, kind, m = found[0]
-        if kind == "preference" and m.groupdict().get("fav"):
+        if kind == MemoryKind.PREFERENCE and m.groupdict().get("fav"):
             return kind, _zh_head(m.group("fav")), True
         head = _zh_head(text[m.end() :])
         return kind, head, bool(head)
     m = _ZH_EVENT.search(text)
     if m and (_ZH_PAST.search(text) or m.group("v").endswith(("了", "过"))):
-        return "event", _zh_head(text[m.start("v") :]), False
+        return MemoryKind.EVENT, _zh_head(text[m.start("v") :]), False
     m = _ZH_OPINION.search(text)
     if m:
-        return "opinion", _zh_head(text[m.end() :]), False
+        return MemoryKind.OPINION, _zh_head(text[m.end() :]), False
     m = re.search(r"我的(.{1,4}?)(?:是|叫|在|有)", text)
     if m:
-        return "fact", _zh_head(m.group(1)), False
+        return MemoryKind.FACT, _zh_head(m.group(1)), False
     m = re.search(r"我(?:们)?(?:是|有|在)", text)
     if m:
-        return "fact", _zh_head(text[m.end() :]), False
-    return "fact", _zh_head(re.sub(r"^[我你他她它们这那]+", "", text)), False
+        return MemoryKind.FACT, _zh_head(text[m.end() :]), False
+    return MemoryKind.FACT, _zh_head(re.sub(r"^[我你他她它们这那]+", "", text)), False
 
 
 _EN_CUE = re.compile(
@@ -589,7 +590,7 @@ def strip_cue(statement: str) -> str:
     """The statement without an opening correction cue ("Actually, ...", "其实，...")."""
     out = (
         _ZH_CUE.sub("", statement)
-        if _CJK.search(statement[:3])
+        if CJK.search(statement[:3])
         else re.sub(
             r"^(?:actually|correction|oops|scratch that|update)\b[\s,:;.!-]*",
             "",
@@ -611,7 +612,7 @@ def classify(statement: str, lang: str, exclude: tuple[str, ...] = ()) -> Classi
         lang: ``"en"`` or ``"zh"``.
         exclude: lower-cased words never used as tags (the speakers' names).
     """
-    if lang == "zh" or _CJK.search(statement):
+    if lang == "zh" or CJK.search(statement):
         correction = bool(_ZH_CORRECTION.search(statement))
         statement = _ZH_CUE.sub("", statement)
         negated = bool(_ZH_CANCEL.search(statement) or _ZH_NEGATED.search(statement))
@@ -620,10 +621,10 @@ def classify(statement: str, lang: str, exclude: tuple[str, ...] = ()) -> Classi
         if negated:
             text, cancel_obj = _positive_zh(statement)
         kind, head, strong = _classify_zh(text)
-        strong = strong and len(_CJK.findall(text)) <= 2 * STRONG_MAX_WORDS
+        strong = strong and len(CJK.findall(text)) <= 2 * STRONG_MAX_WORDS
         if cancel_obj is not None and not strong:
             head = _zh_head(cancel_obj)
-            kind = "plan" if kind == "fact" else kind
+            kind = MemoryKind.PLAN if kind == MemoryKind.FACT else kind
         tags = tuple(t for t in (head,) if t)
         return Classified(kind, head, strong, negated, correction, tags)
     low = statement.lower().replace("’", "'")
@@ -639,9 +640,9 @@ def classify(statement: str, lang: str, exclude: tuple[str, ...] = ()) -> Classi
     kind, head, strong = _classify_en(text)
     if cancel_obj is not None and not strong:
         head = np_head(cancel_obj, with_pp=True)
-        kind = "plan" if kind == "fact" else kind
+        kind = MemoryKind.PLAN if kind == MemoryKind.FACT else kind
         slot = _SLOT_NOUNS.get(head)
         if slot:
-            kind, head, strong = "fact", slot, True
+            kind, head, strong = MemoryKind.FACT, slot, True
     strong = strong and len(low.split()) <= STRONG_MAX_WORDS
     return Classified(kind, head, strong, negated, correction, _tags_en(low, head, exclude))

@@ -16,8 +16,9 @@ Conventions (each an approximation, written down so callers know what they get):
   past tense. A bare ``Friday`` / ``on Friday`` looks at the tense of the text: past tense gives the
   most recent Friday before the reference day, anything else the next one. Tense is guessed from a
   handful of past-tense verbs; it is a heuristic.
-* Chinese weekdays follow calendar weeks: ``上周五`` is the Friday of the previous Monday-based week,
-  ``下周三`` the Wednesday of the next one, a bare ``周三`` the Wednesday of the reference's week.
+* Chinese weekdays follow calendar weeks: ``上周五`` is the Friday of the previous Monday-based
+  week, ``下周三`` the Wednesday of the next one, a bare ``周三`` the Wednesday of the reference's
+  week.
 * ``N weeks ago`` / ``in N weeks`` give ``around <date>``; ``a few``/``several`` count as three for
   the returned event time and are kept vague in the text.
 * The returned event time is the start (00:00, in ``ref``'s time zone) of the first resolved
@@ -29,6 +30,8 @@ from __future__ import annotations
 import calendar
 import re
 from datetime import date, datetime, timedelta
+
+from skillstream.text import CJK
 
 MONTHS = (
     "January",
@@ -504,8 +507,6 @@ def _resolve_zh(text: str, ref: date) -> tuple[str, date | None]:
 
 # ------------------------------------------------------------------------------------------ API
 
-_HAS_CJK = re.compile(r"[\u4e00-\u9fff]")
-
 
 def resolve_dates(text: str, ref: datetime, lang: str) -> tuple[str, datetime | None]:
     """Rewrite relative time expressions in ``text`` into absolute ones.
@@ -523,7 +524,7 @@ def resolve_dates(text: str, ref: datetime, lang: str) -> tuple[str, datetime | 
     day = ref.date()
     found: list[date] = []
     out = text
-    if lang == "zh" or _HAS_CJK.search(text):
+    if lang == "zh" or CJK.search(text):
         out, d = _resolve_zh(out, day)
         if d is not None:
             found.append(d)

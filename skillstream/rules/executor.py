@@ -45,7 +45,8 @@ from skillstream.rules.classify import Classified, classify, np_head, strip_cue,
 from skillstream.rules.dates import resolve_dates
 from skillstream.rules.person import add_subject, said, third_person_en, third_person_zh
 from skillstream.rules.planner import Planner, Statement
-from skillstream.statements import (
+from skillstream.text import (
+    CJK,
     content_words,
     is_question,
     is_small_talk,
@@ -54,6 +55,7 @@ from skillstream.statements import (
     strip_emoji,
     strip_fillers,
 )
+from skillstream.vocab import MemoryKind, MemoryStatus
 
 _GENERIC_SPEAKERS = frozenset({"", "user", "human", "me", "customer", "client", "用户"})
 _ANAPHORA = re.compile(
@@ -149,7 +151,7 @@ class RulesExecutor:
         # Names from earlier spans matter only when this span does not show both sides.
         known = _known_people(inp.state) if len(speakers) < 2 else {}
         vocatives = _vocatives(msgs, known)
-        for j, m in enumerate(msgs):
+        for j in range(len(msgs)):
             for st in self._statements(msgs, j, vocatives, known):
                 planner.add(st)
         return Extraction(ops=planner.ops(), memory_skills=names)
@@ -196,6 +198,7 @@ class RulesExecutor:
                 continue
             kept.append([clean, answer or "", "q" if short else ""])
         for clean, answer, is_answer in kept:
+            st: Statement | None
             if is_answer and question is not None:
                 st = self._answer(
                     m, msgs[j - 1], question, clean, answer, name, subject, lang, vocatives
@@ -263,7 +266,7 @@ class RulesExecutor:
             "yes": "是的" if lang == "zh" else "yes",
             "no": "不是" if lang == "zh" else "no",
         }.get(answer, "")
-        cls = classify(clean, lang, exclude=vocatives) if clean else Classified("fact", "")
+        cls = classify(clean, lang, exclude=vocatives) if clean else Classified(MemoryKind.FACT, "")
         q_cls = classify(_QUESTION_LEAD.sub("", q_clean), lang, exclude=vocatives)
         if not cls.strong and q_cls.head:
             # The question names what the answer is about ("Did you finish the book?" "Yes!").
@@ -305,7 +308,7 @@ class RulesExecutor:
             text = f"{name} shared a photo of {core}"
         head = np_head(core, n=2) if lang == "en" else core[:4]
         cls = classify(core, lang, exclude=vocatives)
-        cls = Classified("event", f"photo {head}".strip(), False, False, False, cls.tags)
+        cls = Classified(MemoryKind.EVENT, f"photo {head}".strip(), False, False, False, cls.tags)
         return Statement(
             _finish(text, lang),
             cls,
@@ -328,7 +331,7 @@ class RulesExecutor:
             resolved, rest = got
             head = np_head(rest, with_pp=True) if lang == "en" else classify(rest, "zh").head
             tags = tuple(content_words(rest)[:6]) if lang == "en" else (head,) if head else ()
-            cls = Classified("fact", head, False, False, False, tags)
+            cls = Classified(MemoryKind.FACT, head, False, False, False, tags)
             out.append(
                 Statement(
                     _finish(resolved, lang),
@@ -356,7 +359,7 @@ def _cap(s: str) -> str:
 
 def _n_words(text: str, lang: str) -> int:
     if lang == "zh":
-        return len(re.findall(r"[\u4e00-\u9fff]", text)) // 2 + len(re.findall(r"[A-Za-z]+", text))
+        return len(CJK.findall(text)) // 2 + len(re.findall(r"[A-Za-z]+", text))
     return len(re.findall(r"[A-Za-z0-9']+", text))
 
 
@@ -375,7 +378,11 @@ def _known_people(state: OwnerMemories) -> dict[str, str]:
     out: dict[str, str] = {}
     for m in state.items.values():
         s = m.subject
-        if s and s not in ("user", "assistant", "用户", "助手") and m.status == "activated":
+        if (
+            s
+            and s not in ("user", "assistant", "用户", "助手")
+            and m.status == MemoryStatus.ACTIVATED
+        ):
             out.setdefault(s.lower(), s)
     return out
 
@@ -421,7 +428,7 @@ _SUGGEST_ZH = re.compile(r"^(?:我)?(?:建议|推荐)(?:你|您)?|(?:你|您)(?:
 
 def _suggestion(sentence: str, user: str, lang: str) -> tuple[str, str] | None:
     """``(memory text, the suggested thing)`` when an assistant sentence suggests something."""
-    if lang == "zh" or re.search(r"[\u4e00-\u9fff]", sentence):
+    if lang == "zh" or CJK.search(sentence):
         m = _SUGGEST_ZH.search(sentence)
         if not m:
             return None

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from skillstream.memories import OwnerMemories, normalise
-from skillstream.model import Memory, MemoryOp, Op
+from skillstream.model import Memory, MemoryOp
 from skillstream.rules.classify import Classified, head_overlap, make_key
+from skillstream.vocab import MemoryKind, Op
 
 MAX_MERGED = 400
 """A correction merged into an older memory's text is cut back to the new statement past this."""
@@ -173,7 +174,15 @@ class Planner:
         target_p: _Pending | None = None
         target_m: Memory | None = None
         if cls.head:
-            for kind in dict.fromkeys((cls.kind, "plan", "fact", "preference", "event")):
+            for kind in dict.fromkeys(
+                (
+                    cls.kind,
+                    MemoryKind.PLAN,
+                    MemoryKind.FACT,
+                    MemoryKind.PREFERENCE,
+                    MemoryKind.EVENT,
+                )
+            ):
                 target_p, target_m = self._existing(make_key(st.subject, kind, cls.head))
                 if target_p or target_m:
                     break
@@ -181,7 +190,7 @@ class Planner:
                 target_p, target_m = self._fuzzy(st.subject, cls.head)
         if target_p is not None:
             target_p.dropped = True  # said and withdrawn within the span: never stored
-        elif target_m is not None and "DELETE" in self.allowed:
+        elif target_m is not None and Op.DELETE in self.allowed:
             self.deletes.add(target_m.id)
             self.pending.append(
                 _Pending(
@@ -201,7 +210,7 @@ class Planner:
         self._insert(st, key)
 
     def _insert(self, st: Statement, key: str | None) -> bool:
-        if "INSERT" not in self.allowed:
+        if Op.INSERT not in self.allowed:
             return False
         norm = normalise(st.text)
         same = self.by_text.get(norm)
@@ -229,7 +238,7 @@ class Planner:
     def _update(
         self, mem: Memory, st: Statement, text: str, reason: str, kind: str | None = None
     ) -> bool:
-        if "UPDATE" not in self.allowed:
+        if Op.UPDATE not in self.allowed:
             return False
         cur = self.updates.get(mem.id)
         if cur is not None:

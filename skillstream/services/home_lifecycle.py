@@ -21,13 +21,11 @@ from typing import Any
 from skillstream.errors import InputError
 from skillstream.lifecycle import contradictions as ctr
 from skillstream.lifecycle.maintenance import maintain_owner
-from skillstream.lifecycle.policy import Reader, can_read
 from skillstream.lifecycle.params import LifecycleParams
+from skillstream.lifecycle.policy import Reader, can_read
 from skillstream.lifecycle.states import (
     ACTIVATED,
-    ARCHIVED,
     DELETED,
-    EXPIRED,
     FROZEN,
     REACTIVATED,
     STATUSES,
@@ -41,7 +39,8 @@ from skillstream.model import ContradictionRow, MaintenanceResult
 def store_clock(catalog: Any) -> datetime | None:
     """The latest event time the store knows: of a lifecycle event, or the end of a span."""
     row = catalog.sql(
-        "SELECT greatest((SELECT max(event_ts) FROM memory_events), (SELECT max(end_ts) FROM spans)) AS t"
+        "SELECT greatest((SELECT max(event_ts) FROM "
+        "memory_events), (SELECT max(end_ts) FROM spans)) AS t"
     ).to_pylist()
     t = row[0]["t"] if row else None
     return t.astimezone(UTC) if t is not None else None
@@ -207,11 +206,9 @@ def set_status(
             raise InputError(f"no memory with id {memory_id!r}")
         log = logs.setdefault(m.owner_id, ChangeLog(m.owner_id, "cli", None, actor, recorded))
         if to == ACTIVATED:
-            event = UNFROZEN if m.status == FROZEN else REACTIVATED
+            event: str = UNFROZEN if m.status == FROZEN else REACTIVATED
         else:
-            event = {FROZEN: FROZEN, DELETED: DELETED, ARCHIVED: ARCHIVED, EXPIRED: EXPIRED}.get(
-                to, to
-            )
+            event = to  # frozen, deleted, archived, expired: the event is named after the status
         if to == DELETED:
             log.transition(m, to, event, reason, at, valid_to=m.valid_to or at)
         else:

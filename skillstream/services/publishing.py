@@ -11,10 +11,10 @@ given, else the home's ``storage_options`` (one dict, LanceDB-style keys; see
 
     SKILLSTREAM_SKILLS_URI=oss://team-bucket/skills      # needs the [oss] extra (ossfs)
     SKILLSTREAM_SKILLS_STORAGE_OPTIONS='{"oss_endpoint": "https://oss-cn-hangzhou.aliyuncs.com",
-                                         "oss_access_key_id": "...", "oss_secret_access_key": "..."}'
+        "oss_access_key_id": "...", "oss_secret_access_key": "..."}'
 
-Layout: ``<owner>/<name>/v<version>/<name>.zip``. Every version gets its own path, so publishing a new
-version never touches an earlier one (no destructive update), and two owners' task skills of the
+Layout: ``<owner>/<name>/v<version>/<name>.zip``. Every version gets its own path, so publishing a
+new version never touches an earlier one (no destructive update), and two owners' task skills of the
 same name never collide. An owner id that is not a plain file name (letters, digits, ``.``, ``_``,
 ``-``) is written as ``~`` plus a hash of it, which no plain name can equal.
 

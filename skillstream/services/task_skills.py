@@ -44,6 +44,7 @@ from skillstream.services.publishing import Publisher
 from skillstream.settings import Settings
 from skillstream.storage.home import storage_options
 from skillstream.storage.task_skills import TaskSkillIndex
+from skillstream.vocab import TaskSkillStatus
 
 log = logging.getLogger(__name__)
 
@@ -115,8 +116,12 @@ class TaskSkillAPI:
     def list(
         self, owner: str | None = None, *, include_archived: bool = False
     ) -> list[dict[str, Any]]:
-        """The progressive-disclosure index: owner, name, description (and version) of each task skill."""
-        statuses = ("active", "archived") if include_archived else ("active",)
+        """The progressive-disclosure index: owner, name, description, version per task skill."""
+        statuses = (
+            (TaskSkillStatus.ACTIVE, TaskSkillStatus.ARCHIVED)
+            if include_archived
+            else (TaskSkillStatus.ACTIVE,)
+        )
         skills = self._index().list(self._owner(owner), statuses)
         return [
             {
@@ -139,7 +144,7 @@ class TaskSkillAPI:
         owner = self._owner(owner)
         found = self._index().find(owner, name)
         if not include_deleted:
-            found = [s for s in found if s.status != "deleted"]
+            found = [s for s in found if s.status != TaskSkillStatus.DELETED]
         if not found:
             who = f" of owner {owner!r}" if owner is not None else ""
             raise InputError(
@@ -204,7 +209,7 @@ class TaskSkillAPI:
 
     # ------------------------------------------------------------------ writing
     def save(self, skill: TaskSkill, *, change: str = "saved") -> TaskSkill:
-        """Store ``skill`` as the next version of the owner's task skill of that name (or version 1)."""
+        """Store ``skill`` as the next version of the owner's task skill of that name (or as v1)."""
         skill = skill.copy()
         now = self.clock()
         index = self._index(create=True)
@@ -220,7 +225,7 @@ class TaskSkillAPI:
             skill.version = 1
             skill.created_at = now
         skill.updated_at = now
-        skill.status = "active"
+        skill.status = TaskSkillStatus.ACTIVE
         skill.distiller = "manual"
         skill = self._finish(skill)
         self._write([TaskSkillResult(skill.owner_id, change, skill=skill)])
@@ -293,7 +298,7 @@ class TaskSkillAPI:
         """Soft delete: a new version with status ``deleted``; packages and history stay."""
         skill = self.get(name, owner).copy()
         skill.version += 1
-        skill.status = "deleted"
+        skill.status = TaskSkillStatus.DELETED
         skill.updated_at = self.clock()
         self._write([TaskSkillResult(skill.owner_id, "deleted", skill=skill)])
         return skill
@@ -304,12 +309,13 @@ class TaskSkillAPI:
         Raises:
             InputError: when two owners' task skills share a name (pass ``owner``).
         """
-        skills = self._index().list(self._owner(owner), ("active",))
+        skills = self._index().list(self._owner(owner), (TaskSkillStatus.ACTIVE,))
         names = [s.name for s in skills]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise InputError(
-                f"task skills {dup} exist for several owners; export one owner at a time with --owner"
+                f"task skills {dup} exist for several owners; "
+                "export one owner at a time with --owner"
             )
         return [write_folder(folder, s.name, package_files(s)) for s in skills]
 

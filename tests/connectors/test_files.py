@@ -14,7 +14,8 @@ import pytest
 from skillstream.connectors.files import FileSource, detect_format
 from skillstream.errors import InputError
 from skillstream.model import DeadLetter, Message
-from tests.connectors.factories import (
+from tests.connectors.test_records import BASE, PRIVATE_KEY, REJECT_KEYS
+from tests.factories import (
     chat_rows,
     drain,
     portable,
@@ -23,7 +24,6 @@ from tests.connectors.factories import (
     write_jsonl,
     write_parquet,
 )
-from tests.connectors.test_records import BASE, PRIVATE_KEY, REJECT_KEYS
 
 
 def messages(items) -> list[Message]:

@@ -13,7 +13,7 @@ from bytewax.testing import TestingSink, cluster_main, run_main
 
 from skillstream.connectors.files import FileSource
 from skillstream.model import DeadLetter, Message
-from tests.connectors.factories import chat_rows, read_source, write_csv, write_jsonl, write_parquet
+from tests.factories import chat_rows, read_source, write_csv, write_jsonl, write_parquet
 
 
 def _flow(source: FileSource, oks: list, errs: list) -> Dataflow:

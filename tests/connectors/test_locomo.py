@@ -17,7 +17,7 @@ from skillstream.connectors.locomo import (
 )
 from skillstream.errors import InputError
 from skillstream.model import DeadLetter, Message
-from tests.connectors.factories import drain, read_source
+from tests.factories import drain, read_source
 
 UTC = UTC
 

@@ -11,7 +11,7 @@ from skillstream.connectors.files import FileSource
 from skillstream.connectors.star import SYNTHETIC_EPOCH, iter_star, load_star_dialogues
 from skillstream.errors import InputError
 from skillstream.model import Message
-from tests.connectors.factories import drain, read_source, write_jsonl
+from tests.factories import drain, read_source, write_jsonl
 
 UTC = UTC
 T0 = 1589375664

@@ -3,8 +3,9 @@ from datetime import UTC, datetime
 
 from skillstream.apply import ApplyOptions, apply_ops
 from skillstream.memories import OwnerMemories
-from skillstream.model import MemoryOp, Op
-from tests.conftest import make_span
+from skillstream.model import MemoryOp
+from skillstream.vocab import Op
+from tests.factories import make_span
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -107,7 +108,7 @@ def test_invalid_targets_are_ignored_and_ids_deterministic():
 
 
 def test_update_that_changes_a_slot_value_supersedes_instead_of_overwriting():
-    # lifecycle (issue 5): the old value keeps its validity period; a contradiction row is written
+    # lifecycle: the old value keeps its validity period; a contradiction row is written
     state = OwnerMemories("c1")
     s1 = make_span([("user", "I live in Oslo")])
     apply_ops(state, s1, [MemoryOp(Op.INSERT, "User lives in Oslo", key="user|fact|home")], NOW)

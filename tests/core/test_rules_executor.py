@@ -354,7 +354,8 @@ def test_short_answers_pick_up_the_question(chat) -> None:
             "INSERT",
             "event",
             "caroline|event|painting",
-            'Melanie asked "Is this Caroline\'s own painting?" and Caroline answered: yes, Caroline '
+            "Melanie asked \"Is this Caroline's own "
+            'painting?" and Caroline answered: yes, Caroline '
             "painted that lake sunrise in 2022. It's special to Caroline.",
         ),
         (

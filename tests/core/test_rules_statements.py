@@ -1,10 +1,10 @@
-"""Sentence splitting, questions and small talk (skillstream.statements)."""
+"""Sentence splitting, questions and small talk (skillstream.text)."""
 
 from __future__ import annotations
 
 import pytest
 
-from skillstream.statements import (
+from skillstream.text import (
     is_question,
     is_small_talk,
     leading_answer,

@@ -1,7 +1,7 @@
 from datetime import timedelta
 
 from skillstream.spans import SpanBuilder, SpanState, render_span, render_turn
-from tests.conftest import T0, make_message
+from tests.factories import T0, make_message
 
 
 def words(s: str) -> int:

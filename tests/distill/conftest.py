@@ -1,4 +1,4 @@
-"""Fixtures of the task-skill tests: sample conversations, a moto S3 server, settings in tmp_path."""
+"""Fixtures of the task-skill tests: sample conversations, a moto S3 server, settings in tmp."""
 
 from __future__ import annotations
 
@@ -52,7 +52,8 @@ DEPLOY_1 = [
     ),
     (
         "assistant",
-        "Finally, restart the service on staging with systemctl restart app and check the health endpoint.",
+        "Finally, restart the service on staging with "
+        "systemctl restart app and check the health endpoint.",
     ),
     ("user", "It failed at the push step with an authentication error."),
     (
@@ -66,11 +67,13 @@ DEPLOY_2 = [
     ("assistant", "Run pytest first, then build the image with docker build -t app:staging ."),
     (
         "assistant",
-        "Log in with docker login registry.local and push with docker push registry.local/app:staging.",
+        "Log in with docker login registry.local and "
+        "push with docker push registry.local/app:staging.",
     ),
     (
         "assistant",
-        "Restart the service with systemctl restart app and verify the health endpoint returns 200.",
+        "Restart the service with systemctl restart "
+        "app and verify the health endpoint returns 200.",
     ),
     ("user", "Great, I prefer that we post the result in the #deploys channel afterwards."),
 ]

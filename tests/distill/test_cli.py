@@ -177,7 +177,10 @@ def _zip(entries: list[tuple[str, bytes, int]]) -> bytes:
     return buf.getvalue()
 
 
-GOOD_MD = b"---\nname: fix-printer\ndescription: Fix a jammed office printer.\n---\n\n## Procedure\n1. Open tray 2.\n2. Remove the paper.\n"
+GOOD_MD = (
+    b"---\nname: fix-printer\ndescription: Fix a jammed office "
+    b"printer.\n---\n\n## Procedure\n1. Open tray 2.\n2. Remove the paper.\n"
+)
 REG = stat.S_IFREG | 0o644
 
 

@@ -29,7 +29,8 @@ def extracted(update_of: str = "", **kw) -> str:
         "skip": False,
         "name": "web-app-deployment",
         "title": "Web app deployment",
-        "description": "Deploy a web app to staging with tests, image build, push and restart. Use it for staging deploys.",
+        "description": "Deploy a web app to staging with tests, image "
+        "build, push and restart. Use it for staging deploys.",
         "triggers": ["deploy", "staging"],
         "procedure": ["Run the tests.", "Build and push the image.", "Restart the service."],
         "experience": ["Log in to the registry before pushing."],

@@ -81,7 +81,8 @@ def test_the_server_lists_its_tools_and_each_call_works(tmp_path, embedder):
                     {
                         "name": "rotate-keys",
                         "description": "Rotate the API keys of a service. Use it monthly.",
-                        "content": "## Procedure\n1. Create a new key.\n2. Update the secret store.\n3. Revoke the old key.\n",
+                        "content": "## Procedure\n1. Create a new key.\n2. Update "
+                        "the secret store.\n3. Revoke the old key.\n",
                     },
                 )
             )

@@ -164,7 +164,8 @@ def test_a_package_reads_back_into_the_same_record():
 def test_foreign_sections_are_kept_as_reference_documents():
     text = (
         "---\nname: fix-printer\ndescription: Fix the office printer when it jams.\n---\n\n"
-        "## When to Use\nPrinter jams.\n\n## Procedure\n1. Open tray 2.\n2. Remove the paper\n   gently.\n\n"
+        "## When to Use\nPrinter jams.\n\n## Procedure\n1. "
+        "Open tray 2.\n2. Remove the paper\n   gently.\n\n"
         "## Pitfalls\n- Do not pull hard.\n\n## Background\nThe printer is an HP 4000.\n"
     )
     front, sections = parse_skill_md(text)

@@ -1,4 +1,4 @@
-"""Publishing packages: local layout, versions kept, owners apart, S3 on moto, OSS by configuration."""
+"""Publishing packages: local layout, versions kept, owners apart, S3 on moto, OSS by config."""
 
 from __future__ import annotations
 
@@ -87,7 +87,8 @@ def test_oss_is_configured_from_settings_and_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("SKILLSTREAM_SKILLS_URI", "oss://team-bucket/skills")
     monkeypatch.setenv(
         "SKILLSTREAM_SKILLS_STORAGE_OPTIONS",
-        '{"oss_endpoint": "http://127.0.0.1:9", "oss_access_key_id": "ak-test", "oss_secret_access_key": "sk-test"}',
+        '{"oss_endpoint": "http://127.0.0.1:9", "oss_access_key_id": '
+        '"ak-test", "oss_secret_access_key": "sk-test"}',
     )
     s = Settings.load(home=str(tmp_path / "h"))
     assert s.storage.skills_uri == "oss://team-bucket/skills"

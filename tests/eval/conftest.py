@@ -77,8 +77,8 @@ def locomo_sample(sample_id: str = "conv-t") -> dict:
             "speaker_b": "Ben",
             "session_1_date_time": "1:56 pm on 8 May, 2023",
             "session_1": turns(TURNS_1),
-            # Same day as session 1: the search's recency term (30-day half-life) then treats every turn
-            # alike, and the ranking is the relevance ranking.
+            # Same day as session 1: the search's recency term (30-day half-life) then treats every
+            # turn alike, and the ranking is the relevance ranking.
             "session_2_date_time": "6:00 pm on 8 May, 2023",
             "session_2": turns(TURNS_2),
         },

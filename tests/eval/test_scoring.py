@@ -119,7 +119,8 @@ def test_porter_stem(word: str, expected: str) -> None:
 
 
 def test_porter_measure() -> None:
-    # Porter's examples: m=0 tr, ee, tree, y, by; m=1 trouble, oats, trees, ivy; m=2 troubles, private
+    # Porter's examples:
+    # m=0 tr, ee, tree, y, by; m=1 trouble, oats, trees, ivy; m=2 troubles, private
     assert [measure(w) for w in ("tr", "ee", "tree", "y", "by")] == [0, 0, 0, 0, 0]
     assert [measure(w) for w in ("trouble", "oats", "trees", "ivy")] == [1, 1, 1, 1]
     assert [measure(w) for w in ("troubles", "private", "oaten", "orrery")] == [2, 2, 2, 2]

@@ -10,7 +10,7 @@ from skillstream.connectors.files import FileSource
 from skillstream.flows import progress
 from skillstream.flows.memory import build_flow
 from skillstream.storage.catalog import Catalog
-from tests.flows.conftest import conversation_rows
+from tests.factories import conversation_rows
 
 
 def invalid_lines() -> list[bytes]:
@@ -25,10 +25,12 @@ def invalid_lines() -> list[bytes]:
             f'{{"conversation_id": "c1", "role": "user", {ts}, "message_id": "nt{i}"}}'.encode()
         ),
         lambda i: (
-            f'{{"conversation_id": "c1", "role": "user", "content": "x{i}", "timestamp": "the {i}th"}}'.encode()
+            f'{{"conversation_id": "c1", "role": "user", "content": "x{i}", '
+            f'"timestamp": "the {i}th"}}'.encode()
         ),
         lambda i: (
-            f'{{"conversation_id": "c1", "role": "user", "content": "{"long " * 5000}{i}", {ts}}}'.encode()
+            f'{{"conversation_id": "c1", "role": "user", '
+            f'"content": "{"long " * 5000}{i}", {ts}}}'.encode()
         ),
         lambda i: (
             b'{"conversation_id": "c1", "role": "user", "content": "bad \xff\xfe '

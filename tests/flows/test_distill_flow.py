@@ -15,7 +15,7 @@ from skillstream.flows.distill import BlockLogic
 from skillstream.flows.memory import build_flow, default_sample
 from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog
-from tests.conftest import make_message
+from tests.factories import make_message
 
 pytestmark = pytest.mark.slow
 
@@ -26,7 +26,8 @@ def versions(settings: Settings) -> list[tuple]:
         return [
             tuple(r.values())
             for r in cat.sql(
-                "select owner_id, name, version, change from task_skill_versions order by owner_id, name, version"
+                "select owner_id, name, version, change from "
+                "task_skill_versions order by owner_id, name, version"
             ).to_pylist()
         ]
     finally:

@@ -12,7 +12,8 @@ from skillstream.connectors.records import parse_record
 from skillstream.flows import progress
 from skillstream.flows.memory import build_flow
 from skillstream.storage.catalog import Catalog
-from tests.flows.conftest import conversation_rows, memory_ids, write_jsonl
+from tests.factories import conversation_rows, write_jsonl
+from tests.flows.conftest import memory_ids
 
 
 def catalog_rows(settings, sql):
@@ -58,9 +59,11 @@ def test_bad_records_become_dead_letters_and_the_rest_flows(tmp_path, settings):
     rows = conversation_rows("c1", 30)
     bad = [
         b'{"conversation_id": "c1", "role": "user", "content": "x", "timestamp": ',  # broken JSON
-        b'{"conversation_id": "c1", "role": "user", "timestamp": "2024-03-01T10:00:00Z"}',  # no text
+        b'{"conversation_id": "c1", "role": "user", '
+        b'"timestamp": "2024-03-01T10:00:00Z"}',  # no text
         b'{"conversation_id": "c1", "role": "user", "content": "hi", "timestamp": "last tuesday"}',
-        b'{"conversation_id": "c1", "role": "user", "content": "caf\xe9", "timestamp": "2024-03-01T10:00:00Z"}',
+        b'{"conversation_id": "c1", "role": "user", "content": '
+        b'"caf\xe9", "timestamp": "2024-03-01T10:00:00Z"}',
     ]
     src = write_jsonl(tmp_path / "c.jsonl", rows, bad)
     progress.reset()

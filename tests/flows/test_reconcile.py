@@ -20,7 +20,7 @@ from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog
 from skillstream.storage.lance import MemoryIndex
 from skillstream.storage.reconcile import reconcile_memories
-from tests.flows.conftest import conversation_rows, write_jsonl
+from tests.factories import conversation_rows, write_jsonl
 
 
 def rows_of(settings: Settings) -> list[tuple]:

@@ -1,8 +1,8 @@
 """A ``skillstream run`` killed with SIGKILL mid-run, then resumed from its recovery folder.
 
 The killed run is a real subprocess of the CLI; it is killed as soon as some spans are committed
-(partial progress, see ``committed_progress``), then the same command runs again. The memories must be exactly those
-of an uninterrupted run in another home: none lost, none duplicated.
+(partial progress, see ``committed_progress``), then the same command runs again. The memories must
+be exactly those of an uninterrupted run in another home: none lost, none duplicated.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from skillstream.connectors.files import FileSource
 from skillstream.flows.memory import build_flow
 from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog
-from tests.flows.conftest import conversation_rows, write_jsonl
+from tests.factories import conversation_rows, write_jsonl
 from tests.kafka.conftest import cli_env, die_with_parent, skillstream_cmd
 
 pytestmark = [
     pytest.mark.slow,
-    # subprocesses are forked (then exec) to set PR_SET_PDEATHSIG; nothing of lance runs in the child
+    # subprocesses fork (then exec) to set PR_SET_PDEATHSIG; nothing of lance runs in the child
     pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning"),
 ]
 

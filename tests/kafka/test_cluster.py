@@ -20,13 +20,13 @@ from skillstream.cli import cli
 from skillstream.connectors.kafka import kafka_source
 from skillstream.flows.memory import build_flow
 from skillstream.settings import Settings
+from tests.factories import write_locomo
 from tests.flows.test_sigkill import lance_rows
 from tests.kafka.conftest import cli_env, die_with_parent, free_port, skillstream_cmd
-from tests.kafka.factories import write_locomo
 
 pytestmark = [
     pytest.mark.slow,
-    # subprocesses are forked (then exec) to set PR_SET_PDEATHSIG; nothing of lance runs in the child
+    # subprocesses fork (then exec) to set PR_SET_PDEATHSIG; nothing of lance runs in the child
     pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning"),
 ]
 

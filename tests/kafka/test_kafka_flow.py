@@ -10,9 +10,9 @@ from click.testing import CliRunner
 from skillstream.cli import cli
 from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog
+from tests.factories import write_locomo
 from tests.flows.conftest import memory_ids
 from tests.kafka.conftest import consume_all
-from tests.kafka.factories import write_locomo
 
 pytestmark = pytest.mark.slow
 

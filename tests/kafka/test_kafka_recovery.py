@@ -1,4 +1,4 @@
-"""A Kafka run with the ``openai`` backend, SIGKILLed mid-run, then resumed from its recovery folder.
+"""A Kafka run with the ``openai`` backend, SIGKILLed mid-run, then resumed from its recovery dir.
 
 The LLM is the counting ``OpenAIStub`` (a real HTTP server). The run follows the topic (``--tail``)
 while the first half of the conversations is produced; once memories are stored and snapshotted,
@@ -28,15 +28,15 @@ from skillstream.cli import cli
 from skillstream.connectors.kafka import kafka_source
 from skillstream.flows.memory import build_flow
 from skillstream.settings import Settings
+from tests.factories import write_locomo
 from tests.flows.test_sigkill import lance_rows
 from tests.kafka.conftest import cli_env, die_with_parent, skillstream_cmd
-from tests.kafka.factories import write_locomo
 from tests.memskill.conftest import insert_each_turn
 from tests.servers.openai_stub import OpenAIStub
 
 pytestmark = [
     pytest.mark.slow,
-    # subprocesses are forked (then exec) to set PR_SET_PDEATHSIG; nothing of lance runs in the child
+    # subprocesses fork (then exec) to set PR_SET_PDEATHSIG; nothing of lance runs in the child
     pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning"),
 ]
 
@@ -49,8 +49,8 @@ FLOW = {
     "SKILLSTREAM_LLM_TIMEOUT_S": "30",
     "SKILLSTREAM_DISTILL": "false",
 }
-"""Flow settings of both runs: one LLM request in flight at a time, memory extraction only (task-skill
-distillation has LLM requests of its own, with answers this test does not script)."""
+"""Flow settings of both runs: one LLM request in flight at a time, memory extraction only
+(task-skill distillation has LLM requests of its own, with answers this test does not script)."""
 
 
 def body_key(body: dict) -> str:
@@ -117,7 +117,8 @@ def wait_for(check, timeout: float, what: str, proc: subprocess.Popen, log: Path
     while not check():
         if proc.poll() is not None:
             pytest.fail(
-                f"the run ended (exit {proc.returncode}) while waiting for {what}\n{log.read_text()[-3000:]}"
+                f"the run ended (exit {proc.returncode}) while "
+                f"waiting for {what}\n{log.read_text()[-3000:]}"
             )
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}\n{log.read_text()[-3000:]}")

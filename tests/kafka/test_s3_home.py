@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from skillstream.cli import cli
 from skillstream.settings import Settings
 from skillstream.storage.artifacts import ArtifactStore
-from tests.flows.conftest import conversation_rows, write_jsonl
+from tests.factories import conversation_rows, write_jsonl
 from tests.storage.conftest import BUCKET, s3  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.slow

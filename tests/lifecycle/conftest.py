@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from skillstream.ids import stable_id
-from skillstream.lifecycle.policy import PolicySet
 from skillstream.lifecycle.params import LifecycleParams
+from skillstream.lifecycle.policy import PolicySet
 from skillstream.model import Message, Span
 
 T0 = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
@@ -27,7 +27,7 @@ def span(
     metadata: list[dict | None] | None = None,
     lang: str = "en",
 ) -> Span:
-    """A span of user messages one minute apart, ending at ``at``; ids are derived from the texts."""
+    """A span of user messages one minute apart, ending at ``at``; ids derive from the texts."""
     conv = conversation or owner
     n = len(texts)
     msgs = tuple(

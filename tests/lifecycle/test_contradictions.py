@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -37,7 +37,8 @@ from tests.lifecycle.conftest import DAY, T0, rules, span
             "Caroline likes hiking",
             "Caroline does not like hiking anymore",
             "caroline|preference|hiking",
-            "opposite statements: 'Caroline likes hiking' vs 'Caroline does not like hiking anymore'",
+            "opposite statements: 'Caroline likes hiking' "
+            "vs 'Caroline does not like hiking anymore'",
         ),
         (
             "用户喜欢咖啡。",
@@ -210,14 +211,17 @@ def test_what_did_we_believe_on_date_x_and_later_settlement(tmp_path, recorded, 
         results.append(MaintenanceResult("o1", at, list(r.changed.values()), r.events, r.rows))
     with open_stores(settings, embedder.dim) as stores:
         write_results(stores, results)
-        believed = lambda x: [
-            r["text"]
-            for r in stores.catalog.sql(  # noqa: E731
-                "SELECT text FROM memory_meta WHERE owner_id = ? AND status <> 'merged' AND valid_from <= ? "
-                "AND (valid_to IS NULL OR valid_to > ?) ORDER BY text",
-                ["o1", x, x],
-            ).to_pylist()
-        ]
+
+        def believed(x: datetime) -> list[str]:
+            return [
+                r["text"]
+                for r in stores.catalog.sql(
+                    "SELECT text FROM memory_meta WHERE owner_id = ? AND status <> 'merged' "
+                    "AND valid_from <= ? AND (valid_to IS NULL OR valid_to > ?) ORDER BY text",
+                    ["o1", x, x],
+                ).to_pylist()
+            ]
+
         assert believed(T0 + 10 * DAY) == ["User lives in Oslo"]
         assert believed(T0 + 45 * DAY) == [
             "User is vegan",
@@ -234,7 +238,8 @@ def test_what_did_we_believe_on_date_x_and_later_settlement(tmp_path, recorded, 
                 "memory_b": next(m.id for m in state.items.values() if m.text == "User is vegan"),
             }
         ]
-        # the user forgets the vegetarian memory: maintenance settles the contradiction for the other side
+        # the user forgets the vegetarian memory: maintenance settles the contradiction for the
+        # other side
         set_status(
             stores, [vegetarian.id], "deleted", at=T0 + 60 * DAY, reason="forgotten on request"
         )

@@ -7,15 +7,17 @@ from datetime import timedelta
 from skillstream.apply import ApplyOptions, apply_ops
 from skillstream.lifecycle.maintenance import maintain_owner, steps_due
 from skillstream.memories import OwnerMemories
-from skillstream.model import MemoryOp, Op
+from skillstream.model import MemoryOp
+from skillstream.vocab import Op
 from tests.lifecycle.conftest import DAY, T0, rules, span
 
 NO_SUMMARY = rules(summaries=False)
 
 
-def _state(
-    recorded, texts=("User likes tea", "User owns a bike"), options=ApplyOptions(rules=NO_SUMMARY)
-):
+NO_SUMMARY_OPTIONS = ApplyOptions(rules=NO_SUMMARY)
+
+
+def _state(recorded, texts=("User likes tea", "User owns a bike"), options=NO_SUMMARY_OPTIONS):
     state = OwnerMemories("o1")
     apply_ops(
         state, span(["hello"], at=T0), [MemoryOp(Op.INSERT, t) for t in texts], recorded, options
@@ -161,7 +163,8 @@ def test_maintaining_daily_or_once_ends_in_the_same_state(recorded):
     assert _fields(daily) == _fields(once)
     assert sorted(m.status for m in once.items.values()) == ["expired"] * 5
     # the same transitions happened, at the same event times (decay steps are grouped in a catch-up)
-    final = lambda evs: sorted(
-        (e.memory_id, e.event, e.event_ts) for e in evs if e.event != "decayed"
-    )
+
+    def final(evs):
+        return sorted((e.memory_id, e.event, e.event_ts) for e in evs if e.event != "decayed")
+
     assert final(events_daily) == final(r.events)

@@ -15,7 +15,7 @@ from skillstream.services.home_lifecycle import maintain_home
 from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog
 from skillstream.storage.home import open_stores
-from tests.flows.conftest import SENTENCES, write_jsonl
+from tests.factories import SENTENCES, write_jsonl
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 SESSIONS = {"ann": [0, 1, 45, 200], "bob": [0, 3, 120]}

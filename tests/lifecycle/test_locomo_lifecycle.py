@@ -132,8 +132,9 @@ def test_status_counts_agree_with_the_lifecycle_log(home):
     counts = {r["status"]: r["n"] for r in after["by_memories"]}
     assert counts == out["memories_by_status"]
     # activated: the two December facts and their session's summary; archived: the two losers of
-    # contradictions (archived memories do not decay); deleted: the cancelled trip; merged: the museum
-    # visit said twice; expired: everything else, untouched since spring (0.25 per decay step here)
+    # contradictions (archived memories do not decay); deleted: the cancelled trip; merged: the
+    # museum visit said twice; expired: everything else, untouched since spring (0.25 per decay
+    # step here)
     assert counts == {"activated": 3, "archived": 2, "deleted": 1, "expired": 11, "merged": 1}
     assert out["events"] == {"created": 2, "expired": 5}
     # every memory was created exactly once

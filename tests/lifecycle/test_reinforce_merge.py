@@ -6,7 +6,8 @@ import numpy as np
 
 from skillstream.apply import ApplyOptions, apply_ops
 from skillstream.memories import OwnerMemories
-from skillstream.model import MemoryOp, Op
+from skillstream.model import MemoryOp
+from skillstream.vocab import Op
 from tests.lifecycle.conftest import DAY, T0, rules, span
 
 

@@ -139,7 +139,8 @@ def test_no_secret_reaches_any_file_of_the_home_or_the_logs(tmp_path):
     home.mkdir()
     (home / "skillstream.toml").write_text(
         'max_message_chars = 1000\n\n[policies."*"]\n'
-        'sensitive_patterns = [{ name = "employee_id", regex = "EMP-\\\\d{6}", action = "redact" }]\n',
+        'sensitive_patterns = [{ name = "employee_id", '
+        'regex = "EMP-\\\\d{6}", action = "redact" }]\n',
         encoding="utf-8",
     )
     src = _conversation(tmp_path / "chat.jsonl")

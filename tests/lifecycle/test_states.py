@@ -10,7 +10,8 @@ from skillstream.apply import ApplyOptions, apply_ops
 from skillstream.lifecycle import states as st
 from skillstream.lifecycle.maintenance import maintain_owner
 from skillstream.memories import OwnerMemories
-from skillstream.model import MemoryOp, Op
+from skillstream.model import MemoryOp
+from skillstream.vocab import Op
 from tests.lifecycle.conftest import DAY, T0, rules, span
 
 

@@ -9,7 +9,8 @@ from skillstream.apply import apply_ops
 from skillstream.lifecycle.maintenance import maintain_owner
 from skillstream.lifecycle.summaries import summary_id
 from skillstream.memories import OwnerMemories
-from skillstream.model import MemoryOp, Op
+from skillstream.model import MemoryOp
+from skillstream.vocab import Op
 from tests.lifecycle.conftest import T0, rules, span
 
 MIN = timedelta(minutes=1)
@@ -56,7 +57,8 @@ def test_a_closed_session_gets_one_summary(recorded):
     s = state.get(summary_id("o1", "s1"))
     assert s.text == (
         "2024-01-01: Caroline and Melanie talked about drinks, kyoto, painting, tea and travel.\n"
-        "Key facts:\n- Caroline likes green tea\n- Melanie paints sunsets\n- Caroline plans a trip to Kyoto"
+        "Key facts:\n- Caroline likes green tea\n- Melanie "
+        "paints sunsets\n- Caroline plans a trip to Kyoto"
     )
     assert (
         s.kind,

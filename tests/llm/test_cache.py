@@ -78,7 +78,8 @@ WRITER = textwrap.dedent(
     path, prefix = sys.argv[1], sys.argv[2]
     cache = SqliteCache(path)
     for i in range(150):
-        cache.put(f"{prefix}{i}", CachedAnswer(text=f"{prefix}{i}", prompt_tokens=i, completion_tokens=1))
+        answer = CachedAnswer(text=f"{prefix}{i}", prompt_tokens=i, completion_tokens=1)
+        cache.put(f"{prefix}{i}", answer)
         assert cache.get(f"{prefix}{i}") is not None
     print(len(cache))
     """

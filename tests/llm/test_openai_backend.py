@@ -1,4 +1,4 @@
-"""OpenAIBackend against a real HTTP server speaking the OpenAI protocol (tests/servers/openai_stub)."""
+"""OpenAIBackend against a real HTTP server speaking the OpenAI protocol (tests/servers)."""
 
 from __future__ import annotations
 

@@ -18,9 +18,9 @@ from skillstream.memskill.executor import (
     parse_event_time,
 )
 from skillstream.memskill.seeds import DELETE, INSERT, PRIMITIVES, SKIP, UPDATE
-from skillstream.model import Op
 from skillstream.spans import render_span
-from tests.conftest import make_span
+from skillstream.vocab import Op
+from tests.factories import make_span
 from tests.memskill.conftest import ScriptedLLM, make_memory
 
 SPAN = make_span(
@@ -171,7 +171,8 @@ def test_json_answer_becomes_operations_with_targets_and_provenance():
     "answer",
     [
         '[{"action": "insert", "text": "The user likes tea."}]',
-        'Sure! ```json\n{"operations": [{"action": "INSERT", "text": "The user likes tea.",}]}\n```',
+        'Sure! ```json\n{"operations": [{"action": '
+        '"INSERT", "text": "The user likes tea.",}]}\n```',
         '{"action": "INSERT", "text": "The user likes tea."}',
         '{"ops": [{"action": "INSERT", "text": "The user likes tea."}]}',
         "ACTION: INSERT\nMEMORY_ITEM: The user likes tea.",

@@ -215,7 +215,8 @@ def test_rerun_and_replay_with_the_same_llm_configuration_make_zero_requests(
         run_main(build_flow(settings, FileSource(src)).flow)  # executor from the settings
         spans = sql(
             settings,
-            "select owner_id, seq, status, extractor, memory_skills from spans order by owner_id, seq",
+            "select owner_id, seq, status, extractor, "
+            "memory_skills from spans order by owner_id, seq",
         )
         assert len(spans) == 6 and {s["status"] for s in spans} == {"done"}
         assert {s["extractor"] for s in spans} == {"memskill"}

@@ -1,4 +1,4 @@
-"""The memory flow against the real llama.cpp server (SmolLM2-135M) through the real ``openai`` client.
+"""The memory flow against the real llama.cpp server (SmolLM2-135M) via the real ``openai`` client.
 
 Plumbing, not quality: a 135M model writes poor memories, but the whole path runs for real: the
 controller, the prompt, structured output (``json_object`` with the schema, which llama.cpp turns

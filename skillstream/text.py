@@ -1,4 +1,5 @@
-"""Statements out of chat messages: sentence splitting, questions, fillers and small talk.
+"""Text helpers shared by the extractors and the distillation: Chinese characters, sentence
+splitting, questions, fillers and small talk.
 
 English and Chinese. Everything here is a plain function over strings, built from regexes that are
 compiled once; nothing knows about speakers beyond the names it is handed to strip as vocatives.
@@ -8,6 +9,22 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+
+# ------------------------------------------------------------------------------ Chinese characters
+
+CJK_CLASS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+"""The Chinese characters, as the inside of a regex character class: CJK Unified Ideographs
+Extension A, the Unified Ideographs block and the Compatibility Ideographs."""
+CJK = re.compile(f"[{CJK_CLASS}]")
+"""One Chinese character."""
+CJK_RUN = re.compile(f"[{CJK_CLASS}]+")
+"""A run of Chinese characters."""
+
+
+def is_cjk(ch: str) -> bool:
+    """True when the one character ``ch`` is a Chinese character."""
+    return CJK.fullmatch(ch) is not None
+
 
 # ------------------------------------------------------------------------------------ splitting
 
@@ -64,7 +81,7 @@ def _split(text: str) -> tuple[str, ...]:
         elif m.group("zh"):
             # "3.5" or "e.g.x" have no space, but the zh branch only fires on CJK/full-width
             # marks or on !/? directly followed by text, which only makes sense in Chinese.
-            if text[m.start()] in "!?" and not _is_cjk(text[max(0, m.start() - 1)]):
+            if text[m.start()] in "!?" and not is_cjk(text[max(0, m.start() - 1)]):
                 continue
         piece = text[start:end].strip()
         if piece:
@@ -74,10 +91,6 @@ def _split(text: str) -> tuple[str, ...]:
     if tail:
         out.append(_SPACES.sub(" ", tail))
     return tuple(out)
-
-
-def _is_cjk(ch: str) -> bool:
-    return "\u4e00" <= ch <= "\u9fff" or "\u3400" <= ch <= "\u4dbf"
 
 
 # ------------------------------------------------------------------------------------ questions
@@ -156,7 +169,7 @@ def leading_answer(sentence: str) -> str | None:
 def strip_fillers(sentence: str, names: tuple[str, ...] = ()) -> str:
     """Remove opening interjections, trailing laughter, emoji and vocatives (``..., Caroline!``)."""
     s = strip_emoji(sentence)
-    cjk = bool(_CJK.search(s))
+    cjk = bool(CJK.search(s))
     prev = None
     while prev != s:
         prev = s
@@ -238,7 +251,6 @@ _ZH_FILLERS = re.compile(
     r"辛苦了|哇+|哦+|噢+|啊+|呀|吧|呢|了|对|好|行|可以|嗯嗯|ok|OK|Ok|真的|确实|当然|一定|好久不见|"
     r"最近怎么样|怎么样|你呢|我也是|同意"
 )
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 
 
 def content_words(sentence: str) -> list[str]:
@@ -269,12 +281,12 @@ def is_small_talk(sentence: str, names: tuple[str, ...] = (), cleaned: str | Non
     s = strip_fillers(sentence, names) if cleaned is None else cleaned
     if not s:
         return True
-    if _CJK.search(s):
+    if CJK.search(s):
         rest = _ZH_FILLERS.sub("", s)
         rest = re.sub(r"[\W_]+", "", rest)
         for n in names:
             rest = rest.replace(n, "")
-        return len(_CJK.findall(rest)) + len(_WORD.findall(rest)) < 2
+        return len(CJK.findall(rest)) + len(_WORD.findall(rest)) < 2
     if _SMALL_TALK.match(s):
         return True
     words = [w for w in content_words(s) if not _name_like(w, names)]

@@ -1,0 +1,116 @@
+"""The fixed words skillstream stores: kinds, types, statuses, operations and event names.
+
+Each set is a ``StrEnum`` declared here and nowhere else. A member *is* its value string (it
+compares, hashes, formats, JSON-encodes and, here, ``repr``s as the value), so tables, Arrow
+columns, JSON, Kafka events, ids and messages hold the same words they always did; rows read back
+as plain strings compare equal to the members. ``yaml.safe_dump`` does not take a member: pass
+``str(member)``.
+
+Two status words: a memory is ``activated``, a task skill or a memory skill ``active``. They stay
+different on purpose. A memory's status is one state of a lifecycle (``activated``, ``archived``,
+``merged``, ``expired``, ``deleted``, ``frozen``) whose events speak the same language (an archived
+memory is ``reactivated``); a skill's status is only whether it is published. Both words are stored
+in existing homes (``memory_meta``, the LanceDB table, ``task_skills``, ``memory_skills``, SKILL.md
+front matter) and read by Kafka consumers, so unifying them would change stored values.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Word(StrEnum):
+    """A stored word: a ``StrEnum`` whose ``repr`` is its value's (``'activated'``), so messages
+    that quote a value read the same whether they got a member or a string from a row."""
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+class MemoryKind(Word):
+    """What a memory says (the ``kind`` column)."""
+
+    FACT = "fact"
+    EVENT = "event"
+    PREFERENCE = "preference"
+    PLAN = "plan"
+    OPINION = "opinion"
+    SUMMARY = "summary"
+    """A session summary (written by the lifecycle, never extracted)."""
+    LESSON = "lesson"
+    """A lesson learned from a task outcome."""
+    SKILL = "skill"
+    TASK_SKILL = "task_skill"
+
+
+KINDS: tuple[MemoryKind, ...] = (
+    MemoryKind.FACT,
+    MemoryKind.EVENT,
+    MemoryKind.PREFERENCE,
+    MemoryKind.PLAN,
+    MemoryKind.OPINION,
+)
+"""The kinds an extractor may write (the LLM schema offers these)."""
+
+
+class MemoryType(Word):
+    """Where a memory lives and counts against capacity (the ``memory_type`` column)."""
+
+    WORKING = "WorkingMemory"
+    LONG_TERM = "LongTermMemory"
+    USER = "UserMemory"
+    SKILL = "SkillMemory"
+
+
+class MemoryStatus(Word):
+    """The lifecycle state of a memory (the ``status`` column); see ``lifecycle.states``."""
+
+    ACTIVATED = "activated"
+    ARCHIVED = "archived"
+    MERGED = "merged"
+    EXPIRED = "expired"
+    DELETED = "deleted"
+    FROZEN = "frozen"
+
+
+class LifecycleEvent(Word):
+    """What happened to a memory (the ``event`` column of ``memory_events``)."""
+
+    CREATED = "created"
+    UPDATED = "updated"
+    REINFORCED = "reinforced"
+    MERGED = "merged"
+    ARCHIVED = "archived"
+    INVALIDATED = "invalidated"
+    REACTIVATED = "reactivated"
+    DECAYED = "decayed"
+    EXPIRED = "expired"
+    DELETED = "deleted"
+    FROZEN = "frozen"
+    UNFROZEN = "unfrozen"
+    REFUSED = "refused"
+
+
+class Op(Word):
+    """The four primitive memory operations (also the action a memory skill may produce)."""
+
+    INSERT = "INSERT"
+    UPDATE = "UPDATE"
+    DELETE = "DELETE"
+    NOOP = "NOOP"
+
+
+class TaskSkillStatus(Word):
+    """Whether a task skill is published (the ``status`` column of ``task_skills``)."""
+
+    ACTIVE = "active"
+    ARCHIVED = "archived"
+    DELETED = "deleted"
+    """The soft delete: the record and every package stay, search and lists skip it."""
+
+
+class MemorySkillStatus(Word):
+    """Whether a memory skill version can be selected (the ``status`` of ``memory_skills``)."""
+
+    ACTIVE = "active"
+    RETIRED = "retired"

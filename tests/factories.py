@@ -1,0 +1,241 @@
+"""Small factories for the tests: messages and spans, chat logs in each file format, conversation
+rows for the flows, and LoCoMo-shaped samples. Every test folder builds its data from here."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from skillstream.model import DeadLetter, Message, Span
+from skillstream.spans import SpanBuilder, SpanState
+
+if TYPE_CHECKING:
+    from skillstream.connectors.files import FileSource
+
+T0 = datetime(2024, 5, 8, 13, 56, tzinfo=UTC)
+
+# ------------------------------------------------------------------------------ messages and spans
+
+
+def make_message(
+    text: str,
+    *,
+    i: int = 0,
+    role: str = "user",
+    speaker: str | None = None,
+    conversation_id: str = "c1",
+    owner_id: str | None = None,
+    session_id: str = "s1",
+    ts: datetime | None = None,
+    metadata: str | None = None,
+) -> Message:
+    return Message(
+        message_id=f"{conversation_id}-m{i}",
+        conversation_id=conversation_id,
+        owner_id=owner_id or conversation_id,
+        session_id=session_id,
+        role=role,
+        speaker=speaker or ("User" if role == "user" else "Assistant"),
+        text=text,
+        ts=ts or (T0 + timedelta(minutes=i)),
+        metadata=metadata,
+    )
+
+
+def make_span(
+    turns: list[tuple[str, str]], *, conversation_id: str = "c1", ts: datetime | None = None
+) -> Span:
+    """A span from (role, text) pairs, one minute apart."""
+    base = ts or T0
+    msgs = [
+        make_message(
+            text, i=i, role=role, conversation_id=conversation_id, ts=base + timedelta(minutes=i)
+        )
+        for i, (role, text) in enumerate(turns)
+    ]
+    builder = SpanBuilder(lambda s: len(s.split()), budget=10**9)
+    state = SpanState()
+    for m in msgs:
+        builder.add(state, m)
+    return builder.flush(state)[0]
+
+
+# ------------------------------------------------------------------------------- chat log files
+
+T = "2024-05-08T13:56:{:02d}Z"
+
+
+def chat_rows(n: int = 10) -> list[dict[str, Any]]:
+    """``n`` valid canonical rows over two conversations, every value as text (CSV-friendly)."""
+    rows = []
+    for i in range(n):
+        conv = "c1" if i % 2 == 0 else "c2"
+        rows.append(
+            {
+                "conversation_id": conv,
+                "role": "user" if i % 3 else "assistant",
+                "content": f"message number {i} about hiking in the Alps",
+                "timestamp": T.format(i),
+                "user_id": f"owner-{conv}",
+                "session_id": f"{conv}/s1",
+                "metadata": json.dumps({"i": i}),
+            }
+        )
+    return rows
+
+
+def write_jsonl(
+    path: Path, lines: Sequence[Any], extra_lines: Sequence[bytes] = (), *, gz: bool = False
+) -> Path:
+    """Write JSONL: dicts are encoded, ``bytes`` are written as they are (for broken lines);
+    ``extra_lines`` come last."""
+    data = b"".join(
+        (line if isinstance(line, bytes) else json.dumps(line).encode("utf-8")) + b"\n"
+        for line in [*lines, *extra_lines]
+    )
+    path.write_bytes(gzip.compress(data, mtime=0) if gz else data)
+    return path
+
+
+def write_parquet(path: Path, rows: list[dict[str, Any]], row_group_size: int = 4) -> Path:
+    pq.write_table(pa.Table.from_pylist(rows), path, row_group_size=row_group_size)
+    return path
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def drain(part: Any, limit: int | None = None) -> list[Message | DeadLetter]:
+    """Call ``next_batch`` until the partition ends (or ``limit`` batches were read)."""
+    out: list[Message | DeadLetter] = []
+    batches = 0
+    while limit is None or batches < limit:
+        try:
+            out.extend(part.next_batch())
+        except StopIteration:
+            break
+        batches += 1
+    return out
+
+
+def read_source(source: FileSource) -> list[Message | DeadLetter]:
+    """Read every partition of a source, in order, without a dataflow."""
+    from skillstream.connectors.files import read_all
+
+    return read_all(source)
+
+
+def portable(m: Message) -> Message:
+    """A message without where it was read from, to compare reads of different files."""
+    return replace(m, source=None, position=None)
+
+
+# ------------------------------------------------------------------- conversation rows (flows)
+
+CONVERSATION_T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
+
+SENTENCES = [
+    "I love hiking in the mountains.",
+    "I am planning a trip to Kyoto next month.",
+    "My sister Lena works as a nurse in Berlin.",
+    "Yesterday I adopted a cat named Miso.",
+    "I think remote work is better for focus.",
+    "I prefer green tea over coffee.",
+    "Last week I started learning the cello.",
+    "I work as a product designer at Acme.",
+    "Thanks, that's helpful!",
+    "We visited the science museum with the kids on Sunday.",
+]
+
+
+def conversation_rows(
+    cid: str, n: int, *, start: datetime = CONVERSATION_T0, owner: str | None = None
+) -> list[dict]:
+    rows = []
+    for i in range(n):
+        role = "user" if i % 3 != 2 else "assistant"
+        text = (
+            SENTENCES[(i * 7 + len(cid)) % len(SENTENCES)]
+            if role == "user"
+            else f"Noted, point {i}."
+        )
+        rows.append(
+            {
+                "conversation_id": cid,
+                "user_id": owner or cid,
+                "session_id": f"{cid}-s{i // 40}",
+                "message_id": f"{cid}-{i}",
+                "role": role,
+                "name": "Sam" if role == "user" else "Assistant",
+                "content": f"{text} (note {i})" if role == "user" and i % 5 == 0 else text,
+                "timestamp": (start + timedelta(minutes=2 * i + 600 * (i // 40))).isoformat(),
+            }
+        )
+    return rows
+
+
+# ------------------------------------------------------------------------------ LoCoMo samples
+
+NAMES = [("Ana", "Ben"), ("Caro", "Dev"), ("Eli", "Fay"), ("Gus", "Hana"), ("Ivo", "Jun")]
+FACTS = [
+    "I love hiking in the mountains.",
+    "I am planning a trip to Kyoto next month.",
+    "My sister Lena works as a nurse in Berlin.",
+    "Yesterday I adopted a cat named Miso.",
+    "I prefer green tea over coffee.",
+    "Last week I started learning the cello.",
+    "I work as a product designer at Acme.",
+    "We visited the science museum with the kids on Sunday.",
+    "My favourite book is The Left Hand of Darkness.",
+    "I moved to Lisbon two years ago.",
+    "I am training for a half marathon in October.",
+    "My brother Tom is getting married in June.",
+]
+REPLIES = ["That sounds great!", "Oh nice, tell me more.", "Wow, good for you.", "Interesting!"]
+MONTHS = ["January", "February", "March", "April", "May", "June"]
+
+
+def locomo_sample(k: int, sessions: int = 3, turns: int = 8) -> dict:
+    """One LoCoMo sample: two speakers, dated sessions, ``dia_id`` turn ids, an image turn."""
+    a, b = NAMES[k % len(NAMES)]
+    conv: dict = {"speaker_a": a, "speaker_b": b}
+    for s in range(1, sessions + 1):
+        conv[f"session_{s}_date_time"] = (
+            f"{1 + (k + s) % 11}:{(7 * s) % 60:02d} pm on {1 + s * 3} {MONTHS[(k + s) % 6]}, 2023"
+        )
+        session = []
+        for t in range(1, turns + 1):
+            speaker = a if t % 2 else b
+            if t % 2:
+                text = FACTS[(k * 5 + s * 3 + t) % len(FACTS)]
+            else:
+                text = REPLIES[(k + s + t) % len(REPLIES)]
+            turn = {"speaker": speaker, "dia_id": f"D{s}:{t}", "text": text}
+            if t == 4 and s == 1:
+                turn.update(
+                    img_url=["https://example.org/p.jpg"],
+                    blip_caption="a photo of a dog on a beach",
+                )
+            session.append(turn)
+        conv[f"session_{s}"] = session
+    return {"sample_id": f"conv-{k}", "conversation": conv, "qa": []}
+
+
+def write_locomo(path: Path, samples: int = 4, sessions: int = 3, turns: int = 8) -> Path:
+    """A LoCoMo JSON file of ``samples`` conversations."""
+    path.write_text(json.dumps([locomo_sample(k, sessions, turns) for k in range(samples)]))
+    return path
