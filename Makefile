@@ -1,20 +1,27 @@
 # The two commands of the README.
 #   make run    set up ./.venv and run the main job on the bundled sample (embedded defaults)
-#   make test   set up ./.venv with the test extras and run the whole test suite
-#   make lint   ruff (lint and format check) and mypy over the whole repository
-.PHONY: run test lint setup setup-test bench
+#   make test   set up ./.venv with the test extras, check style, types and import contracts, and
+#               run the whole test suite (this is what CI runs)
+#   make lint   only the checks: ruff (lint and format), mypy, import-linter
+.PHONY: run test lint checks setup setup-test bench
 
 run: setup
 	.venv/bin/skillstream run
 	.venv/bin/skillstream stats
 
 test: setup-test
+	$(MAKE) --no-print-directory checks
 	.venv/bin/python -m pytest
 
 lint: setup-test
+	$(MAKE) --no-print-directory checks
+
+# The checks themselves, on an environment made by setup-test.
+checks:
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 	.venv/bin/mypy skillstream benchmarks
+	.venv/bin/lint-imports --no-cache
 
 setup:
 	bash scripts/setup.sh

@@ -104,7 +104,7 @@ def run_once(
         )
         # Time spent in the model itself (one call at a time: concurrent requests are coalesced).
         embedder = get_embedder(settings.embedding)
-        forward, spent = embedder._forward, [0.0]
+        forward, spent = embedder.forward, [0.0]
 
         def timed_forward(texts):
             t = time.perf_counter()
@@ -118,7 +118,7 @@ def run_once(
             finally:
                 spent[0] += time.perf_counter() - t
 
-        embedder._forward = timed_forward  # type: ignore[method-assign]
+        embedder.forward = timed_forward  # type: ignore[method-assign]
         try:
             parts = build_flow(settings, FileSource(str(src)))
             progress.reset()
@@ -126,7 +126,7 @@ def run_once(
             run_main(parts.flow)
             seconds = time.perf_counter() - t0
         finally:
-            del embedder._forward  # back to the class's method
+            del embedder.forward  # back to the class's method
         counts = progress.snapshot()
     calls, in_flight = stub.count, stub.max_in_flight
     spans = counts.get("spans_done", 0)

@@ -92,7 +92,7 @@ class Embedder:
             batch, self._queue = self._queue, []
         try:
             flat = [t for r in batch for t in r.texts]
-            out = self._forward(flat)
+            out = self.forward(flat)
             start = 0
             for r in batch:
                 r.vectors, start = out[start : start + len(r.texts)], start + len(r.texts)
@@ -108,7 +108,7 @@ class Embedder:
                 self._cond.notify_all()
         return req.result()
 
-    def _forward(self, texts: list[str]) -> np.ndarray:
+    def forward(self, texts: list[str]) -> np.ndarray:
         """The model on ``texts``: length-sorted batches, mean pooling, L2 normalisation.
 
         This is what ``SentenceTransformer.encode`` computes, without its per-call bookkeeping

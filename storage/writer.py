@@ -101,7 +101,7 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
     results: list[SpanResult] = []
     maintained: list[MaintenanceResult] = []
     dead: list[DeadLetter] = []
-    task_skills: list[Any] = []  # TaskSkillResult (task skills, issue 4)
+    task_skills: list[Any] = []  # TaskSkillResult
     for item in items:
         if isinstance(item, tuple) and len(item) == 2:
             item = item[1]

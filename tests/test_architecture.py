@@ -4,9 +4,11 @@ a forbidden import is added (see docs/architecture.md)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -19,8 +21,7 @@ TREE = ("skillstream", "flows", "connectors", "storage")
 def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
     """Run ``lint-imports`` on the tree at ``root`` with its pyproject.toml, that tree first on the
     import path."""
-    if not LINT.exists():
-        pytest.skip("import-linter is not installed (the test extra installs it)")
+    assert LINT.exists(), "import-linter is not installed: install the test extra (make test)"
     env = {**os.environ, "PYTHONPATH": str(root)}
     return subprocess.run(
         [str(LINT), "--config", str(root / "pyproject.toml"), "--no-cache", "--no-logo"],
@@ -36,6 +37,20 @@ def test_the_import_contracts_hold():
     out = lint_imports(ROOT)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "2 kept, 0 broken" in out.stdout
+
+
+def test_every_module_of_the_package_has_a_layer():
+    """A new top-level module or package must be placed in the layers, or nothing checks it."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    contracts = {c["id"]: c for c in config["contracts"]}
+    placed = set(re.findall(r"skillstream\.(\w+)", " ".join(contracts["layers"]["layers"])))
+    package = ROOT / "skillstream"
+    names = {p.stem for p in package.glob("*.py") if p.stem != "__init__"}
+    names |= {p.name for p in package.iterdir() if (p / "__init__.py").exists()}
+    assert names - placed == set(), "modules in no layer of pyproject.toml"
+    core = {m.removeprefix("skillstream.") for m in contracts["core"]["source_modules"]}
+    above = {"storage", "tables", "connectors", "services", "flows", "eval", "cli"}
+    assert names - above - core == set(), "core modules missing from the core contract"
 
 
 @pytest.fixture(scope="module")

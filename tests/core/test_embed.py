@@ -29,7 +29,7 @@ def test_concurrent_callers_share_model_calls_and_each_gets_its_rows(embedder, m
     texts = [f"note {i}: the heron at the lake was {i} metres away" for i in range(24)]
     alone = [embedder.encode([t])[0] for t in texts]
     calls: list[int] = []
-    forward = Embedder._forward
+    forward = Embedder.forward
     entered = threading.Event()
 
     def slow_forward(self, batch):
@@ -38,7 +38,7 @@ def test_concurrent_callers_share_model_calls_and_each_gets_its_rows(embedder, m
         threading.Event().wait(0.05)  # hold the model so the others queue up
         return forward(self, batch)
 
-    monkeypatch.setattr(Embedder, "_forward", slow_forward)
+    monkeypatch.setattr(Embedder, "forward", slow_forward)
     out: list = [None] * len(texts)
 
     def one(i: int) -> None:
@@ -59,7 +59,7 @@ def test_a_model_error_reaches_every_waiting_caller(embedder, monkeypatch):
         threading.Event().wait(0.05)
         raise RuntimeError("model failed")
 
-    monkeypatch.setattr(Embedder, "_forward", broken)
+    monkeypatch.setattr(Embedder, "forward", broken)
     errors: list[BaseException] = []
 
     def one() -> None:
