@@ -17,6 +17,23 @@ import pyarrow as pa
 
 from skillstream.settings import Settings
 
+FORMATS = ["auto", "jsonl", "parquet", "csv", "locomo", "star"]
+"""Input formats of chat-log files (``auto`` picks by extension and content)."""
+
+format_option = click.option(
+    "--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True
+)
+"""The ``--format`` option of the commands that read chat-log files."""
+
+map_option = click.option(
+    "--map",
+    "mapping",
+    multiple=True,
+    metavar="FIELD=COLUMN",
+    help="Map a canonical field to an input column.",
+)
+"""The ``--map`` option of the commands that read chat-log files."""
+
 
 def settings_from(ctx: click.Context, **explicit: Any) -> Settings:
     return Settings.load(home=ctx.obj["home"], **explicit)

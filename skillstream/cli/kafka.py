@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from skillstream.cli.common import dumps, settings_from
-from skillstream.cli.run import FORMATS, parse_pairs
+from skillstream.cli.common import dumps, format_option, map_option, settings_from
+from skillstream.cli.run import parse_pairs
 from skillstream.errors import InputError, TransientError
 
 if TYPE_CHECKING:
@@ -46,14 +46,8 @@ def _messages(source) -> Iterator:
 @click.command()
 @click.argument("path", nargs=-1, required=True)
 @click.option("--to", "to", required=True, metavar="kafka://HOST:PORT/TOPIC", help="Target topic.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
-@click.option(
-    "--map",
-    "mapping",
-    multiple=True,
-    metavar="FIELD=COLUMN",
-    help="Map a canonical field to an input column.",
-)
+@format_option
+@map_option
 @click.option(
     "--partitions",
     type=int,

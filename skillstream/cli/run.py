@@ -11,12 +11,10 @@ from pathlib import Path
 
 import click
 
-from skillstream.cli.common import dumps, settings_from
+from skillstream.cli.common import dumps, format_option, map_option, settings_from
 from skillstream.errors import InputError
 
 log = logging.getLogger("skillstream.run")
-
-FORMATS = ["auto", "jsonl", "parquet", "csv", "locomo", "star"]
 
 
 def parse_pairs(pairs: tuple[str, ...], what: str) -> dict[str, str]:
@@ -54,14 +52,8 @@ def make_source(
 @click.option(
     "--source", help="File, folder, glob or kafka://HOST:PORT/TOPIC. Default: the bundled sample."
 )
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True)
-@click.option(
-    "--map",
-    "mapping",
-    multiple=True,
-    metavar="FIELD=COLUMN",
-    help="Map a canonical field to an input column.",
-)
+@format_option
+@map_option
 @click.option(
     "--workers",
     "-w",
