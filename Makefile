@@ -21,7 +21,7 @@ checks:
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 	.venv/bin/mypy skillstream benchmarks
-	.venv/bin/lint-imports --no-cache
+	.venv/bin/lint-imports --no-cache --no-logo
 
 setup:
 	bash scripts/setup.sh
