@@ -38,20 +38,13 @@ from skillstream.lifecycle.maintenance import enforce_capacity
 from skillstream.lifecycle.params import CONFIDENCE_CAP, REINFORCE_STEP, LifecycleParams
 from skillstream.lifecycle.reinforce import NearDuplicates, clamp_confidence, merge_into, reinforce
 from skillstream.lifecycle.states import (
-    ACTIVATED,
-    ARCHIVED,
-    CREATED,
-    DELETED,
-    FROZEN,
-    REACTIVATED,
-    UPDATED,
     ChangeLog,
 )
 from skillstream.lifecycle.types import memory_type_for
 from skillstream.memories import OwnerMemories, age_key, normalise
 from skillstream.model import Memory, MemoryOp, Span
 from skillstream.settings import LifecycleSettings
-from skillstream.vocab import Op
+from skillstream.vocab import LifecycleEvent, MemoryStatus, Op
 
 __all__ = ["CONFIDENCE_CAP", "REINFORCE_STEP", "Applied", "ApplyOptions", "apply_ops", "normalise"]
 
@@ -145,18 +138,18 @@ class _Apply:
 
     # ------------------------------------------------------------------ bookkeeping
     def _index(self, m: Memory) -> None:
-        if m.status in (ACTIVATED, FROZEN, ARCHIVED):
+        if m.status in (MemoryStatus.ACTIVATED, MemoryStatus.FROZEN, MemoryStatus.ARCHIVED):
             self.by_text.setdefault(normalise(m.text), {})[m.id] = m
-        if m.key and m.status == ACTIVATED:
+        if m.key and m.status == MemoryStatus.ACTIVATED:
             self.by_key.setdefault(m.key, {})[m.id] = m
 
     def _restated(self, text: str) -> Memory | None:
         """The memory a text restates: live first, then frozen, then archived (not invalidated)."""
         norm = normalise(text)
         found = [m for m in self.by_text.get(norm, {}).values() if normalise(m.text) == norm]
-        for status in (ACTIVATED, FROZEN, ARCHIVED):
+        for status in (MemoryStatus.ACTIVATED, MemoryStatus.FROZEN, MemoryStatus.ARCHIVED):
             for m in found:
-                if m.status == status and (status != ARCHIVED or m.valid_to is None):
+                if m.status == status and (status != MemoryStatus.ARCHIVED or m.valid_to is None):
                     return m
         return None
 
@@ -280,7 +273,7 @@ class _Apply:
             m.vector = vec  # type: ignore[assignment]
         self.state.put(m)
         self._index(m)
-        self.out.log(m, CREATED, reason, self.t)
+        self.out.log(m, LifecycleEvent.CREATED, reason, self.t)
         if m.vector is None:
             self.out.needs_vector.add(m.id)
         return m
@@ -298,9 +291,9 @@ class _Apply:
 
     def _update(self, i: int, op: MemoryOp, text: str) -> None:
         cur = self.state.get(op.target_id or "")
-        if cur is None or cur.status not in (ACTIVATED, FROZEN):
+        if cur is None or cur.status not in (MemoryStatus.ACTIVATED, MemoryStatus.FROZEN):
             return
-        if cur.status == FROZEN:
+        if cur.status == MemoryStatus.FROZEN:
             self.out.refuse(cur, "update refused: the memory is frozen", self.t)
             return
         if not self.policy.can_write(cur.scope):
@@ -339,37 +332,50 @@ class _Apply:
             dict.fromkeys([*cur.source_message_ids, *op.source_message_ids])
         )
         self._index(cur)
-        self.out.log(cur, UPDATED, op.reason or "refined", self.t, old)
+        self.out.log(cur, LifecycleEvent.UPDATED, op.reason or "refined", self.t, old)
         self.out.needs_vector.add(cur.id)
 
     def _delete(self, op: MemoryOp) -> None:
         cur = self.state.get(op.target_id or "")
-        if cur is None or cur.status not in (ACTIVATED, FROZEN):
+        if cur is None or cur.status not in (MemoryStatus.ACTIVATED, MemoryStatus.FROZEN):
             return
-        if cur.status == FROZEN:
+        if cur.status == MemoryStatus.FROZEN:
             self.out.refuse(cur, "delete refused: the memory is frozen", self.t)
             return
         if not self.policy.can_write(cur.scope):
             self._refuse_op(op, f"policy {self.policy.agent!r} may not write scope {cur.scope!r}")
             return
         self.out.transition(
-            cur, DELETED, DELETED, op.reason or "cancelled", self.t, valid_to=self.t
+            cur,
+            MemoryStatus.DELETED,
+            MemoryStatus.DELETED,
+            op.reason or "cancelled",
+            self.t,
+            valid_to=self.t,
         )
 
     def _insert(self, i: int, op: MemoryOp, text: str) -> None:
         if op.kind == LESSON_KIND and op.key:
-            same = [m for m in self.by_key.get(op.key, {}).values() if m.status == ACTIVATED]
+            same = [
+                m
+                for m in self.by_key.get(op.key, {}).values()
+                if m.status == MemoryStatus.ACTIVATED
+            ]
             if same:
                 self._reinforce(same[0], op, "lesson confirmed by a new outcome")
                 return
         hit = self._restated(text)
         if hit is not None:
-            if hit.status == FROZEN:
+            if hit.status == MemoryStatus.FROZEN:
                 self.out.refuse(hit, "restated, but the memory is frozen", self.t)
             else:
-                if hit.status == ARCHIVED:
+                if hit.status == MemoryStatus.ARCHIVED:
                     self.out.transition(
-                        hit, ACTIVATED, REACTIVATED, "restated after being archived", self.t
+                        hit,
+                        MemoryStatus.ACTIVATED,
+                        LifecycleEvent.REACTIVATED,
+                        "restated after being archived",
+                        self.t,
                     )
                     self._index(hit)
                 self._reinforce(hit, op, "restated")
@@ -410,10 +416,10 @@ class _Apply:
             self._near.add(m)
         if m.key:
             for c in list(self.by_key.get(m.key, {}).values()):
-                if c.id == m.id or c.status != ACTIVATED:
+                if c.id == m.id or c.status != MemoryStatus.ACTIVATED:
                     continue
                 described = ctr.conflict(c, m.text, m.kind, m.key, self._similarity(c, m.text))
                 if described:
                     ctr.settle(self.out, c, m, described, self.t, self.rules)
-                    if m.status != ACTIVATED:
+                    if m.status != MemoryStatus.ACTIVATED:
                         break

@@ -13,6 +13,7 @@ import click
 
 from skillstream.cli.common import dumps, format_text, settings_from
 from skillstream.lifecycle.clock import parse_duration, parse_time
+from skillstream.vocab import MemoryStatus
 
 
 def _reader(owner, agent, session):
@@ -185,7 +186,6 @@ def maintain(ctx, now, owners, close_sessions, freeze, unfreeze, forget, as_json
     from skillstream.embed import get_embedder
     from skillstream.errors import InputError
     from skillstream.lifecycle.params import LifecycleParams
-    from skillstream.lifecycle.states import ACTIVATED, DELETED, FROZEN
     from skillstream.services import home_lifecycle as store
     from skillstream.storage.home import open_stores
     from skillstream.tokens import get_counter
@@ -204,9 +204,9 @@ def maintain(ctx, now, owners, close_sessions, freeze, unfreeze, forget, as_json
         at = parse_time(now) or store.store_clock(stores.catalog)
         changed = {}
         by_hand = (
-            (freeze, FROZEN, "frozen on request"),
-            (unfreeze, ACTIVATED, "unfrozen on request"),
-            (forget, DELETED, "forgotten on request"),
+            (freeze, MemoryStatus.FROZEN, "frozen on request"),
+            (unfreeze, MemoryStatus.ACTIVATED, "unfrozen on request"),
+            (forget, MemoryStatus.DELETED, "forgotten on request"),
         )
         for ids, to, reason in by_hand:
             if ids:

@@ -41,10 +41,10 @@ from datetime import datetime
 from skillstream.ids import prefixed_id
 from skillstream.lifecycle.clock import latest
 from skillstream.lifecycle.params import LifecycleParams
-from skillstream.lifecycle.states import ARCHIVED, INVALIDATED, ChangeLog
+from skillstream.lifecycle.states import ChangeLog
 from skillstream.model import ContradictionRow, Memory
 from skillstream.text import CJK
-from skillstream.vocab import MemoryKind
+from skillstream.vocab import LifecycleEvent, MemoryKind, MemoryStatus
 
 TABLE = "contradictions"
 
@@ -192,8 +192,8 @@ def invalidate(log: ChangeLog, loser: Memory, winner: Memory, rule: str, at: dat
     win = winner.valid_from or winner.created_at or at
     log.transition(
         loser,
-        ARCHIVED,
-        INVALIDATED,
+        MemoryStatus.ARCHIVED,
+        LifecycleEvent.INVALIDATED,
         f"contradicted by {winner.id} ({rule})",
         at,
         valid_to=max(start, win),

@@ -33,11 +33,12 @@ from datetime import UTC, datetime
 
 from skillstream.embed import Embed
 from skillstream.lifecycle.params import LifecycleParams
-from skillstream.lifecycle.states import ACTIVATED, ARCHIVED, DECAYED, EXPIRED, ChangeLog
+from skillstream.lifecycle.states import ChangeLog
 from skillstream.lifecycle.summaries import summarize
 from skillstream.lifecycle.types import over_capacity, touched_at
 from skillstream.memories import OwnerMemories
 from skillstream.model import MaintenanceResult, Memory
+from skillstream.vocab import LifecycleEvent, MemoryStatus
 
 
 @dataclass(frozen=True)
@@ -77,11 +78,22 @@ def expire_or_decay(log: ChangeLog, m: Memory, at: datetime, rules: LifecyclePar
     """
     expires = m.expires_at
     expiring = expires is not None and expires <= at
-    if m.status == ACTIVATED:
+    if m.status == MemoryStatus.ACTIVATED:
         _decay(log, m, expires if expires is not None and expiring else at, rules)
-    if m.status in (ACTIVATED, ARCHIVED) and expires is not None and expiring:
+    if (
+        m.status in (MemoryStatus.ACTIVATED, MemoryStatus.ARCHIVED)
+        and expires is not None
+        and expiring
+    ):
         valid_to = expires if m.valid_to is None else min(m.valid_to, expires)
-        log.transition(m, EXPIRED, EXPIRED, "expiry time reached", expires, valid_to=valid_to)
+        log.transition(
+            m,
+            MemoryStatus.EXPIRED,
+            MemoryStatus.EXPIRED,
+            "expiry time reached",
+            expires,
+            valid_to=valid_to,
+        )
 
 
 def _decay(log: ChangeLog, m: Memory, at: datetime, rules: LifecycleParams) -> None:
@@ -95,8 +107,8 @@ def _decay(log: ChangeLog, m: Memory, at: datetime, rules: LifecycleParams) -> N
         when = _step_time(m, k0, rules)
         log.transition(
             m,
-            EXPIRED,
-            EXPIRED,
+            MemoryStatus.EXPIRED,
+            MemoryStatus.EXPIRED,
             f"confidence decayed to 0 (unused since {touch:%Y-%m-%d})",
             when,
             confidence=0.0,
@@ -111,7 +123,9 @@ def _decay(log: ChangeLog, m: Memory, at: datetime, rules: LifecycleParams) -> N
     m.decay_steps = due
     m.updated_at = max(m.updated_at, when) if m.updated_at else when
     m.version += 1
-    log.log(m, DECAYED, f"unused since {touch:%Y-%m-%d}: confidence -{lost:g}", when, old)
+    log.log(
+        m, LifecycleEvent.DECAYED, f"unused since {touch:%Y-%m-%d}: confidence -{lost:g}", when, old
+    )
 
 
 def enforce_capacity(
@@ -119,25 +133,37 @@ def enforce_capacity(
 ) -> int:
     """Archive what is over the type capacities and the policies' per-scope maxima."""
     archived = 0
-    live = [m for m in state.items.values() if m.status == ACTIVATED]
+    live = [m for m in state.items.values() if m.status == MemoryStatus.ACTIVATED]
     by_type: dict[str, list[Memory]] = {}
     for m in live:
         by_type.setdefault(m.memory_type, []).append(m)
     for mtype in sorted(by_type):
         cap = rules.capacity(mtype)
         for m in over_capacity(by_type[mtype], cap):
-            log.transition(m, ARCHIVED, ARCHIVED, f"{mtype} over capacity ({cap})", at)
+            log.transition(
+                m,
+                MemoryStatus.ARCHIVED,
+                MemoryStatus.ARCHIVED,
+                f"{mtype} over capacity ({cap})",
+                at,
+            )
             archived += 1
     by_scope: dict[tuple[str, str], list[Memory]] = {}
     for m in live:
-        if m.status == ACTIVATED:
+        if m.status == MemoryStatus.ACTIVATED:
             policy = rules.policies.for_agent(m.agent_id)
             if policy.max_items:
                 by_scope.setdefault((policy.agent, m.scope), []).append(m)
     for agent, scope in sorted(by_scope):
         cap = rules.policies.for_agent(None if agent == "*" else agent).max_items_for(scope)
         for m in over_capacity(by_scope[(agent, scope)], cap):
-            log.transition(m, ARCHIVED, ARCHIVED, f"more than {cap} memories in scope {scope}", at)
+            log.transition(
+                m,
+                MemoryStatus.ARCHIVED,
+                MemoryStatus.ARCHIVED,
+                f"more than {cap} memories in scope {scope}",
+                at,
+            )
             archived += 1
     return archived
 

@@ -18,9 +18,9 @@ import numpy as np
 
 from skillstream.lifecycle.clock import latest
 from skillstream.lifecycle.params import LifecycleParams
-from skillstream.lifecycle.states import ACTIVATED, MERGED, REINFORCED, ChangeLog
+from skillstream.lifecycle.states import ChangeLog
 from skillstream.model import Memory
-from skillstream.vocab import MemoryKind
+from skillstream.vocab import LifecycleEvent, MemoryKind, MemoryStatus
 
 NO_MERGE_KINDS = frozenset({MemoryKind.SUMMARY, MemoryKind.LESSON})
 """Kinds that never merge by similarity (lessons are confirmed by key, summaries are per session).
@@ -54,7 +54,7 @@ def reinforce(
     if source_ids:
         m.source_message_ids = list(dict.fromkeys([*m.source_message_ids, *source_ids]))
     m.version += 1
-    log.log(m, REINFORCED, reason, at, old)
+    log.log(m, LifecycleEvent.REINFORCED, reason, at, old)
 
 
 class NearDuplicates:
@@ -69,7 +69,7 @@ class NearDuplicates:
 
     def add(self, m: Memory) -> None:
         """Make ``m`` a candidate (when it is live, has a vector and may merge)."""
-        if m.vector is None or m.kind in NO_MERGE_KINDS or m.status != ACTIVATED:
+        if m.vector is None or m.kind in NO_MERGE_KINDS or m.status != MemoryStatus.ACTIVATED:
             return
         v = np.asarray(m.vector, dtype=np.float32).reshape(-1)
         n = len(self.items)
@@ -92,7 +92,7 @@ class NearDuplicates:
         best: tuple[float, int] | None = None
         for i in np.flatnonzero(sims >= self.threshold - 1e-6):
             c = self.items[int(i)]
-            if c.id == m.id or c.status != ACTIVATED or c.scope != m.scope:
+            if c.id == m.id or c.status != MemoryStatus.ACTIVATED or c.scope != m.scope:
                 continue
             s = round(float(sims[i]), 6)
             if best is None or s > best[0]:
@@ -115,8 +115,8 @@ def merge_into(
     """Fold the new ``dup`` into ``into``: ``dup`` becomes ``merged``, ``into`` is reinforced."""
     log.transition(
         dup,
-        MERGED,
-        MERGED,
+        MemoryStatus.MERGED,
+        MemoryStatus.MERGED,
         f"near-duplicate of {into.id} (cosine {similarity:.3f})",
         at,
         merged_into=into.id,

@@ -32,34 +32,29 @@ from skillstream.ids import prefixed_id
 from skillstream.model import Memory, MemoryEvent, TableRows
 from skillstream.vocab import LifecycleEvent, MemoryStatus
 
-# Short names for the lifecycle code; the words themselves are declared in ``skillstream.vocab``.
-ACTIVATED = MemoryStatus.ACTIVATED
-ARCHIVED = MemoryStatus.ARCHIVED
-MERGED = MemoryStatus.MERGED
-EXPIRED = MemoryStatus.EXPIRED
-DELETED = MemoryStatus.DELETED
-FROZEN = MemoryStatus.FROZEN
 STATUSES: tuple[MemoryStatus, ...] = tuple(MemoryStatus)
-SEARCHABLE = (ACTIVATED, FROZEN)
+SEARCHABLE = (MemoryStatus.ACTIVATED, MemoryStatus.FROZEN)
 """Statuses search returns by default (frozen memories are locked, not hidden)."""
 
-CREATED = LifecycleEvent.CREATED
-UPDATED = LifecycleEvent.UPDATED
-REINFORCED = LifecycleEvent.REINFORCED
-INVALIDATED = LifecycleEvent.INVALIDATED
-REACTIVATED = LifecycleEvent.REACTIVATED
-DECAYED = LifecycleEvent.DECAYED
-UNFROZEN = LifecycleEvent.UNFROZEN
-REFUSED = LifecycleEvent.REFUSED
 EVENTS: tuple[LifecycleEvent, ...] = tuple(LifecycleEvent)
 
 TRANSITIONS: dict[str, frozenset[str]] = {
-    ACTIVATED: frozenset({ARCHIVED, MERGED, EXPIRED, DELETED, FROZEN}),
-    ARCHIVED: frozenset({ACTIVATED, EXPIRED, DELETED, FROZEN}),
-    FROZEN: frozenset({ACTIVATED}),
-    EXPIRED: frozenset({DELETED}),
-    MERGED: frozenset(),
-    DELETED: frozenset(),
+    MemoryStatus.ACTIVATED: frozenset(
+        {
+            MemoryStatus.ARCHIVED,
+            MemoryStatus.MERGED,
+            MemoryStatus.EXPIRED,
+            MemoryStatus.DELETED,
+            MemoryStatus.FROZEN,
+        }
+    ),
+    MemoryStatus.ARCHIVED: frozenset(
+        {MemoryStatus.ACTIVATED, MemoryStatus.EXPIRED, MemoryStatus.DELETED, MemoryStatus.FROZEN}
+    ),
+    MemoryStatus.FROZEN: frozenset({MemoryStatus.ACTIVATED}),
+    MemoryStatus.EXPIRED: frozenset({MemoryStatus.DELETED}),
+    MemoryStatus.MERGED: frozenset(),
+    MemoryStatus.DELETED: frozenset(),
 }
 """Allowed status changes; anything else raises ``TransitionError``."""
 
@@ -191,4 +186,4 @@ class ChangeLog:
 
     def refuse(self, m: Memory, reason: str, at: datetime) -> None:
         """Log a refused change of a frozen memory (the memory itself is not changed)."""
-        self.log(m, REFUSED, reason, at, m.copy(), changed=False)
+        self.log(m, LifecycleEvent.REFUSED, reason, at, m.copy(), changed=False)

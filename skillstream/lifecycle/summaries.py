@@ -26,12 +26,11 @@ from datetime import datetime
 from skillstream.embed import Embed
 from skillstream.ids import prefixed_id
 from skillstream.lifecycle.params import LifecycleParams
-from skillstream.lifecycle.states import ACTIVATED, CREATED, MERGED, UPDATED, ChangeLog
-from skillstream.lifecycle.types import LONG_TERM
+from skillstream.lifecycle.states import ChangeLog
 from skillstream.memories import OwnerMemories
 from skillstream.model import Memory, SessionSummaryRow
 from skillstream.prompts import render
-from skillstream.vocab import MemoryKind
+from skillstream.vocab import LifecycleEvent, MemoryKind, MemoryStatus, MemoryType
 
 TABLE = "session_summaries"
 
@@ -49,7 +48,12 @@ def sessions(state: OwnerMemories) -> dict[str, list[Memory]]:
     """The owner's memories by the session that created them (not summaries, not merged ones)."""
     out: dict[str, list[Memory]] = {}
     for m in state.items.values():
-        if m.session_id and m.kind != SUMMARY_KIND and m.status != MERGED and m.created_at:
+        if (
+            m.session_id
+            and m.kind != SUMMARY_KIND
+            and m.status != MemoryStatus.MERGED
+            and m.created_at
+        ):
             out.setdefault(m.session_id, []).append(m)
     for items in out.values():
         items.sort(key=lambda m: (m.created_at, m.id))
@@ -101,7 +105,7 @@ def build(owner_id: str, session_id: str, items: list[Memory]) -> tuple[Memory, 
         text=text,
         kind=SUMMARY_KIND,
         scope=scope,
-        memory_type=LONG_TERM,
+        memory_type=MemoryType.LONG_TERM,
         agent_id=items[-1].agent_id,
         conversation_id=items[-1].conversation_id,
         key=f"summary|{session_id}",
@@ -150,7 +154,7 @@ def summarize(
         last = items[-1].created_at
         assert last is not None  # sessions() keeps only memories with a creation time
         if current is not None and (
-            current.status != ACTIVATED
+            current.status != MemoryStatus.ACTIVATED
             or (current.created_at is not None and last <= current.created_at)
         ):
             continue  # up to date: no memory of the session is newer than the summary
@@ -166,7 +170,12 @@ def summarize(
         if current is None:
             memory.confidence = rules.default_confidence
             state.put(memory)
-            log.log(memory, CREATED, f"session {table_row.session_id} closed", memory.created_at)
+            log.log(
+                memory,
+                LifecycleEvent.CREATED,
+                f"session {table_row.session_id} closed",
+                memory.created_at,
+            )
             target = memory
         else:
             old = current.copy()
@@ -187,7 +196,7 @@ def summarize(
             current.version += 1
             log.log(
                 current,
-                UPDATED,
+                LifecycleEvent.UPDATED,
                 "session summary refreshed with later memories",
                 memory.updated_at,
                 old,

@@ -25,12 +25,13 @@ from skillstream.lifecycle.clock import latest
 from skillstream.model import Memory
 from skillstream.vocab import MemoryKind, MemoryType
 
-WORKING = MemoryType.WORKING
-LONG_TERM = MemoryType.LONG_TERM
-USER = MemoryType.USER
-SKILL = MemoryType.SKILL
 MEMORY_TYPES: tuple[MemoryType, ...] = tuple(MemoryType)
-DEFAULT_CAPACITIES: dict[str, int] = {WORKING: 20, LONG_TERM: 1500, USER: 480, SKILL: 500}
+DEFAULT_CAPACITIES: dict[str, int] = {
+    MemoryType.WORKING: 20,
+    MemoryType.LONG_TERM: 1500,
+    MemoryType.USER: 480,
+    MemoryType.SKILL: 500,
+}
 USER_KINDS = frozenset({MemoryKind.PREFERENCE, MemoryKind.OPINION})
 SKILL_KINDS = frozenset({MemoryKind.SKILL, MemoryKind.TASK_SKILL})
 
@@ -40,12 +41,12 @@ def memory_type_for(kind: str, scope: str, requested: str | None = None) -> str:
     if requested in MEMORY_TYPES:
         return requested  # type: ignore[return-value]
     if scope == "session":
-        return WORKING
+        return MemoryType.WORKING
     if kind in USER_KINDS:
-        return USER
+        return MemoryType.USER
     if kind in SKILL_KINDS:
-        return SKILL
-    return LONG_TERM
+        return MemoryType.SKILL
+    return MemoryType.LONG_TERM
 
 
 def capacities(overrides: Mapping[str, int] | None = None) -> tuple[tuple[str, int], ...]:

@@ -24,16 +24,12 @@ from skillstream.lifecycle.maintenance import maintain_owner
 from skillstream.lifecycle.params import LifecycleParams
 from skillstream.lifecycle.policy import Reader, can_read
 from skillstream.lifecycle.states import (
-    ACTIVATED,
-    DELETED,
-    FROZEN,
-    REACTIVATED,
     STATUSES,
-    UNFROZEN,
     ChangeLog,
 )
 from skillstream.memories import OwnerMemories
 from skillstream.model import ContradictionRow, MaintenanceResult
+from skillstream.vocab import LifecycleEvent, MemoryStatus
 
 
 def store_clock(catalog: Any) -> datetime | None:
@@ -150,13 +146,16 @@ def _recheck_contradictions(
         log = logs.setdefault(
             state.owner_id, ChangeLog(state.owner_id, "contradictions", None, actor, recorded)
         )
-        live_a, live_b = a.status in (ACTIVATED, FROZEN), b.status in (ACTIVATED, FROZEN)
+        live_a, live_b = (
+            a.status in (MemoryStatus.ACTIVATED, MemoryStatus.FROZEN),
+            b.status in (MemoryStatus.ACTIVATED, MemoryStatus.FROZEN),
+        )
         if live_a and live_b:
             resolution, rule = ctr.resolve(a, b, rules)
             if resolution == ctr.UNRESOLVED:
                 continue
             loser, winner = (a, b) if resolution == ctr.KEEP_B else (b, a)
-            if loser.status == FROZEN:
+            if loser.status == MemoryStatus.FROZEN:
                 why = f"contradiction {row['contradiction_id']} lost, but the memory is frozen"
                 log.refuse(loser, why, at)
                 continue
@@ -205,11 +204,15 @@ def set_status(
         if m is None:
             raise InputError(f"no memory with id {memory_id!r}")
         log = logs.setdefault(m.owner_id, ChangeLog(m.owner_id, "cli", None, actor, recorded))
-        if to == ACTIVATED:
-            event: str = UNFROZEN if m.status == FROZEN else REACTIVATED
+        if to == MemoryStatus.ACTIVATED:
+            event: str = (
+                LifecycleEvent.UNFROZEN
+                if m.status == MemoryStatus.FROZEN
+                else LifecycleEvent.REACTIVATED
+            )
         else:
             event = to  # frozen, deleted, archived, expired: the event is named after the status
-        if to == DELETED:
+        if to == MemoryStatus.DELETED:
             log.transition(m, to, event, reason, at, valid_to=m.valid_to or at)
         else:
             log.transition(m, to, event, reason, at)

@@ -11,7 +11,7 @@ from skillstream.lifecycle import states as st
 from skillstream.lifecycle.maintenance import maintain_owner
 from skillstream.memories import OwnerMemories
 from skillstream.model import MemoryOp
-from skillstream.vocab import Op
+from skillstream.vocab import LifecycleEvent, MemoryStatus, Op
 from tests.lifecycle.conftest import DAY, T0, rules, span
 
 
@@ -23,9 +23,12 @@ def test_allowed_and_refused_transitions():
             else:
                 with pytest.raises(st.TransitionError, match=f"cannot become '{to}'"):
                     st.check_transition(src, to)
-    assert st.TRANSITIONS[st.DELETED] == frozenset() and st.TRANSITIONS[st.MERGED] == frozenset()
+    assert (
+        st.TRANSITIONS[MemoryStatus.DELETED] == frozenset()
+        and st.TRANSITIONS[MemoryStatus.MERGED] == frozenset()
+    )
     with pytest.raises(st.TransitionError, match="unknown memory status 'gone'"):
-        st.check_transition("gone", st.ACTIVATED)
+        st.check_transition("gone", MemoryStatus.ACTIVATED)
 
 
 def _one(state, s, ops, recorded, **kw):
@@ -115,7 +118,7 @@ def test_frozen_memories_refuse_updates_deletes_and_restatements_and_log_it(reco
     )
     (m,) = state.items.values()
     log = st.ChangeLog("o1", "cli", None, "cli", recorded)
-    log.transition(m, st.FROZEN, st.FROZEN, "compliance record", T0 + DAY)
+    log.transition(m, MemoryStatus.FROZEN, MemoryStatus.FROZEN, "compliance record", T0 + DAY)
     assert (m.status, m.version) == ("frozen", 2)
     before = m.copy()
     r = _one(
@@ -136,7 +139,7 @@ def test_frozen_memories_refuse_updates_deletes_and_restatements_and_log_it(reco
     assert r.changed == {} and m.row() == before.row()
     # maintenance leaves frozen memories alone, however old they get
     assert maintain_owner(state, T0 + 2000 * DAY, rules(summaries=False)) is None
-    log.transition(m, st.ACTIVATED, st.UNFROZEN, "released", T0 + 3 * DAY)
+    log.transition(m, MemoryStatus.ACTIVATED, LifecycleEvent.UNFROZEN, "released", T0 + 3 * DAY)
     assert [e.event for e in log.events] == ["frozen", "unfrozen"] and m.status == "activated"
 
 
