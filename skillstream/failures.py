@@ -105,7 +105,9 @@ def resolved_row(
 ) -> FailedSpanRow:
     """``row`` (typed, or as read from the catalog) marked ``resolved`` (its span is now done)."""
     typed = row if isinstance(row, FailedSpanRow) else FailedSpanRow.from_row(row)
-    out = dataclasses.replace(typed, status=RESOLVED, resolved_at=resolved_at)
-    if retries is not None:
-        out = dataclasses.replace(out, retries=retries)
-    return out
+    return dataclasses.replace(
+        typed,
+        status=RESOLVED,
+        resolved_at=resolved_at,
+        retries=typed.retries if retries is None else retries,
+    )

@@ -94,11 +94,11 @@ MAX_VALUE_WORDS = 4
 _REPORTED = re.compile(r"\b(?:said|says|asked|told)\b|说", re.IGNORECASE)
 _WORD = re.compile(r"[\w']+", re.UNICODE)
 _STOP = frozenset(
-    "a an the and or but of to in on at for with by from as is are was were be been being am do "
-    "does did has have had having it its this that "
-    "these those there their they them he she his her "
-    "him i me my we our you your also just really very so too still now then than into about "
-    "any some more most much many not no never longer none nothing stopped quit cannot".split()
+    "a an the and or but of to in on at for with by from as is are was were be been being "
+    "am do does did has have had having it its this that these those there their they them "
+    "he she his her him i me my we our you your also just really very so too still now then "
+    "than into about any some more most much many not no never longer none nothing stopped "
+    "quit cannot".split()
 )
 
 
