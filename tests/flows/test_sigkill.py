@@ -62,9 +62,14 @@ def committed_progress(settings: Settings, state: dict) -> bool:
     tbl = _memories_table(settings)
     if tbl is None:
         return False
+    # Count first, then read the version: a batch landing between the two reads can only make
+    # "first" later than the version counted (a longer wait), never earlier. Read the other way
+    # round, an empty version could be taken for the first with memories, and the next batch's
+    # LanceDB write, before its catalog commit, would look like committed progress.
+    has_rows = tbl.count_rows() > 0
     version = tbl.version
     if "first" not in state:
-        if tbl.count_rows() > 0:
+        if has_rows:
             state["first"] = version
         return False
     return version > state["first"]
