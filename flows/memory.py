@@ -78,6 +78,7 @@ def build_flow(
     stopped between the sink's two writes) are rolled back first; in a cluster only the process
     that owns the store sink (process 0) should do it, before it joins the cluster.
     """
+    from skillstream.storage.home import open_index
     from skillstream.storage.lance import MemoryIndex
 
     embedder = get_embedder(settings.embedding)
@@ -92,9 +93,7 @@ def build_flow(
     def index() -> MemoryIndex:
         idx = index_cache.get("idx")
         if idx is None:
-            idx = index_cache["idx"] = MemoryIndex(
-                settings.storage.lancedb, embedder.dim, settings.storage.storage_options
-            )
+            idx = index_cache["idx"] = open_index(settings, embedder.dim)
         return idx
 
     if reconcile:

@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from skillstream import tables as declared
-from skillstream.errors import InputError
+from skillstream.errors import ConfigError, InputError
 from skillstream.model import Memory
 from skillstream.storage import filters
 from skillstream.storage.options import lance_options
@@ -37,6 +37,9 @@ from skillstream.vocab import MemoryStatus
 log = logging.getLogger(__name__)
 
 _CREATE_ATTEMPTS = 5
+
+EMBEDDING_METADATA = b"skillstream.embedding"
+"""Schema metadata key of the memories table: the embedding model its vectors come from."""
 
 
 def connect(uri: str, storage_options: dict | None = None) -> Any:
@@ -307,6 +310,9 @@ class MemoryIndex:
         storage_options: One options dict (see :mod:`skillstream.storage.options`).
         table: Table name.
         create: Create the table and its full-text index on ``text`` when missing.
+        embedding: The embedding model's identity (``skillstream.embed.identity``). A new table
+            records it; an existing table made with another model, or with vectors of another
+            width, is refused with ``ConfigError`` (vectors of two models are not comparable).
 
     Example:
         >>> index = MemoryIndex("./.skillstream/lancedb", dim=384)  # doctest: +SKIP
@@ -321,19 +327,27 @@ class MemoryIndex:
         table: str = "memories",
         *,
         create: bool = True,
+        embedding: str | None = None,
     ) -> None:
         self.uri = uri
         self.dim = dim
         self.db = connect(uri, storage_options)
+        schema = declared.memories_lance(dim)
+        if embedding:
+            schema = schema.with_metadata(
+                {**(schema.metadata or {}), EMBEDDING_METADATA: embedding.encode()}
+            )
         self.table = LanceTable(
             self.db,
             table,
-            declared.memories_lance(dim),
+            schema,
             key="id",
             fts_columns=("text",),
             version_column="version",
             create=create,
         )
+        if self.table.table is not None:
+            check_embedding(self.table.table.schema, dim, embedding)
 
     # ------------------------------------------------------------------ writing
     def upsert(self, memories: Iterable[Memory]) -> int:
@@ -421,6 +435,28 @@ class MemoryIndex:
     def to_lance(self) -> Any:
         """The memories as a pinned ``lance`` dataset (for DuckDB), or ``None`` if missing."""
         return self.table.to_lance()
+
+
+def check_embedding(schema: pa.Schema, dim: int, embedding: str | None) -> None:
+    """Refuse a memories table whose vectors come from another model than the configured one.
+
+    A table made before homes recorded their model carries no name: only its width is checked.
+    """
+    width = schema.field("vector").type.list_size
+    stored = (schema.metadata or {}).get(EMBEDDING_METADATA, b"").decode() or None
+    if embedding and stored and stored != embedding:
+        raise ConfigError(
+            f"this home's memories were embedded with {stored!r}, and the embedding settings "
+            f"now name {embedding!r}: vectors of two models cannot be searched together. Use "
+            "the home's model (SKILLSTREAM_EMBED_BACKEND / SKILLSTREAM_EMBED_MODEL) or a new home"
+        )
+    if width != dim:
+        raise ConfigError(
+            f"this home's memories have {width}-dimensional vectors"
+            + (f" (model {stored!r})" if stored else "")
+            + f", and the configured embedding model gives {dim}: use the home's model or a "
+            "new home"
+        )
 
 
 def memory_from_row(row: dict[str, Any]) -> Memory:

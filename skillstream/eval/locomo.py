@@ -200,7 +200,7 @@ def build_home(settings: Settings, input_path: Path, system: str) -> Build:
     from skillstream.flows.memory import build_flow
     from skillstream.storage import filters
     from skillstream.storage.catalog import Catalog
-    from skillstream.storage.lance import MemoryIndex
+    from skillstream.storage.home import open_index
 
     home = Path(settings.storage.home)
     if home.exists():
@@ -221,7 +221,7 @@ def build_home(settings: Settings, input_path: Path, system: str) -> Build:
     out.dead_letters = counts.get("dead_letters", 0)
     out.spans = counts.get("spans_done", 0)
     out.spans_failed = counts.get("spans_failed", 0)
-    index = MemoryIndex(settings.storage.lancedb, parts.dim)
+    index = open_index(settings, parts.dim)
     out.items = index.count(filters.eq("status", MemoryStatus.ACTIVATED))
     out.items_total = index.count()
     cat = Catalog(settings.storage.catalog, read_only=True)
@@ -334,7 +334,7 @@ class LocomoEval:
         grader: QAGrader | None,
     ) -> None:
         from skillstream.services.search import MemorySearch
-        from skillstream.storage.lance import MemoryIndex
+        from skillstream.storage.home import open_index
 
         sid = str(sample["sample_id"])
         folder = root / _safe_name(sid)
@@ -351,7 +351,7 @@ class LocomoEval:
             settings = home_settings(self.settings, folder / system, llm, summaries=summaries)
             built = build_home(settings, input_path, system)
             self.builds[system].append(built)
-            index = MemoryIndex(settings.storage.lancedb, embedder.dim)
+            index = open_index(settings, embedder.dim)
             t0 = time.perf_counter()
             with MemorySearch(settings, record=False, index=index) as searcher:
                 searcher.embedder = vectors  # type: ignore[assignment]

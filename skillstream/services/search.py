@@ -53,14 +53,12 @@ class MemorySearch:
     def __init__(
         self, settings: Settings, *, record: bool = True, index: Any = None, catalog: Any = None
     ) -> None:
-        from skillstream.storage.lance import MemoryIndex
+        from skillstream.storage.home import open_index
 
         self.settings = settings
         self.rules = LifecycleParams.from_settings(settings.lifecycle, settings.spans.idle_gap)
         self.embedder = get_embedder(settings.embedding)
-        self.index = index or MemoryIndex(
-            settings.storage.lancedb, self.embedder.dim, settings.storage.storage_options
-        )
+        self.index = index or open_index(settings, self.embedder.dim)
         self.redactor = redactor_for(settings.lifecycle.policies)
         self.catalog = catalog
         self._own_catalog = False
