@@ -222,8 +222,12 @@ def build_home(settings: Settings, input_path: Path, system: str) -> Build:
     out.spans = counts.get("spans_done", 0)
     out.spans_failed = counts.get("spans_failed", 0)
     index = MemoryIndex(settings.storage.lancedb, parts.dim)
-    out.items = index.count(filters.eq("status", MemoryStatus.ACTIVATED))
-    out.items_total = index.count()
+    # task skills' SkillMemory items are not extracted memories: they count in neither figure
+    extracted = filters.not_skill_item()
+    out.items = index.count(
+        filters.where_all(filters.eq("status", MemoryStatus.ACTIVATED), extracted)
+    )
+    out.items_total = index.count(extracted)
     cat = Catalog(settings.storage.catalog, read_only=True)
     try:
         rows = cat.sql("SELECT prompt_tokens, completion_tokens, status, cached FROM llm_calls")
@@ -386,7 +390,7 @@ class LocomoEval:
         depth = max(max(self.options.ks), self.qa_k)
 
         def one(q: Question) -> list[dict[str, Any]]:
-            return searcher.search(q.qa.question, owner=owner, k=depth, now=now)
+            return searcher.search(q.qa.question, owner=owner, k=depth, now=now, task_skills=False)
 
         threads = max(1, self.options.search_threads)
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="eval-search") as pool:
