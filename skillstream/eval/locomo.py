@@ -198,7 +198,6 @@ def build_home(settings: Settings, input_path: Path, system: str) -> Build:
     from skillstream.connectors.files import FileSource
     from skillstream.flows import progress
     from skillstream.flows.memory import build_flow
-    from skillstream.storage import filters
     from skillstream.storage.catalog import Catalog
     from skillstream.storage.lance import MemoryIndex
 
@@ -221,13 +220,7 @@ def build_home(settings: Settings, input_path: Path, system: str) -> Build:
     out.dead_letters = counts.get("dead_letters", 0)
     out.spans = counts.get("spans_done", 0)
     out.spans_failed = counts.get("spans_failed", 0)
-    index = MemoryIndex(settings.storage.lancedb, parts.dim)
-    # task skills' SkillMemory items are not extracted memories: they count in neither figure
-    extracted = filters.not_skill_item()
-    out.items = index.count(
-        filters.where_all(filters.eq("status", MemoryStatus.ACTIVATED), extracted)
-    )
-    out.items_total = index.count(extracted)
+    out.items, out.items_total = count_items(MemoryIndex(settings.storage.lancedb, parts.dim))
     cat = Catalog(settings.storage.catalog, read_only=True)
     try:
         rows = cat.sql("SELECT prompt_tokens, completion_tokens, status, cached FROM llm_calls")
@@ -236,6 +229,16 @@ def build_home(settings: Settings, input_path: Path, system: str) -> Build:
     for r in rows.to_pylist():
         out.usage.row(bool(r["cached"]), r["status"], r["prompt_tokens"], r["completion_tokens"])
     return out
+
+
+def count_items(index: Any) -> tuple[int, int]:
+    """Extracted memories of a home: ``(activated, all)``. Task skills' ``SkillMemory`` items
+    are not extracted memories and count in neither figure."""
+    from skillstream.storage import filters
+
+    extracted = filters.not_skill_item()
+    live = filters.where_all(filters.eq("status", MemoryStatus.ACTIVATED), extracted)
+    return index.count(live), index.count(extracted)
 
 
 def load_questions(
