@@ -394,10 +394,15 @@ class MemoryIndex:
         return self.table.count(where)
 
     def owner_memories(self, owner_id: str, statuses: Iterable[str] | None = None) -> list[Memory]:
-        """Every memory of one owner (any status unless ``statuses`` is given), with vectors."""
+        """Every memory of one owner (any status unless ``statuses`` is given), with vectors.
+
+        Task skills' ``SkillMemory`` items are left out: the extraction state and maintenance
+        work on the memories extraction made (see ``distill.memory_item``).
+        """
         where = filters.where_all(
             filters.eq("owner_id", owner_id),
             filters.is_in("status", statuses) if statuses is not None else None,
+            filters.not_skill_item(),
         )
         return [memory_from_row(r) for r in self.table.scan(where).to_pylist()]
 

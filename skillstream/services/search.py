@@ -33,7 +33,7 @@ from skillstream.lifecycle.ranking import rank
 from skillstream.lifecycle.states import SEARCHABLE
 from skillstream.redact import redactor_for
 from skillstream.settings import Settings
-from skillstream.storage.filters import read_filter
+from skillstream.storage.filters import not_skill_item, read_filter, where_all
 
 log = logging.getLogger(__name__)
 
@@ -100,11 +100,14 @@ class MemorySearch:
         strategy: str = "hybrid",
         now: datetime | None = None,
         statuses: tuple[str, ...] = SEARCHABLE,
+        task_skills: bool = True,
     ) -> list[dict[str, Any]]:
         """Search for ``reader = (owner, agent, session)``; hits best first.
 
         Each hit has every memory column except the vector, ``score`` (the combined rank score),
-        ``relevance`` and ``recency``.
+        ``relevance`` and ``recency``. Task skills are hits too (``memory_type`` ``SkillMemory``,
+        ``kind`` ``task_skill``, tagged ``task-skill``; see ``distill.memory_item``) unless
+        ``task_skills`` is false.
 
         Raises:
             InputError: for an unknown strategy or k < 1.
@@ -121,7 +124,7 @@ class MemorySearch:
             text,
             vector,
             k=max(CANDIDATES_PER_HIT * k, 20),
-            where=read_filter(reader, policy),
+            where=where_all(read_filter(reader, policy), None if task_skills else not_skill_item()),
             statuses=statuses,
         )
         allowed = [h for h in found if can_read(reader, policy, h)]
@@ -168,9 +171,17 @@ def search_memories(
     strategy: str = "hybrid",
     now: datetime | None = None,
     record: bool = True,
+    task_skills: bool = True,
 ) -> list[dict[str, Any]]:
     """One search (see :class:`MemorySearch`); hits carry text, score and provenance."""
     with MemorySearch(settings, record=record, index=index) as s:
         return s.search(
-            query, owner=owner, agent=agent, session=session, k=k, strategy=strategy, now=now
+            query,
+            owner=owner,
+            agent=agent,
+            session=session,
+            k=k,
+            strategy=strategy,
+            now=now,
+            task_skills=task_skills,
         )
