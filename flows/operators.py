@@ -35,7 +35,7 @@ import bytewax.operators as op
 from bytewax.dataflow import Stream, operator
 from bytewax.operators import StatefulBatchLogic, StatefulLogic
 
-from skillstream.embed import Embedder, get_embedder
+from skillstream.embed import TextEmbedder, get_embedder
 from skillstream.extract import Executor
 from skillstream.flows import progress
 from skillstream.flows.distill import distil_task_skills
@@ -127,7 +127,7 @@ def read_done_spans(settings: Settings) -> frozenset[str]:
 
 def memory_pipeline(
     settings: Settings,
-    embedder: Embedder | None = None,
+    embedder: TextEmbedder | None = None,
     *,
     executor: Executor | None = None,
     done_spans: frozenset[str] | None = None,

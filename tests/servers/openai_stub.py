@@ -329,8 +329,8 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw or b"{}")
             with stub._lock:
                 stub.embedding_requests.append(body)
-            status, answer = stub._embeddings(body)
-            self._send(status, json.dumps(answer))
+            status, payload = stub._embeddings(body)
+            self._send(status, json.dumps(payload))
             return
         if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
             self._send(404, _error_body(f"no route {self.path}", "not_found"))
