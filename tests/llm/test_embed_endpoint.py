@@ -117,9 +117,10 @@ def test_a_run_and_a_search_on_endpoint_vectors_and_a_second_model_is_refused(
         assert res.exit_code != 0
         message = str(res.exception) + res.output
         assert "'openai:stub-embed'" in message and "'minilm'" in message, message
-    assert table.count_rows() == lancedb.connect(str(home / "lancedb")).open_table(
-        "memories"
-    ).count_rows()
+    assert (
+        table.count_rows()
+        == lancedb.connect(str(home / "lancedb")).open_table("memories").count_rows()
+    )
 
     # another endpoint model of the same width: refused too
     res = run_cli(home, {**env, "SKILLSTREAM_EMBED_MODEL": "other-embed"}, "search", "Lisbon")

@@ -254,7 +254,6 @@ class OpenAIStub:
             },
         }
 
-
     def _embeddings(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         texts = body.get("input")
         texts = [texts] if isinstance(texts, str) else texts
