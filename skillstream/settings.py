@@ -159,6 +159,22 @@ class StorageSettings(_Group):
         "Options for LanceDB and fsspec: JSON object in SKILLSTREAM_STORAGE_OPTIONS; default none.",
         repr=False,
     )
+    index_scalar_rows: Int = _key(
+        "index_scalar_rows",
+        20_000,
+        "Rows of the memories table from which its filter columns (owner_id, status, scope, "
+        "session_id, event_ts) get scalar indexes; below, filters scan. "
+        "SKILLSTREAM_INDEX_SCALAR_ROWS; default 20000; 0 never.",
+        ge=0,
+    )
+    index_vector_rows: Int = _key(
+        "index_vector_rows",
+        100_000,
+        "Rows of the memories table from which its vectors get an approximate (ANN) index for "
+        "searches across many owners; below, and for searches within one owner, vector search "
+        "is exact. SKILLSTREAM_INDEX_VECTOR_ROWS; default 100000; 0 never.",
+        ge=0,
+    )
     skills_uri: str = _key(
         "skills_uri",
         "",

@@ -18,7 +18,7 @@ from skillstream.embed import identity
 from skillstream.settings import Settings
 from skillstream.storage.artifacts import ArtifactStore
 from skillstream.storage.catalog import Catalog
-from skillstream.storage.lance import MemoryIndex
+from skillstream.storage.lance import MEMORY_INDEXES, IndexPolicy, MemoryIndex
 
 
 @dataclass
@@ -56,12 +56,18 @@ def open_index(settings: Settings, dim: int, *, create: bool = True) -> MemoryIn
     Raises:
         ConfigError: when the table's vectors come from another model (see ``MemoryIndex``).
     """
+    indexes = IndexPolicy(
+        scalar_rows=settings.storage.index_scalar_rows,
+        vector_rows=settings.storage.index_vector_rows,
+        scalar=MEMORY_INDEXES,
+    )
     return MemoryIndex(
         settings.storage.lancedb,
         dim,
         storage_options(settings),
         create=create,
         embedding=identity(settings.embedding),
+        indexes=indexes,
     )
 
 
