@@ -33,4 +33,4 @@ setup-test:
 	bash scripts/setup.sh test
 
 bench: setup
-	.venv/bin/python benchmarks/ingest.py --json benchmarks/results/ingest.json
+	.venv/bin/python benchmarks/ingest.py --data ../shared/data/locomo/locomo-dev.json --json benchmarks/results/ingest.json
