@@ -17,7 +17,7 @@ import click
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("skillstream.cli.run", "run"),
     "search": ("skillstream.cli.query", "search"),
-    "sql": ("skillstream.cli.query", "sql"),
+    "sql": ("skillstream.cli.sql", "sql"),
     "stats": ("skillstream.cli.query", "stats"),
     "config": ("skillstream.cli.query", "config_cmd"),
     "retry-failed": ("skillstream.cli.llm", "retry_failed"),
