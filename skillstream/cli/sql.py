@@ -82,8 +82,7 @@ def sql(ctx, query, fmt, as_json, as_csv, out, max_rows, allow_external_access):
             WRITERS[fmt](fh, result.schema, result)
         if result.truncated:
             click.echo(
-                f"note: stopped after {result.rows} rows; pass --max-rows N for more "
-                "(0: no limit)",
+                f"note: stopped after {result.rows} rows; pass --max-rows N for more (0: no limit)",
                 err=True,
             )
         if out:
