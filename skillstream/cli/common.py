@@ -14,8 +14,9 @@ import pyarrow as pa
 
 from skillstream.settings import Settings
 
-FORMATS = ["auto", "jsonl", "parquet", "csv", "locomo", "star"]
-"""Input formats of chat-log files (``auto`` picks by extension and content)."""
+FORMATS = ["auto", "jsonl", "parquet", "csv", "locomo", "star", "chatgpt", "claude", "json"]
+"""Input formats of chat-log files (``auto`` picks by extension; ``json`` by content: a LoCoMo
+file, a ChatGPT or a Claude ``conversations.json`` export)."""
 
 format_option = click.option(
     "--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True
