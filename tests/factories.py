@@ -252,7 +252,7 @@ def chatgpt_export(conversations: int = 2, turns: int = 6) -> list[dict]:
         base = 1715176560.0 + c * 86400  # 2024-05-08T13:56:00Z
         mapping: dict[str, dict] = {}
 
-        def node(nid: str, parent: str | None, message: dict | None) -> None:
+        def node(nid: str, parent: str | None, message: dict | None, mapping=mapping) -> None:
             mapping[nid] = {"id": nid, "message": message, "parent": parent, "children": []}
             if parent:
                 mapping[parent]["children"].append(nid)

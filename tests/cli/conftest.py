@@ -18,7 +18,7 @@ def invoke(home: Path | str, *args: str, exit_code: int = 0) -> str:
 
 @pytest.fixture(scope="session")
 def sample_home(tmp_path_factory) -> Path:
-    """A home that ``skillstream run`` filled from the bundled sample (read it, do not change it)."""
+    """A home ``skillstream run`` filled from the bundled sample (read it, never change it)."""
     home = tmp_path_factory.mktemp("sample") / "home"
     invoke(home, "run")
     return home

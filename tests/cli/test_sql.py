@@ -1,4 +1,4 @@
-"""``skillstream sql``: output formats, the sandbox, the row limit, and SQL mistakes as user errors."""
+"""``skillstream sql``: output formats, the sandbox, the row limit, SQL mistakes as user errors."""
 
 from __future__ import annotations
 
