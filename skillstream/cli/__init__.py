@@ -29,6 +29,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "maintain": ("skillstream.cli.lifecycle", "maintain"),
     "produce": ("skillstream.cli.kafka", "produce"),
     "eval": ("skillstream.cli.eval", "eval_group"),
+    "export": ("skillstream.cli.transfer", "export_group"),
+    "import": ("skillstream.cli.transfer", "import_group"),
 }
 """name -> (module, attribute). A command's module is imported only when the command runs, so
 ``skillstream --help`` does not load the models, Bytewax or the stores."""
