@@ -98,9 +98,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ):
             t_arrow, n_arrow = best(arrow, args.repeat)
             t_polars, n_polars = best(polars, args.repeat)
-            t_source, n_source = best(
-                lambda path=path: len(read_all(FileSource(path))), args.repeat
-            )
+
+            def whole(path: Path = path) -> int:
+                return len(read_all(FileSource(path)))
+
+            t_source, n_source = best(whole, args.repeat)
             assert n_arrow == n_polars == n_source == args.rows
             results[fmt] = {
                 "pyarrow_decode_s": round(t_arrow, 4),
