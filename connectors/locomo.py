@@ -206,8 +206,14 @@ def sample_records(sample: dict[str, Any]) -> Iterator[dict[str, Any] | Refused]
 
 
 def _kind(value: Any) -> str:
-    names = {str: "text", int: "a number", float: "a number", bool: "a boolean", list: "a list"}
-    names[dict] = "an object"
+    names = {
+        str: "text",
+        int: "a number",
+        float: "a number",
+        bool: "a boolean",
+        list: "a list",
+        dict: "an object",
+    }
     return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
