@@ -370,7 +370,7 @@ class _Partition(StatefulSourcePartition[Item, int]):
 
     def _unreadable(self, error: BaseException) -> DeadLetter:
         what = self._options.fmt or "input"
-        where = f" (after {self._state} items)" if self._state else ""
+        where = f" (stopped after position {self._state})" if self._state else ""
         cause = str(error) or type(error).__name__
         return dead_letter(
             f"cannot read {what} file {self._key!r}{where}: {cause}",

@@ -116,7 +116,7 @@ def test_bad_files_are_one_dead_letter_each_and_the_good_files_are_read(tmp_path
     assert "is not a chat log" in by_source["package.json"].reason
     assert "not a readable Parquet file" in by_source["broken.parquet"].reason
     assert "not valid JSON" in by_source["cut.json"].reason
-    assert "after" in by_source["cut.jsonl.gz"].reason  # lines before the cut were read
+    assert "stopped after position" in by_source["cut.jsonl.gz"].reason  # lines before it read
     good_ids = {m.message_id for m in messages(expected)}
     got_ids = {m.message_id for m in messages(items)}
     assert good_ids <= got_ids
