@@ -65,6 +65,8 @@ def sentences(path: Path) -> list[str]:
 
     seen: dict[str, None] = {}
     for _, record in iter_locomo(path):
+        if not isinstance(record, dict):  # a turn the reader refused
+            continue
         for s in re.split(r"(?<=[.!?])\s+", str(record.get("content") or "")):
             s = s.strip()
             if 4 <= len(s.split()) <= 40:

@@ -16,7 +16,17 @@ csv            0-based data row index; a row with the wrong number of cells is a
                at position ``"line:<n>"``, ``n`` being pyarrow's 1-based count of CSV rows
                with the header as row 1 (a quoted value's newlines do not count)
 locomo, star   0-based index of the turn in the file
+chatgpt,       0-based index of the message in the file (see ``connectors.exports``)
+claude
+json           a JSON document told by its content: a LoCoMo file, a ChatGPT or a Claude export
 =============  ==================================================================================
+
+Paths may be local or any fsspec URI (``s3://bucket/logs/*.jsonl.gz``, ``oss://...``); remote
+files are listed and read through fsspec with the source's ``storage_options``.
+
+A file that cannot be read (not Parquet, not CSV, not JSON of a known shape, a truncated gzip
+stream) is one dead letter at position ``"file"`` that names the file and the cause; the items
+read before the failure are kept, and the other files are read as usual.
 
 Files are read once, to their end: a file that is still being written to is not followed.
 Delivery: resuming from a snapshot re-reads nothing before it, so with Bytewax recovery items are
@@ -29,6 +39,7 @@ from __future__ import annotations
 import glob
 import gzip
 import json
+import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from itertools import islice
@@ -37,9 +48,10 @@ from typing import Any
 
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 
-from skillstream.connectors.fileio import is_gzip
+from skillstream.connectors.exports import iter_chatgpt, iter_claude, kind_of_export, load_document
+from skillstream.connectors.fileio import InputFile, open_binary
 from skillstream.connectors.locomo import iter_locomo
-from skillstream.connectors.records import dead_letter, parse_line, parse_record
+from skillstream.connectors.records import Refused, dead_letter, parse_line, parse_record
 from skillstream.connectors.star import DEFAULT_OWNER, iter_star
 from skillstream.errors import InputError
 from skillstream.model import DeadLetter, Message
@@ -48,7 +60,7 @@ from skillstream.redact import DEFAULT_REDACTOR, Redactor
 Item = Message | DeadLetter
 """What a file source emits."""
 
-FORMATS = ("jsonl", "parquet", "csv", "locomo", "star")
+FORMATS = ("jsonl", "parquet", "csv", "locomo", "star", "chatgpt", "claude", "json")
 
 SUFFIXES: dict[str, str] = {
     ".jsonl": "jsonl",
@@ -57,16 +69,19 @@ SUFFIXES: dict[str, str] = {
     ".ndjson.gz": "jsonl",
     ".parquet": "parquet",
     ".csv": "csv",
-    ".json": "locomo",
+    ".json": "json",
 }
 """File-name endings that ``format="auto"`` recognises, and the format each one means."""
 
 _GLOB_CHARS = set("*?[")
+_JSON_FORMATS = ("locomo", "chatgpt", "claude", "json")
+FILE_POSITION = "file"
+"""The position of the dead letter of a file that cannot be read."""
 
 
 def detect_format(path: str | Path) -> str | None:
     """The format ``auto`` picks for a file name, or ``None`` when its ending is unknown."""
-    name = Path(path).name.lower()
+    name = str(path).rstrip("/").rsplit("/", 1)[-1].lower()
     for suffix in sorted(SUFFIXES, key=len, reverse=True):
         if name.endswith(suffix):
             return SUFFIXES[suffix]
@@ -80,6 +95,7 @@ class _Options:
     max_chars: int
     redactor: Redactor
     owner_id: str | None
+    fmt: str = ""
 
 
 class FileSource(FixedPartitionedSource[Item, int]):
@@ -105,14 +121,17 @@ class FileSource(FixedPartitionedSource[Item, int]):
         max_chars: int = 20000,
         redactor: Redactor = DEFAULT_REDACTOR,
         owner_id: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         """Check the settings and find the files.
 
         Args:
             paths: A file, a directory (its files whose endings fit ``format``, sorted, not
-                recursive), a glob pattern (``logs/**/*.jsonl``), or a list of these.
+                recursive), a glob pattern (``logs/**/*.jsonl``), or a list of these; local
+                or fsspec URIs (``s3://bucket/logs/*.jsonl.gz``).
             format: ``auto`` (by file ending, see ``SUFFIXES``), ``jsonl``, ``parquet``,
-                ``csv``, ``locomo`` or ``star``.
+                ``csv``, ``locomo``, ``star``, ``chatgpt``, ``claude`` or ``json`` (a JSON
+                document of one of the three shapes, told by its content).
             mapping: Canonical field -> input column, for JSONL, Parquet and CSV (see
                 ``connectors.records.parse_record``).
             batch_size: Items read per ``next_batch`` call.
@@ -120,6 +139,8 @@ class FileSource(FixedPartitionedSource[Item, int]):
             redactor: Sensitive-data rules applied before anything leaves the source.
             owner_id: When set, the owner of every message (it overrides ``user_id``). STAR
                 files default to ``"star"``.
+            storage_options: Options of remote files (the LanceDB-style dict of
+                ``Settings.storage_options``; see ``storage.options``).
 
         Raises:
             InputError: A path does not exist, a directory or pattern matches no file, a file's
@@ -140,7 +161,7 @@ class FileSource(FixedPartitionedSource[Item, int]):
         given = list(paths) if isinstance(paths, (list, tuple)) else [paths]
         if not given:
             raise InputError("no input paths given; pass a file, a directory or a glob pattern")
-        self._files = _expand(given, format)
+        self._files = _expand(given, format, dict(storage_options or {}))
         self._options = _Options(
             mapping=dict(mapping) if mapping else None,
             batch_size=batch_size,
@@ -156,7 +177,7 @@ class FileSource(FixedPartitionedSource[Item, int]):
 
     def list_parts(self) -> list[str]:
         """The files of this source that exist on this worker's machine."""
-        return [key for key, (path, _) in self._files.items() if path.exists()]
+        return [key for key, (file, _) in self._files.items() if file.exists()]
 
     def build_part(
         self, step_id: str, for_part: str, resume_state: int | None
@@ -168,8 +189,8 @@ class FileSource(FixedPartitionedSource[Item, int]):
                 f"({', '.join(self._files)}); run with the same paths or start a fresh recovery "
                 "store"
             )
-        path, fmt = self._files[for_part]
-        return _PARTITIONS[fmt](path, for_part, resume_state, self._options)
+        file, fmt = self._files[for_part]
+        return _PARTITIONS[fmt](file, for_part, resume_state, replace(self._options, fmt=fmt))
 
 
 def read_all(source: FileSource) -> list[Item]:
@@ -195,49 +216,94 @@ def read_all(source: FileSource) -> list[Item]:
     return items
 
 
-def _expand(paths: list[str | Path], format: str) -> dict[str, tuple[Path, str]]:
-    files: dict[str, tuple[Path, str]] = {}
+def _expand(
+    paths: list[str | Path], format: str, storage_options: dict[str, Any]
+) -> dict[str, tuple[InputFile, str]]:
+    files: dict[str, tuple[InputFile, str]] = {}
     for given in paths:
         text = str(given)
-        path = Path(text)
-        if path.is_dir():
-            found = sorted(p for p in path.iterdir() if p.is_file() and _listed(p, format))
-            if not found:
-                raise InputError(f"directory {text!r} holds no {_wanted(format)} file")
-        elif path.exists():
-            found = [path]
-        elif _GLOB_CHARS & set(text):
-            found = sorted(Path(p) for p in glob.glob(text, recursive=True) if Path(p).is_file())
-            found = [p for p in found if _listed(p, format)]
-            if not found:
-                raise InputError(f"no {_wanted(format)} file matches the pattern {text!r}")
-        else:
-            raise InputError(f"input file {text!r} does not exist")
-        for p in found:
-            files.setdefault(str(p), (p, _named_format(p, format)))
+        found = _remote(text, format, storage_options) if _is_remote(text) else _local(text, format)
+        for f in found:
+            files.setdefault(f.key, (f, _named_format(f.key, format)))
     return files
 
 
-def _named_format(path: Path, format: str) -> str:
+def _local(text: str, format: str) -> list[InputFile]:
+    path = Path(text)
+    if path.is_dir():
+        found = sorted(p for p in path.iterdir() if p.is_file() and _listed(p.name, format))
+        if not found:
+            raise InputError(f"directory {text!r} holds no {_wanted(format)} file")
+    elif path.exists():
+        found = [path]
+    elif _GLOB_CHARS & set(text):
+        found = sorted(Path(p) for p in glob.glob(text, recursive=True) if Path(p).is_file())
+        found = [p for p in found if _listed(p.name, format)]
+        if not found:
+            raise InputError(f"no {_wanted(format)} file matches the pattern {text!r}")
+    else:
+        raise InputError(f"input file {text!r} does not exist")
+    return [InputFile.local(p) for p in found]
+
+
+def _is_remote(text: str) -> bool:
+    head, sep, _ = text.partition("://")
+    return bool(sep) and head.lower() not in ("", "file", "local")
+
+
+def _remote(text: str, format: str, storage_options: dict[str, Any]) -> list[InputFile]:
+    import fsspec
+
+    from skillstream.storage.options import fsspec_options
+
+    try:
+        fs, root = fsspec.core.url_to_fs(text, **fsspec_options(text, storage_options))
+    except (ImportError, ValueError) as e:
+        raise InputError(f"cannot open {text!r}: {e}") from e
+    try:
+        if _GLOB_CHARS & set(root):
+            found = [p for p in sorted(fs.glob(root)) if fs.isfile(p) and _listed(p, format)]
+            if not found:
+                raise InputError(f"no {_wanted(format)} file matches the pattern {text!r}")
+        elif fs.isdir(root):
+            found = sorted(
+                d["name"]
+                for d in fs.ls(root, detail=True)
+                if d.get("type") == "file" and _listed(d["name"], format)
+            )
+            if not found:
+                raise InputError(f"folder {text!r} holds no {_wanted(format)} file")
+        elif fs.exists(root):
+            found = [root]
+        else:
+            raise InputError(f"input file {text!r} does not exist")
+    except (PermissionError, ConnectionError, OSError) as e:
+        raise InputError(f"cannot list {text!r}: {e}") from e
+    return [InputFile(key=fs.unstrip_protocol(p), path=p, fs=fs) for p in found]
+
+
+def _named_format(path: str, format: str) -> str:
     """The format of a file: the one asked for, or the one its name tells."""
     if format != "auto":
         return format
     detected = detect_format(path)
     if detected is None:
         raise InputError(
-            f"cannot tell the format of {str(path)!r} from its name; pass format= one of "
+            f"cannot tell the format of {path!r} from its name; pass format= one of "
             f"{', '.join(FORMATS)} (known endings: {', '.join(SUFFIXES)})"
         )
     return detected
 
 
-def _listed(path: Path, format: str) -> bool:
+def _listed(path: str, format: str) -> bool:
     """Whether a file found in a directory or by a pattern belongs to a source of ``format``."""
     detected = detect_format(path)
     if format == "auto":
         return detected is not None
     if format == "star":  # STAR dialogues are JSONL
         return detected == "jsonl"
+    if format in _JSON_FORMATS:
+        return detected == "json"
     return detected == format
 
 
@@ -248,31 +314,72 @@ def _wanted(format: str) -> str:
 # ---------------------------------------------------------------------------------- partitions
 
 
-class _Partition(StatefulSourcePartition[Item, int]):
-    """Batches the items of ``_items`` and keeps the resume state of the last one emitted."""
+_UNREADABLE: tuple[type[BaseException], ...] = (
+    InputError,
+    OSError,  # also pyarrow's ArrowIOError and gzip's BadGzipFile
+    EOFError,  # a truncated gzip stream
+    ValueError,  # also pyarrow's ArrowInvalid and json's JSONDecodeError
+    zlib.error,
+)
+"""Errors that mean a file cannot be read (any more): the file becomes a dead letter."""
 
-    def __init__(self, path: Path, key: str, resume_state: int | None, options: _Options):
-        self._path = path
+
+class _Partition(StatefulSourcePartition[Item, int]):
+    """Batches the items of ``_items`` and keeps the resume state of the last one emitted.
+
+    When reading the file fails, the partition emits one dead letter for the file (position
+    ``FILE_POSITION``) after the items read so far, and ends.
+    """
+
+    def __init__(self, file: InputFile, key: str, resume_state: int | None, options: _Options):
+        self._file = file
         self._key = key
         self._options = options
         self._state = int(resume_state or 0)
         self._it = self._items(self._state)
+        self._done = False
 
-    def _items(self, start: int) -> Iterator[tuple[int, Item | None]]:
+    def _items(self, start: int) -> Iterator[tuple[int, Item | Refused | None]]:
         """Yield ``(resume state after this item, item or None)`` from ``start`` on."""
         raise NotImplementedError
 
     def next_batch(self) -> list[Item]:
+        if self._done:
+            raise StopIteration
         out: list[Item] = []
         consumed = False
-        for state, item in islice(self._it, self._options.batch_size):
-            consumed = True
-            self._state = state
-            if item is not None:
-                out.append(self._finish(item))
+        try:
+            for state, item in islice(self._it, self._options.batch_size):
+                consumed = True
+                self._state = state
+                if isinstance(item, Refused):
+                    out.append(
+                        item.dead_letter(
+                            source=self._key, position=state - 1, redactor=self._options.redactor
+                        )
+                    )
+                elif item is not None:
+                    out.append(self._finish(item))
+        except _UNREADABLE as e:
+            self._done = True
+            out.append(self._unreadable(e))
+            return out
         if not consumed:
             raise StopIteration
         return out
+
+    def _unreadable(self, error: BaseException) -> DeadLetter:
+        what = self._options.fmt or "input"
+        where = f" (stopped after position {self._state})" if self._state else ""
+        cause = str(error) or type(error).__name__
+        return dead_letter(
+            f"cannot read {what} file {self._key!r}{where}: {cause}",
+            source=self._key,
+            position=FILE_POSITION,
+            payload=None,
+            stage="read",
+            redactor=self._options.redactor,
+        )
 
     def snapshot(self) -> int:
         return self._state
@@ -300,14 +407,13 @@ class _Partition(StatefulSourcePartition[Item, int]):
 
 
 class _JsonlPartition(_Partition):
-    def _items(self, start: int) -> Iterator[tuple[int, Item | None]]:
-        if is_gzip(self._path):
-            with gzip.open(self._path, "rb") as fh:
+    def _items(self, start: int) -> Iterator[tuple[int, Item | Refused | None]]:
+        with open_binary(self._file) as fh:
+            if isinstance(fh, gzip.GzipFile):  # gzip: positions are line numbers
                 for index, line in enumerate(fh):
                     if index >= start:
                         yield index + 1, self._line(line, index)
-            return
-        with open(self._path, "rb") as fh:
+                return
             fh.seek(start)
             offset = start
             for line in fh:
@@ -328,38 +434,46 @@ class _JsonlPartition(_Partition):
 
 
 class _ParquetPartition(_Partition):
-    def _items(self, start: int) -> Iterator[tuple[int, Item | None]]:
+    def _items(self, start: int) -> Iterator[tuple[int, Item | Refused | None]]:
         import pyarrow.parquet as pq
 
+        local = self._file.local_path
+        raw = None if local is not None else self._file.open_raw()
         try:
-            pf = pq.ParquetFile(self._path)
-        except Exception as e:  # pyarrow raises ArrowInvalid/OSError for non-Parquet files
-            raise InputError(f"{self._key!r} is not a readable Parquet file: {e}") from e
-        with pf:
-            first_group, index = 0, 0
-            for g in range(pf.num_row_groups):
-                rows = pf.metadata.row_group(g).num_rows
-                if index + rows > start:
-                    break
-                first_group, index = g + 1, index + rows
-            groups = list(range(first_group, pf.num_row_groups))
-            if not groups:
-                return
-            for batch in pf.iter_batches(batch_size=self._options.batch_size, row_groups=groups):
-                for row in batch.to_pylist():
-                    if index >= start:
-                        yield index + 1, self._parse(row, index)
-                    index += 1
+            try:
+                pf = pq.ParquetFile(local if local is not None else raw)
+            except Exception as e:  # pyarrow raises ArrowInvalid/OSError for non-Parquet files
+                raise InputError(f"{self._key!r} is not a readable Parquet file: {e}") from e
+            with pf:
+                first_group, index = 0, 0
+                for g in range(pf.num_row_groups):
+                    rows = pf.metadata.row_group(g).num_rows
+                    if index + rows > start:
+                        break
+                    first_group, index = g + 1, index + rows
+                groups = list(range(first_group, pf.num_row_groups))
+                if not groups:
+                    return
+                for batch in pf.iter_batches(
+                    batch_size=self._options.batch_size, row_groups=groups
+                ):
+                    for row in batch.to_pylist():
+                        if index >= start:
+                            yield index + 1, self._parse(row, index)
+                        index += 1
+        finally:
+            if raw is not None:
+                raw.close()
 
 
 class _CsvPartition(_Partition):
     """CSV with a header row; every cell is read as text (bytes decoded here, per row)."""
 
-    def _items(self, start: int) -> Iterator[tuple[int, Item | None]]:
+    def _items(self, start: int) -> Iterator[tuple[int, Item | Refused | None]]:
         import pyarrow as pa
         import pyarrow.csv as pacsv
 
-        if self._path.stat().st_size == 0:
+        if self._file.size() == 0:
             return
         bad_rows: list[Any] = []
 
@@ -369,17 +483,27 @@ class _CsvPartition(_Partition):
 
         parse = pacsv.ParseOptions(newlines_in_values=True, invalid_row_handler=on_bad_row)
         read = pacsv.ReadOptions(use_threads=False)
-        try:
-            names = pacsv.open_csv(self._path, read_options=read, parse_options=parse).schema.names
-            bad_rows.clear()
-            convert = pacsv.ConvertOptions(
-                column_types={n: pa.binary() for n in names}, strings_can_be_null=False
-            )
-            reader = pacsv.open_csv(
-                self._path, read_options=read, parse_options=parse, convert_options=convert
-            )
-        except pa.ArrowInvalid as e:
-            raise InputError(f"{self._key!r} is not a readable CSV file: {e}") from e
+        local = self._file.local_path
+        with (
+            open(local, "rb") if local is not None else self._file.open_raw() as head,
+            open(local, "rb") if local is not None else self._file.open_raw() as body,
+        ):
+            try:
+                names = pacsv.open_csv(head, read_options=read, parse_options=parse).schema.names
+                bad_rows.clear()
+                convert = pacsv.ConvertOptions(
+                    column_types={n: pa.binary() for n in names}, strings_can_be_null=False
+                )
+                reader = pacsv.open_csv(
+                    body, read_options=read, parse_options=parse, convert_options=convert
+                )
+            except pa.ArrowInvalid as e:
+                raise InputError(f"{self._key!r} is not a readable CSV file: {e}") from e
+            yield from self._rows(reader, bad_rows, start)
+
+    def _rows(
+        self, reader: Any, bad_rows: list[Any], start: int
+    ) -> Iterator[tuple[int, Item | Refused | None]]:
         index = 0
         with reader:
             for batch in reader:
@@ -390,7 +514,7 @@ class _CsvPartition(_Partition):
                     index += 1
         yield from self._bad_rows(bad_rows, index)
 
-    def _bad_rows(self, rows: list[Any], index: int) -> Iterator[tuple[int, Item | None]]:
+    def _bad_rows(self, rows: list[Any], index: int) -> Iterator[tuple[int, Item | Refused | None]]:
         # Rows pyarrow could not split are reported again after a resume; their ids repeat.
         while rows:
             row = rows.pop(0)
@@ -432,18 +556,55 @@ class _CsvPartition(_Partition):
 
 
 class _LocomoPartition(_Partition):
-    def _items(self, start: int) -> Iterator[tuple[int, Item | None]]:
-        for position, record in iter_locomo(self._path):
+    def _items(self, start: int) -> Iterator[tuple[int, Item | Refused | None]]:
+        yield from self._records(iter_locomo(self._file), start)
+
+    def _records(
+        self, records: Iterator[tuple[int, dict[str, Any] | Refused]], start: int
+    ) -> Iterator[tuple[int, Item | Refused | None]]:
+        for position, record in records:
             if position >= start:
-                yield position + 1, self._parse(record, position, canonical=True)
+                if isinstance(record, Refused):
+                    yield position + 1, record
+                else:
+                    yield position + 1, self._parse(record, position, canonical=True)
 
 
-class _StarPartition(_Partition):
-    def _items(self, start: int) -> Iterator[tuple[int, Item | None]]:
+class _StarPartition(_LocomoPartition):
+    def _items(self, start: int) -> Iterator[tuple[int, Item | Refused | None]]:
         owner = self._options.owner_id or DEFAULT_OWNER
-        for position, record in iter_star(self._path, owner_id=owner):
-            if position >= start:
-                yield position + 1, self._parse(record, position, canonical=True)
+        yield from self._records(iter_star(self._file, owner_id=owner), start)
+
+
+class _ChatgptPartition(_LocomoPartition):
+    def _items(self, start: int) -> Iterator[tuple[int, Item | Refused | None]]:
+        yield from self._records(iter_chatgpt(self._file), start)
+
+
+class _ClaudePartition(_LocomoPartition):
+    def _items(self, start: int) -> Iterator[tuple[int, Item | Refused | None]]:
+        yield from self._records(iter_claude(self._file), start)
+
+
+class _JsonPartition(_LocomoPartition):
+    """A JSON document whose shape tells its format: LoCoMo, a ChatGPT or a Claude export."""
+
+    def _items(self, start: int) -> Iterator[tuple[int, Item | Refused | None]]:
+        data = load_document(self._file, "JSON")
+        kind = kind_of_export(data)
+        if kind == "chatgpt":
+            records = iter_chatgpt(self._file, data)
+        elif kind == "claude":
+            records = iter_claude(self._file, data)
+        elif kind == "locomo":
+            records = iter_locomo(self._file, data)
+        else:
+            raise InputError(
+                f"{self._key!r} is not a chat log: expected a LoCoMo file (samples with "
+                "'sample_id' and 'conversation'), a ChatGPT export (conversations with "
+                "'mapping') or a Claude export (conversations with 'chat_messages')"
+            )
+        yield from self._records(records, start)
 
 
 _PARTITIONS: dict[str, type[_Partition]] = {
@@ -452,4 +613,7 @@ _PARTITIONS: dict[str, type[_Partition]] = {
     "csv": _CsvPartition,
     "locomo": _LocomoPartition,
     "star": _StarPartition,
+    "chatgpt": _ChatgptPartition,
+    "claude": _ClaudePartition,
+    "json": _JsonPartition,
 }

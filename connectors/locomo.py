@@ -16,7 +16,10 @@ How a turn becomes a canonical record (see ``connectors.records``):
   unique within a sample, not across samples;
 - ``role`` is ``user`` for both speakers (two people talking, no assistant) and ``name`` is the
   speaker;
-- a shared image is kept as ``metadata = {"image_caption": blip_caption, "img_url": [...]}``.
+- a shared image is kept as ``metadata = {"image_caption": blip_caption, "img_url": [...]}``;
+- a turn that is not an object, and a ``session_N`` that is not a list of turns, is a
+  ``Refused`` value (the file source makes it a dead letter with the reason); it takes one
+  position like a turn.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from skillstream.connectors.fileio import InputFile, open_binary
+from skillstream.connectors.records import Refused
 from skillstream.errors import InputError
 
 TURN_SPACING = timedelta(seconds=30)
@@ -95,7 +100,7 @@ def parse_locomo_datetime(text: str) -> datetime:
     return datetime(int(m.group(6)), month, int(m.group(4)), hour, int(m.group(2)), tzinfo=UTC)
 
 
-def load_locomo(path: str | Path) -> list[dict[str, Any]]:
+def load_locomo(path: str | Path | InputFile) -> list[dict[str, Any]]:
     """Read a LoCoMo file and return its samples.
 
     Args:
@@ -108,12 +113,17 @@ def load_locomo(path: str | Path) -> list[dict[str, Any]]:
         InputError: The file is missing, is not JSON, or does not hold LoCoMo samples.
     """
     try:
-        with open(path, "rb") as fh:
+        with open_binary(path) as fh:
             data = json.load(fh)
     except FileNotFoundError:
         raise InputError(f"LoCoMo file {str(path)!r} does not exist") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise InputError(f"LoCoMo file {str(path)!r} is not valid JSON: {e}") from e
+    return _samples(data, path)
+
+
+def _samples(data: Any, path: str | Path | InputFile) -> list[dict[str, Any]]:
+    """The samples of a decoded LoCoMo document, checked."""
     samples = [data] if isinstance(data, dict) else data
     if not isinstance(samples, list) or not all(
         isinstance(s, dict) and "sample_id" in s and isinstance(s.get("conversation"), dict)
@@ -126,44 +136,57 @@ def load_locomo(path: str | Path) -> list[dict[str, Any]]:
     return samples
 
 
-def iter_locomo(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def iter_locomo(
+    path: str | Path | InputFile, data: list[dict[str, Any]] | None = None
+) -> Iterator[tuple[int, dict[str, Any] | Refused]]:
     """Yield every turn of a LoCoMo file as a canonical record, in conversation order.
 
     Args:
         path: A LoCoMo JSON file.
+        data: The decoded document, when the caller has read it already.
 
     Yields:
         ``(position, record)``: the turn's 0-based index in the file and a dict with the canonical
-        fields, ready for ``connectors.records.parse_record``.
+        fields, ready for ``connectors.records.parse_record`` (or a ``Refused`` value).
 
     Raises:
         InputError: See ``load_locomo``.
     """
     position = 0
-    for sample in load_locomo(path):
+    for sample in _samples(data, path) if data is not None else load_locomo(path):
         for record in sample_records(sample):
             yield position, record
             position += 1
 
 
-def sample_records(sample: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def sample_records(sample: dict[str, Any]) -> Iterator[dict[str, Any] | Refused]:
     """Canonical records of one LoCoMo sample (see the module docstring for the mapping)."""
     sample_id = str(sample["sample_id"])
     conversation = sample["conversation"]
     sessions = sorted(
-        (int(m.group(1)), key)
-        for key in conversation
-        if (m := _SESSION.fullmatch(key)) and isinstance(conversation[key], list)
+        (int(m.group(1)), key) for key in conversation if (m := _SESSION.fullmatch(key))
     )
     for number, key in sessions:
+        turns = conversation[key]
+        if not isinstance(turns, list):
+            yield Refused(
+                f"LoCoMo sample {sample_id!r}: {key} is {_kind(turns)}, not a list of turns",
+                turns,
+            )
+            continue
         raw_time = conversation.get(f"{key}_date_time")
         try:
             start: datetime | None = parse_locomo_datetime(raw_time) if raw_time else None
-        except ValueError:
+        except (ValueError, TypeError):
             start = None
-        for i, turn in enumerate(conversation[key]):
+        for i, turn in enumerate(turns):
             if not isinstance(turn, dict):
-                turn = {"text": turn}
+                yield Refused(
+                    f"LoCoMo sample {sample_id!r}: turn {i} of {key} is {_kind(turn)}, "
+                    "not an object with 'speaker' and 'text'",
+                    turn,
+                )
+                continue
             metadata = {}
             if turn.get("blip_caption"):
                 metadata["image_caption"] = turn["blip_caption"]
@@ -180,6 +203,18 @@ def sample_records(sample: dict[str, Any]) -> Iterator[dict[str, Any]]:
                 "timestamp": start + i * TURN_SPACING if start else raw_time,
                 "metadata": metadata or None,
             }
+
+
+def _kind(value: Any) -> str:
+    names = {
+        str: "text",
+        int: "a number",
+        float: "a number",
+        bool: "a boolean",
+        list: "a list",
+        dict: "an object",
+    }
+    return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
 def load_locomo_qa(path: str | Path) -> dict[str, list[LocomoQA]]:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from typing import Any
 
@@ -90,6 +91,22 @@ _JSON_TYPES = {
     float: "number",
     type(None): "null",
 }
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A part of a file that a format adapter cannot turn into a record (a LoCoMo turn that is not
+    an object, a session that is not a list): the file source makes it a dead letter."""
+
+    reason: str
+    payload: Any = None
+    """The refused value (JSON-encoded into the dead letter, redacted and cut)."""
+
+    def dead_letter(self, *, source: str, position: str | int, redactor: Redactor) -> DeadLetter:
+        payload = None if self.payload is None else _dump(self.payload, sort_keys=False)
+        return dead_letter(
+            self.reason, source=source, position=position, payload=payload, redactor=redactor
+        )
 
 
 class _Invalid(ValueError):

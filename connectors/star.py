@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from skillstream.connectors.fileio import open_binary
+from skillstream.connectors.fileio import InputFile, open_binary
 from skillstream.errors import InputError
 
 CONVERSATION_AGENTS = {"User": "user", "Wizard": "assistant"}
@@ -37,7 +37,7 @@ SYNTHETIC_EPOCH = datetime(2020, 1, 1, tzinfo=UTC)
 """Base of the synthetic times given to events that carry no ``UnixTime``."""
 
 
-def iter_star_raw(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def iter_star_raw(path: str | Path | InputFile) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield the decoded dialogues of a STAR file with their 0-based line numbers.
 
     Args:
@@ -129,7 +129,7 @@ def dialogue_turns(dialogue: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def iter_star(
-    path: str | Path, *, owner_id: str = DEFAULT_OWNER
+    path: str | Path | InputFile, *, owner_id: str = DEFAULT_OWNER
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield every conversation turn of a STAR file as a canonical record.
 

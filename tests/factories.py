@@ -239,3 +239,105 @@ def write_locomo(path: Path, samples: int = 4, sessions: int = 3, turns: int = 8
     """A LoCoMo JSON file of ``samples`` conversations."""
     path.write_text(json.dumps([locomo_sample(k, sessions, turns) for k in range(samples)]))
     return path
+
+
+# ------------------------------------------------------------- ChatGPT and Claude data exports
+
+
+def chatgpt_export(conversations: int = 2, turns: int = 6) -> list[dict]:
+    """A ChatGPT ``conversations.json``: a message tree per conversation, with a hidden system
+    node, an edited first prompt (a branch the user left), an image part and ``current_node``."""
+    out = []
+    for c in range(conversations):
+        base = 1715176560.0 + c * 86400  # 2024-05-08T13:56:00Z
+        mapping: dict[str, dict] = {}
+
+        def node(nid: str, parent: str | None, message: dict | None, mapping=mapping) -> None:
+            mapping[nid] = {"id": nid, "message": message, "parent": parent, "children": []}
+            if parent:
+                mapping[parent]["children"].append(nid)
+
+        def msg(mid: str, role: str, parts: list, t: float, ctype: str = "text") -> dict:
+            return {
+                "id": mid,
+                "author": {"role": role, "name": None, "metadata": {}},
+                "create_time": t,
+                "update_time": None,
+                "content": {"content_type": ctype, "parts": parts},
+                "status": "finished_successfully",
+                "end_turn": role == "assistant",
+                "weight": 1.0,
+                "metadata": {},
+                "recipient": "all",
+            }
+
+        node(f"root-{c}", None, None)
+        node(f"sys-{c}", f"root-{c}", msg(f"sys-{c}", "system", [""], base))
+        # the first prompt, then edited: the old branch stays in the tree, off the active path
+        node(f"old-{c}", f"sys-{c}", msg(f"old-{c}", "user", ["Draft I threw away."], base + 1))
+        parent = f"sys-{c}"
+        for t in range(turns):
+            nid = f"gpt-{c}-{t}"
+            if t % 2 == 0:
+                text = FACTS[(c * 5 + t) % len(FACTS)]
+                parts: list = [text]
+                if t == 2:
+                    parts = [{"content_type": "image_asset_pointer", "asset_pointer": "x"}, text]
+                node(nid, parent, msg(nid, "user", parts, base + 60 * (t + 1)))
+            else:
+                reply = REPLIES[(c + t) % len(REPLIES)]
+                node(nid, parent, msg(nid, "assistant", [reply], base + 60 * (t + 1)))
+            parent = nid
+        out.append(
+            {
+                "title": f"Chat {c}",
+                "create_time": base,
+                "update_time": base + 3600,
+                "mapping": mapping,
+                "current_node": parent,
+                "conversation_id": f"gpt-conv-{c}",
+                "id": f"gpt-conv-{c}",
+                "moderation_results": [],
+                "is_archived": False,
+            }
+        )
+    return out
+
+
+def claude_export(conversations: int = 2, turns: int = 6) -> list[dict]:
+    """A Claude ``conversations.json``: ``chat_messages`` with ``sender``, ``text`` and
+    ``content`` parts (one message carries its text only in ``content``)."""
+    out = []
+    for c in range(conversations):
+        start = datetime(2024, 6, 1, 9, 0, tzinfo=UTC) + timedelta(days=c)
+        messages = []
+        for t in range(turns):
+            when = (start + timedelta(minutes=t)).isoformat().replace("+00:00", "Z")
+            if t % 2 == 0:
+                sender, text = "human", FACTS[(c * 3 + t + 4) % len(FACTS)]
+            else:
+                sender, text = "assistant", REPLIES[(c + t) % len(REPLIES)]
+            content = [{"type": "text", "text": text, "start_timestamp": when, "citations": []}]
+            messages.append(
+                {
+                    "uuid": f"cl-{c}-{t}",
+                    "text": "" if t == 2 else text,
+                    "content": content,
+                    "sender": sender,
+                    "created_at": when,
+                    "updated_at": when,
+                    "attachments": [],
+                    "files": [],
+                }
+            )
+        out.append(
+            {
+                "uuid": f"claude-conv-{c}",
+                "name": f"Conversation {c}",
+                "created_at": start.isoformat(),
+                "updated_at": start.isoformat(),
+                "account": {"uuid": "acct-1"},
+                "chat_messages": messages,
+            }
+        )
+    return out

@@ -17,7 +17,7 @@ import click
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("skillstream.cli.run", "run"),
     "search": ("skillstream.cli.query", "search"),
-    "sql": ("skillstream.cli.query", "sql"),
+    "sql": ("skillstream.cli.sql", "sql"),
     "stats": ("skillstream.cli.query", "stats"),
     "config": ("skillstream.cli.query", "config_cmd"),
     "retry-failed": ("skillstream.cli.llm", "retry_failed"),
@@ -29,6 +29,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "maintain": ("skillstream.cli.lifecycle", "maintain"),
     "produce": ("skillstream.cli.kafka", "produce"),
     "eval": ("skillstream.cli.eval", "eval_group"),
+    "export": ("skillstream.cli.transfer", "export_group"),
+    "import": ("skillstream.cli.transfer", "import_group"),
 }
 """name -> (module, attribute). A command's module is imported only when the command runs, so
 ``skillstream --help`` does not load the models, Bytewax or the stores."""

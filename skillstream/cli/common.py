@@ -1,11 +1,8 @@
-"""Helpers shared by the CLI modules: settings from the context, output formats."""
+"""Helpers shared by the CLI modules: settings from the context, JSON and text output."""
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-import sys
 from collections.abc import Iterable
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
@@ -17,8 +14,9 @@ import pyarrow as pa
 
 from skillstream.settings import Settings
 
-FORMATS = ["auto", "jsonl", "parquet", "csv", "locomo", "star"]
-"""Input formats of chat-log files (``auto`` picks by extension and content)."""
+FORMATS = ["auto", "jsonl", "parquet", "csv", "locomo", "star", "chatgpt", "claude", "json"]
+"""Input formats of chat-log files (``auto`` picks by extension; ``json`` by content: a LoCoMo
+file, a ChatGPT or a Claude ``conversations.json`` export)."""
 
 format_option = click.option(
     "--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True
@@ -62,22 +60,6 @@ def _jsonable(v: Any) -> Any:
 
 def dumps(obj: Any) -> str:
     return json.dumps(obj, default=_jsonable, ensure_ascii=False, indent=2)
-
-
-def emit_table(table: pa.Table, fmt: str) -> None:
-    """Print an Arrow table as text, JSON (list of objects) or CSV."""
-    rows = table.to_pylist()
-    if fmt == "json":
-        click.echo(dumps([{k: _jsonable(v) for k, v in r.items()} for r in rows]))
-    elif fmt == "csv":
-        buf = io.StringIO()
-        w = csv.writer(buf)
-        w.writerow(table.column_names)
-        for r in rows:
-            w.writerow([_jsonable(r[c]) for c in table.column_names])
-        sys.stdout.write(buf.getvalue())
-    else:
-        click.echo(format_text(table.column_names, rows))
 
 
 def format_text(columns: list[str], rows: Iterable[dict[str, Any]], width: int = 60) -> str:

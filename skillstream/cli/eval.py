@@ -98,9 +98,9 @@ def _ints(value: str, what: str) -> tuple[int, ...]:
 )
 @click.option(
     "--report-dir",
-    default="benchmarks/results",
-    show_default=True,
-    help="Folder of the markdown report and the PNG chart ('' for none).",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Write the markdown report and the PNG chart into this folder (none by default).",
 )
 @click.option(
     "--details",
@@ -137,7 +137,8 @@ def locomo(
     """Evidence recall@k, QA F1 and judge, and cost on a LoCoMo file, next to a raw-turn baseline.
 
     Each conversation is built into a fresh home with the real memory flow, then every question
-    retrieves its top-k memories with the hybrid search of 'skillstream search'.
+    retrieves its top-k memories with the hybrid search of 'skillstream search'. The summary is
+    printed; files are written only where --json, --report-dir and --details point.
     """
     from skillstream.eval.locomo import EvalOptions, evaluate_locomo
     from skillstream.eval.report import write_outputs

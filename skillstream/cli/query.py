@@ -1,10 +1,10 @@
-"""``skillstream search``, ``sql``, ``stats`` and ``config``: reading what the flows stored."""
+"""``skillstream search``, ``stats`` and ``config``: reading what the flows stored."""
 
 from __future__ import annotations
 
 import click
 
-from skillstream.cli.common import dumps, emit_table, format_text, settings_from
+from skillstream.cli.common import dumps, format_text, settings_from
 
 
 def open_catalog(settings, dim: int | None = None):
@@ -85,21 +85,6 @@ def search(ctx, query, owner, agent, session, k, strategy, now, no_record, as_js
         click.echo(dumps(rows))
     else:
         click.echo(format_text(keep[:6], rows))
-
-
-@click.command()
-@click.argument("query")
-@click.option("--json", "fmt", flag_value="json")
-@click.option("--csv", "fmt", flag_value="csv")
-@click.pass_context
-def sql(ctx, query, fmt):
-    """Run SQL (DuckDB) over the catalog and the memory tables (view ``memories``)."""
-    settings = settings_from(ctx)
-    cat = open_catalog(settings)
-    try:
-        emit_table(cat.sql(query), fmt or "text")
-    finally:
-        cat.close()
 
 
 STATS_SQL = {

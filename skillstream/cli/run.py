@@ -37,6 +37,7 @@ def make_source(
         return kafka_source(source, settings, config=kafka_config or {}, tail=tail)
     from skillstream.connectors.files import FileSource
     from skillstream.redact import redactor_for
+    from skillstream.storage.home import storage_options
 
     return FileSource(
         source,
@@ -45,12 +46,15 @@ def make_source(
         max_chars=settings.spans.max_message_chars,
         # the default patterns plus the policies' own
         redactor=redactor_for(settings.lifecycle.policies),
+        storage_options=storage_options(settings),  # for s3:// and other fsspec sources
     )
 
 
 @click.command()
 @click.option(
-    "--source", help="File, folder, glob or kafka://HOST:PORT/TOPIC. Default: the bundled sample."
+    "--source",
+    help="File, folder or glob (local or an fsspec URI such as s3://bucket/logs/*.jsonl.gz), "
+    "or kafka://HOST:PORT/TOPIC. Default: the bundled sample.",
 )
 @format_option
 @map_option

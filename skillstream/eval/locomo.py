@@ -246,7 +246,11 @@ def load_questions(
 ) -> list[Question]:
     """The sample's questions of the chosen categories, with evidence checked against its turns."""
     sample_id = str(sample["sample_id"])
-    known = {str(r["message_id"]) for r in sample_records(sample) if r.get("message_id")}
+    known = {
+        str(r["message_id"])
+        for r in sample_records(sample)
+        if isinstance(r, dict) and r.get("message_id")
+    }
     out = []
     for i, qa in enumerate(qas):
         if qa.category not in categories:
@@ -259,7 +263,11 @@ def load_questions(
 
 def _last_event(sample: dict[str, Any]) -> Any:
     """The time of the sample's last turn: the store's clock once the conversation is built."""
-    times = [r["timestamp"] for r in sample_records(sample) if not isinstance(r["timestamp"], str)]
+    times = [
+        r["timestamp"]
+        for r in sample_records(sample)
+        if isinstance(r, dict) and not isinstance(r["timestamp"], str)
+    ]
     return max(times) if times else None
 
 

@@ -184,7 +184,7 @@ def test_directory_and_glob_expand_to_sorted_matching_files(tmp_path):
         ("a.jsonl.gz", "jsonl"),
         ("a.parquet", "parquet"),
         ("a.csv", "csv"),
-        ("a.json", "locomo"),
+        ("a.json", "json"),
         ("a.txt", None),
     ],
 )
@@ -213,11 +213,14 @@ def test_clear_errors_at_construction(tmp_path):
         src.build_part("in", "other.jsonl", None)
 
 
-def test_unreadable_parquet_is_a_clear_error(tmp_path):
+def test_unreadable_parquet_is_one_dead_letter_for_the_file(tmp_path):
     path = tmp_path / "fake.parquet"
     path.write_text("not parquet")
     part = FileSource(path).build_part("in", str(path), None)
-    with pytest.raises(InputError, match="is not a readable Parquet file"):
+    [dead] = part.next_batch()
+    assert isinstance(dead, DeadLetter) and dead.position == "file" and dead.stage == "read"
+    assert "is not a readable Parquet file" in dead.reason and str(path) in dead.reason
+    with pytest.raises(StopIteration):
         part.next_batch()
 
 

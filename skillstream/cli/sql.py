@@ -1,0 +1,163 @@
+"""``skillstream sql``: SQL over a home, sandboxed, in bounded steps, in five output formats.
+
+Formats: ``table`` (aligned text, the default), ``json`` (a list of objects), ``csv`` (a header
+row, then the rows), ``parquet`` and ``arrow`` (the Arrow IPC file format, what
+``pyarrow.ipc.open_file`` and ``polars.read_ipc`` read). Text goes to standard output, binary
+formats too unless ``--out`` names a file (a local path or an fsspec URI such as ``s3://...``).
+Rows are written as they arrive (except ``table``, which needs every row for the column widths),
+and the command stops after ``--max-rows`` rows with a note on standard error.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from collections.abc import Iterable
+from contextlib import contextmanager
+from typing import IO, Any
+
+import click
+import pyarrow as pa
+
+from skillstream.cli.common import _jsonable, format_text, settings_from
+
+SQL_FORMATS = ("table", "json", "csv", "parquet", "arrow")
+DEFAULT_MAX_ROWS = 10_000
+
+
+@click.command()
+@click.argument("query")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(SQL_FORMATS),
+    default=None,
+    help="Output format (default: table).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@click.option("--csv", "as_csv", is_flag=True, help="Same as --format csv.")
+@click.option(
+    "--out",
+    default=None,
+    metavar="PATH",
+    help="Write the result to this file or fsspec URI instead of standard output.",
+)
+@click.option(
+    "--max-rows",
+    type=click.IntRange(min=0),
+    default=DEFAULT_MAX_ROWS,
+    show_default=True,
+    help="Stop after this many rows (0: no limit).",
+)
+@click.option(
+    "--allow-external-access",
+    is_flag=True,
+    help="Let the SQL read and write files outside the home, attach other databases and change "
+    "DuckDB settings (off by default).",
+)
+@click.pass_context
+def sql(ctx, query, fmt, as_json, as_csv, out, max_rows, allow_external_access):
+    """Run SQL (DuckDB) over the catalog and the memory tables (view ``memories``).
+
+    The SQL runs read-only and cannot reach outside the home unless --allow-external-access is
+    given; results stream, and stop after --max-rows rows.
+    """
+    from skillstream.cli.query import open_catalog
+    from skillstream.errors import InputError
+    from skillstream.storage.sandbox import check_sql, lock_down, run_query
+
+    chosen = {f for f, on in (("json", as_json), ("csv", as_csv)) if on} | ({fmt} if fmt else set())
+    if len(chosen) > 1:
+        raise InputError(f"choose one output format, got {', '.join(sorted(chosen))}")
+    fmt = chosen.pop() if chosen else "table"
+    check_sql(query)
+    cat = open_catalog(settings_from(ctx))
+    try:
+        lock_down(cat.con, allow_external=allow_external_access)
+        result = run_query(cat.con, query, max_rows=max_rows or None)
+        if result is None:
+            return
+        with _output(out, binary=fmt in ("parquet", "arrow")) as fh:
+            WRITERS[fmt](fh, result.schema, result)
+        if result.truncated:
+            click.echo(
+                f"note: stopped after {result.rows} rows; pass --max-rows N for more (0: no limit)",
+                err=True,
+            )
+        if out:
+            click.echo(f"wrote {result.rows} rows to {out}", err=True)
+    finally:
+        cat.close()
+
+
+@contextmanager
+def _output(out: str | None, *, binary: bool):
+    if out is None:
+        if binary:
+            yield sys.stdout.buffer
+            sys.stdout.buffer.flush()
+        else:
+            yield sys.stdout
+        return
+    import fsspec
+
+    if binary:
+        with fsspec.open(out, "wb") as fh:
+            yield fh
+    else:
+        with fsspec.open(out, "w", encoding="utf-8", newline="") as fh:
+            yield fh
+
+
+def _write_table(fh: IO[str], schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> None:
+    rows = [r for b in batches for r in b.to_pylist()]
+    fh.write(format_text(schema.names, rows) + "\n")
+
+
+def _write_json(fh: IO[str], schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> None:
+    first = True
+    fh.write("[")
+    for batch in batches:
+        for row in batch.to_pylist():
+            text = json.dumps(
+                {k: _jsonable(v) for k, v in row.items()},
+                default=_jsonable,
+                ensure_ascii=False,
+                indent=2,
+            )
+            fh.write(("\n" if first else ",\n") + "\n".join("  " + ln for ln in text.split("\n")))
+            first = False
+    fh.write("]\n" if first else "\n]\n")
+
+
+def _write_csv(fh: IO[str], schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> None:
+    w = csv.writer(fh, lineterminator="\n")
+    w.writerow(schema.names)
+    for batch in batches:
+        for row in batch.to_pylist():
+            w.writerow([_jsonable(row[c]) for c in schema.names])
+
+
+def _write_parquet(fh: IO[bytes], schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> None:
+    import pyarrow.parquet as pq
+
+    with pq.ParquetWriter(fh, schema) as w:
+        for batch in batches:
+            w.write_batch(batch)
+
+
+def _write_arrow(fh: IO[bytes], schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> None:
+    with pa.ipc.new_file(fh, schema) as w:
+        for batch in batches:
+            w.write_batch(batch)
+
+
+WRITERS: dict[str, Any] = {
+    "table": _write_table,
+    "json": _write_json,
+    "csv": _write_csv,
+    "parquet": _write_parquet,
+    "arrow": _write_arrow,
+}
+"""Output format -> ``writer(file, schema, batches)``."""

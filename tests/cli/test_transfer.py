@@ -1,0 +1,111 @@
+"""``export memories`` then ``import memories`` into an empty home: the same memory_meta, the same
+memory_events, the same vectors and the same search results; a second import changes nothing."""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+import lancedb
+import pyarrow.parquet as pq
+from click.testing import CliRunner
+
+from skillstream.cli import cli
+from skillstream.errors import InputError
+from tests.cli.conftest import invoke
+
+QUERIES = [("Lisbon trip", "maya"), ("push failed authentication", None), ("coffee", None)]
+
+
+def table(home, name: str) -> list[dict]:
+    con = duckdb.connect(str(home / "catalog.duckdb"), read_only=True)
+    try:
+        key = "event_id" if name == "memory_events" else "id"
+        return con.execute(f"select * from {name} order by {key}").fetch_arrow_table().to_pylist()
+    finally:
+        con.close()
+
+
+def vectors(home) -> dict[str, list[float]]:
+    t = lancedb.connect(str(home / "lancedb")).open_table("memories").to_arrow()
+    return dict(zip(t.column("id").to_pylist(), t.column("vector").to_pylist(), strict=True))
+
+
+def clock(home) -> str:
+    """The original home's clock (its latest event or span end): searches on both homes run at
+    this time, because the restored home has the memories' events but not the span ledger."""
+    con = duckdb.connect(str(home / "catalog.duckdb"), read_only=True)
+    try:
+        [row] = (
+            con.execute(
+                "select greatest((select max(event_ts) from memory_events), "
+                "(select max(end_ts) from spans)) as t"
+            )
+            .fetch_arrow_table()
+            .to_pylist()
+        )
+    finally:
+        con.close()
+    return str(row["t"].isoformat())
+
+
+def searches(home, now: str) -> list[list[dict]]:
+    out = []
+    for query, owner in QUERIES:
+        for strategy in ("hybrid", "keyword", "semantic"):
+            args = ["search", query, "--strategy", strategy, "--no-record", "--json"]
+            args += ["--k", "5", "--now", now]
+            if owner:
+                args += ["--owner", owner]
+            out.append(json.loads(invoke(home, *args)))
+    return out
+
+
+def test_export_then_import_gives_the_same_home(sample_home, tmp_path):
+    out = tmp_path / "backup" / "memories.parquet"
+    out.parent.mkdir()
+    counts = json.loads(invoke(sample_home, "export", "memories", "--out", str(out), "--json"))
+    meta, events = table(sample_home, "memory_meta"), table(sample_home, "memory_events")
+    assert counts["memories"] == len(meta) > 10 and counts["events"] == len(events) > 0
+    assert pq.ParquetFile(out).schema_arrow.metadata[b"skillstream.export"] == b"memories"
+
+    home = tmp_path / "restored"
+    done = json.loads(invoke(home, "import", "memories", str(out), "--json"))
+    assert (done["memories"], done["events"]) == (len(meta), len(events))
+    assert table(home, "memory_meta") == meta
+    assert table(home, "memory_events") == events
+    assert vectors(home) == vectors(sample_home)
+    now = clock(sample_home)
+    before = searches(sample_home, now)
+    assert sum(len(hits) > 0 for hits in before) >= 6 and searches(home, now) == before
+
+    # again: nothing changes (ids, versions and events are kept, not duplicated)
+    invoke(home, "import", "memories", str(out))
+    assert table(home, "memory_meta") == meta and table(home, "memory_events") == events
+    assert lancedb.connect(str(home / "lancedb")).open_table("memories").count_rows() == len(meta)
+
+
+def test_export_of_one_owner(sample_home, tmp_path):
+    out = tmp_path / "maya.parquet"
+    invoke(sample_home, "export", "memories", "--out", str(out), "--owner", "maya")
+    owners = set(pq.read_table(out, columns=["owner_id"]).column("owner_id").to_pylist())
+    assert owners == {"maya"}
+
+
+def test_import_refuses_what_does_not_fit(sample_home, tmp_path, monkeypatch):
+    out = tmp_path / "m.parquet"
+    invoke(sample_home, "export", "memories", "--out", str(out))
+    runner = CliRunner()
+    monkeypatch.setenv("SKILLSTREAM_EMBED_MODEL", "some-other-model")
+    res = runner.invoke(cli, ["--home", str(tmp_path / "h"), "import", "memories", str(out)])
+    assert isinstance(res.exception, InputError) and "embedding model" in str(res.exception)
+    monkeypatch.delenv("SKILLSTREAM_EMBED_MODEL")
+    for name, data, says in [
+        ("cut.parquet", pq.read_table(out).drop_columns(["events"]), "lacks the columns events"),
+        ("plain.parquet", pq.read_table(out).replace_schema_metadata(None), "not a memories"),
+    ]:
+        pq.write_table(data, tmp_path / name)
+        res = runner.invoke(
+            cli, ["--home", str(tmp_path / "h"), "import", "memories", str(tmp_path / name)]
+        )
+        assert isinstance(res.exception, InputError) and says in str(res.exception)
