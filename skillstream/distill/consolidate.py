@@ -30,25 +30,18 @@ from skillstream.distill.draft import (
     MAX_ITEMS,
     MAX_STEPS,
     MAX_TRIGGERS,
-    centroid,
     clip_description,
     describe,
     fold_stats,
     merge_sections,
 )
 from skillstream.distill.heuristics import STEP_WEIGHT, step_overlap
-from skillstream.distill.recall import recall
-from skillstream.distill.record import LIST_SECTIONS, TaskSkill
+from skillstream.distill.recall import prototype, recall
+from skillstream.distill.record import FILE_SECTIONS, LIST_SECTIONS, TaskSkill
 from skillstream.vocab import TaskSkillStatus
 
 MERGED_FROM = "merged_from"
 MERGED_INTO = "merged_into"
-
-
-def prototype(skill: TaskSkill) -> np.ndarray | None:
-    """The skill's centroid (mean of the drafts merged into it), else its own vector."""
-    ref = centroid(skill.stats) or skill.vector
-    return np.asarray(ref, dtype=np.float32) if ref else None
 
 
 def fit(a: TaskSkill, b: TaskSkill) -> float:
@@ -124,12 +117,14 @@ def merge(
         kept.triggers = _union(survivor.triggers, absorbed.triggers)[:MAX_TRIGGERS]
         for name in LIST_SECTIONS:
             if name not in ("procedure", "triggers"):
-                setattr(kept, name, _union(getattr(kept, name), getattr(absorbed, name))[:MAX_ITEMS])
-        for key in ("scripts", "references", "planned_scripts", "planned_references"):
-            setattr(kept, key, {**getattr(absorbed, key), **getattr(kept, key)})
+                items = _union(getattr(kept, name), getattr(absorbed, name))
+                setattr(kept, name, items[:MAX_ITEMS])
+        for name in FILE_SECTIONS:
+            setattr(kept, name, {**getattr(absorbed, name), **getattr(kept, name)})
         kept.stats = dict(kept.stats)
     kept.stats[MERGED_FROM] = sorted(
-        set(survivor.stats.get(MERGED_FROM, [])) | {absorbed.id}
+        set(survivor.stats.get(MERGED_FROM, []))
+        | {absorbed.id}
         | set(absorbed.stats.get(MERGED_FROM, []))
     )
     kept.source_segment_ids = _union(survivor.source_segment_ids, absorbed.source_segment_ids)

@@ -83,8 +83,7 @@ def test_a_duplicate_is_merged_into_a_new_version_with_both_sources(settings, em
     with open_stores(settings, embedder.dim) as stores:
         write_results(stores, first + second)
         versions = stores.catalog.sql(
-            "select name, version, change, status from task_skill_versions "
-            "order by name, version"
+            "select name, version, change, status from task_skill_versions order by name, version"
         ).to_pylist()
         current = stores.catalog.sql(
             "select name, version, status, source_conversation_ids from task_skills order by name"
@@ -130,9 +129,7 @@ def test_recall_finds_the_existing_skill_for_a_reworded_task(embedder):
     hits = recall(query, embedder.encode([query])[0], list(state.skills.values()), k=3)
     assert hits[0].skill.id == deploy.id
     # and distilling the reworded conversation updates that skill instead of creating one
-    (r,) = core.distill_block(
-        state, block(DEPLOY_REWORDED, owner_id="omar", conversation_id="c4")
-    )
+    (r,) = core.distill_block(state, block(DEPLOY_REWORDED, owner_id="omar", conversation_id="c4"))
     assert (r.action, r.skill.id, r.skill.version) == ("updated", deploy.id, 2)
     assert r.skill.source_conversation_ids == ["c1", "c4"]
 
