@@ -40,6 +40,16 @@ from skillstream.distill.recall import prototype, recall
 from skillstream.distill.record import FILE_SECTIONS, LIST_SECTIONS, TaskSkill
 from skillstream.vocab import TaskSkillStatus
 
+SHARED_STEPS = 0.4
+"""Share of each skill's steps the other must know for two skills to be duplicates: two tasks that
+are asked alike ("book a table" / "book a room") still ask for different things."""
+YOUNG = 3
+"""Source segments the smaller of two skills may have for them to be duplicates. A duplicate is a
+segment that recall missed, found out while it is young; two skills that each went on to win many
+segments' update decisions on their own were kept apart by that evidence, segment after segment."""
+SAME_REQUESTS = 0.7
+"""Cosine two skills' prototypes must reach for them to be duplicates: a centroid is the mean of
+many drafts, so two of one task sit much closer than a draft does to its own skill."""
 MERGED_FROM = "merged_from"
 MERGED_INTO = "merged_into"
 
@@ -52,12 +62,20 @@ def fit(a: TaskSkill, b: TaskSkill) -> float:
     share of ``b``'s steps ``a`` knows), so a short skill whose few steps every task shares does not
     fit a long one by default.
     """
+    return (1 - STEP_WEIGHT) * cosine(a, b) + STEP_WEIGHT * shared_steps(a, b)
+
+
+def cosine(a: TaskSkill, b: TaskSkill) -> float:
+    """Cosine of the two skills' prototypes (0 when either has none)."""
     va, vb = prototype(a), prototype(b)
-    cos = 0.0
-    if va is not None and vb is not None and va.shape == vb.shape:
-        cos = float(np.dot(va, vb))
-    steps = min(step_overlap(a.procedure, b), step_overlap(b.procedure, a))
-    return (1 - STEP_WEIGHT) * cos + STEP_WEIGHT * steps
+    if va is None or vb is None or va.shape != vb.shape:
+        return 0.0
+    return float(np.dot(va, vb))
+
+
+def shared_steps(a: TaskSkill, b: TaskSkill) -> float:
+    """The smaller of the share of ``a``'s steps that ``b`` knows and the converse."""
+    return min(step_overlap(a.procedure, b), step_overlap(b.procedure, a))
 
 
 def duplicate_of(
@@ -70,8 +88,9 @@ def duplicate_of(
     """The active task skill among ``skills`` that ``skill`` duplicates, or ``None``.
 
     The candidates are what recall returns for the skill's own search text and vector (the
-    search a later segment of this task would make); the best-fitting one counts when its fit
-    reaches ``threshold``.
+    search a later segment of this task would make), whose prototypes reach ``SAME_REQUESTS``
+    and that share at least ``SHARED_STEPS`` of their steps both ways; the best-fitting one counts
+    when its fit reaches ``threshold``.
     """
     others = [s for s in skills if s.id != skill.id and s.owner_id == skill.owner_id]
     if not others or skill.status != TaskSkillStatus.ACTIVE:
@@ -80,6 +99,10 @@ def duplicate_of(
     hits = recall(skill.search_text(), vec, others, k=k)
     best: tuple[float, str, TaskSkill] | None = None
     for h in hits:
+        if min(len(skill.source_segment_ids), len(h.skill.source_segment_ids)) > YOUNG:
+            continue
+        if shared_steps(skill, h.skill) < SHARED_STEPS or cosine(skill, h.skill) < SAME_REQUESTS:
+            continue
         f = fit(skill, h.skill)
         if best is None or (f, h.skill.id) > best[:2]:
             best = (f, h.skill.id, h.skill)

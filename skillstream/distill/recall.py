@@ -2,11 +2,8 @@
 
 Two rankings are fused with reciprocal-rank fusion (the same fusion LanceDB's hybrid search uses):
 
-* **vector**: cosine similarity between the query embedding and each task skill's prototype: the
-  mean of the drafts merged into it when it keeps one (``stats["centroid"]``; a draft's search text
-  is what a new segment of the same task looks like, so their mean is a steadier target than any
-  one text), else its vector (the embedding of its ``search_text``: title, name, description,
-  triggers);
+* **vector**: cosine similarity between the query embedding and each task skill's vector (the
+  embedding of its ``search_text``: title, name, description, triggers);
 * **lexical**: BM25 of the query's terms over the same text.
 
 It runs in memory over the task skills the distiller holds for an owner (tens to hundreds), so the
@@ -66,7 +63,7 @@ def bm25_scores(query: str, docs: Sequence[str], k1: float = 1.2, b: float = 0.7
 
 
 def prototype(skill: TaskSkill) -> np.ndarray | None:
-    """The unit vector recall compares a query with: the skill's centroid, else its vector."""
+    """A skill's centroid (the unit mean of the drafts merged into it), else its vector."""
     total = skill.stats.get("centroid")
     if total:
         c = np.asarray(total, dtype=np.float32)
@@ -101,16 +98,15 @@ def recall(
         return []
     lexical = bm25_scores(query, [s.search_text() for s in pool])
     cosine = [0.0] * len(pool)
-    refs = [prototype(s) for s in pool]
     if vector is not None:
         q = np.asarray(vector, dtype=np.float32).reshape(-1)
-        for i, ref in enumerate(refs):
-            if ref is not None and ref.shape[0] == q.shape[0]:
-                cosine[i] = float(np.dot(q, ref))
+        for i, s in enumerate(pool):
+            if s.vector is not None and len(s.vector) == q.shape[0]:
+                cosine[i] = float(np.dot(q, np.asarray(s.vector, dtype=np.float32)))
     fused = [0.0] * len(pool)
     if vector is not None:
         for rank, i in enumerate(sorted(range(len(pool)), key=lambda i: -cosine[i])):
-            if refs[i] is not None:
+            if pool[i].vector is not None:
                 fused[i] += 1.0 / (RRF_K + rank + 1)
     for rank, i in enumerate(sorted(range(len(pool)), key=lambda i: -lexical[i])):
         if lexical[i] > 0:
