@@ -161,3 +161,34 @@ def test_consolidate_merges_stored_duplicates_once(settings, embedder):
     archived = api.get(reworded.name)
     assert (archived.version, archived.status) == (2, "archived")
     assert archived.stats[MERGED_INTO] == deploy.id
+
+
+def _skill(name: str, vector: list[float], steps: list[str], sources: int):
+    from skillstream.distill.record import TaskSkill
+
+    return TaskSkill.new(
+        "omar",
+        name,
+        title=name.replace("-", " "),
+        procedure=steps,
+        vector=vector,
+        source_segment_ids=[f"{name}-seg-{i}" for i in range(sources)],
+    )
+
+
+def test_a_duplicate_needs_alike_requests_shared_steps_and_a_young_side():
+    from skillstream.distill.consolidate import duplicate_of
+
+    steps = ["Ask for the guest name.", "Ask for the arrival date.", "Confirm the booking number."]
+    old = _skill("book-room", [1.0, 0.0], steps, 9)
+    young = _skill("reserve-room", [0.96, 0.28], steps[:2], 1)
+    assert duplicate_of(young, [old, young], threshold=0.55) is old
+    # two skills that each gathered many segments stay apart
+    grown = _skill("reserve-room", [0.96, 0.28], steps[:2], 4)
+    assert duplicate_of(grown, [old, grown], threshold=0.55) is None
+    # asked alike but with other steps: a different task
+    other = _skill("book-table", [0.96, 0.28], ["Ask for the party size.", "Pick a table."], 1)
+    assert duplicate_of(other, [old, other], threshold=0.55) is None
+    # the same steps but asked about something else
+    far = _skill("reserve-car", [0.6, 0.8], steps[:2], 1)
+    assert duplicate_of(far, [old, far], threshold=0.55) is None
