@@ -4,10 +4,11 @@ Distillation decides per segment whether its draft updates a recalled task skill
 decision misses (the user named the task in an unusual way, the skill was young and said little),
 a second task skill of the same task is born. Consolidation is the lifecycle step that catches it:
 whenever a task skill changes, the owner's other active task skills are recalled with the changed
-skill's own search text, and a recalled skill whose :func:`fit` with it reaches the threshold is a
-duplicate. The fit is the one a draft must reach to update a skill (cosine of the two centroids
-blended with the share of steps they share), taken in both directions, so no rule knows what the
-tasks are about: only how alike two skills' requests and steps are.
+skill's own search text, and a recalled skill is a duplicate when (see :func:`duplicate_of`) the
+two are asked alike (``SAME_REQUESTS``), share their steps both ways (``SHARED_STEPS``), one of
+them is still young (``YOUNG``) and their :func:`fit` reaches the threshold a draft needs to update
+a skill. No rule knows what the tasks are about: only how alike two skills' requests and steps are
+and how much evidence each has.
 
 :func:`merge` keeps both histories:
 
