@@ -552,8 +552,9 @@ class DistillationSettings(_Group):
         "distill_merge_threshold",
         0.55,
         "Rules distiller: fit (cosine to the skill's centroid blended with step overlap) at which "
-        "a segment updates a recalled task skill instead of creating one; above 1 never updates. "
-        "SKILLSTREAM_DISTILL_MERGE_THRESHOLD; default 0.55.",
+        "a segment updates a recalled task skill instead of creating one; also the fit at which "
+        "two task skills of an owner are consolidated into one; above 1 never updates or "
+        "consolidates. SKILLSTREAM_DISTILL_MERGE_THRESHOLD; default 0.55.",
         ge=0,
     )
     shift_threshold: Float = _key(

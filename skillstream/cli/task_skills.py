@@ -107,6 +107,18 @@ def delete(ctx, name, owner):
     click.echo(f"deleted {skill.owner_id}/{skill.name} (version {skill.version})")
 
 
+@skills.command("consolidate")
+@_owner_option
+@click.pass_context
+def consolidate(ctx, owner):
+    """Merge duplicate task skills: a new version of one, the other archived."""
+    merged = _api(ctx, owner).consolidate()
+    for gone, kept in merged:
+        click.echo(f"merged {gone} into {kept}")
+    if not merged:
+        click.echo("no duplicate task skills")
+
+
 @skills.command("export")
 @click.argument("folder", type=click.Path(file_okay=False))
 @_owner_option

@@ -13,7 +13,10 @@ between two closes), :meth:`TaskSkillDistiller.distill_block`:
 5. in **full mode**, generates scripts, the tool list and reference documents (the distiller's
    ``details``; the LLM distiller makes the three calls concurrently);
 6. applies the sensitive-data rules, embeds the skill, **publishes** its package (a new path per
-   version) and returns a :class:`~skillstream.distill.record.TaskSkillResult` for the store sink.
+   version) and returns a :class:`~skillstream.distill.record.TaskSkillResult` for the store sink;
+7. **consolidates**: when the changed skill duplicates another active skill of the owner (see
+   :mod:`skillstream.distill.consolidate`), the two are merged into a new version of one of them
+   (published again) and the other is archived; both versions are results too (``merged``).
 
 State per owner (:class:`OwnerTaskSkills`) holds the owner's task skills and the segments already
 distilled. A state created in this run is hydrated from the store, and segments whose ids are
@@ -32,6 +35,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from skillstream.distill.consolidate import duplicate_of, merge, survivor_first
 from skillstream.distill.draft import Draft, apply_draft
 from skillstream.distill.heuristics import procedural_steps
 from skillstream.distill.package import redact_skill
@@ -146,6 +150,8 @@ class TaskSkillDistiller:
         full: Full mode (scripts, tools, references).
         min_steps: The gate: procedural sentences a segment needs (0 turns the gate off).
         recall_k: Related task skills recalled per segment.
+        consolidate_threshold: Fit at which two task skills of an owner are merged (above 1:
+            never).
         clock: Current time (tests pass a fixed one).
         run_id: Identifies states created by this distiller (restored states carry another).
     """
@@ -160,6 +166,7 @@ class TaskSkillDistiller:
         full: bool = False,
         min_steps: int = 2,
         recall_k: int = 5,
+        consolidate_threshold: float = 0.55,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         run_id: str = "",
     ) -> None:
@@ -170,6 +177,7 @@ class TaskSkillDistiller:
         self.full = full
         self.min_steps = min_steps
         self.recall_k = recall_k
+        self.consolidate_threshold = consolidate_threshold
         self.clock = clock
         self.run_id = run_id
 
@@ -200,7 +208,12 @@ class TaskSkillDistiller:
                     error=str(e),
                 )
             ]
-        results = [self.distill_segment(state, seg) for seg in segments]
+        results: list[TaskSkillResult] = []
+        for seg in segments:
+            result = self.distill_segment(state, seg)
+            results.append(result)
+            if result.changed and result.skill is not None:
+                results.extend(self.consolidate(state, result.skill))
         if calls:
             if results:
                 results[0].llm_calls = calls + results[0].llm_calls
@@ -272,6 +285,35 @@ class TaskSkillDistiller:
         state.put(skill)
         action = "updated" if existing is not None else "created"
         return TaskSkillResult(action=action, skill=skill, llm_calls=calls, **base)
+
+    def consolidate(self, state: OwnerTaskSkills, skill: TaskSkill) -> list[TaskSkillResult]:
+        """Merge ``skill`` with the owner's task skills it duplicates (mutates ``state``).
+
+        Returns:
+            Two ``merged`` results per merge: the survivor's new (published) version and the
+            absorbed skill's archived one.
+        """
+        out: list[TaskSkillResult] = []
+        current = skill
+        for _ in range(len(state.skills)):
+            dup = duplicate_of(
+                current,
+                list(state.skills.values()),
+                threshold=self.consolidate_threshold,
+                k=self.recall_k,
+            )
+            if dup is None:
+                break
+            survivor, absorbed = survivor_first(current, dup)
+            kept, gone = merge(survivor, absorbed, now=self.clock())
+            kept = self.finish(kept)
+            state.put(kept)
+            state.put(gone)
+            log.info("task skill %s merged into %s", gone.name, kept.name)
+            out.append(TaskSkillResult(state.owner_id, "merged", skill=kept))
+            out.append(TaskSkillResult(state.owner_id, "merged", skill=gone))
+            current = kept
+        return out
 
     def finish(self, skill: TaskSkill) -> TaskSkill:
         """Redact, embed and publish a task-skill version (also used by the API)."""

@@ -101,12 +101,12 @@ def apply_draft(
             lang=draft.lang,
         )
         _replace(skill, draft)
-        skill.stats = _fold_stats({}, draft.stats)
+        skill.stats = fold_stats({}, draft.stats)
     else:
         skill = existing.copy()
         if draft.merge == "replace":
             _replace(skill, draft)
-            skill.stats = _fold_stats(skill.stats, draft.stats)
+            skill.stats = fold_stats(skill.stats, draft.stats)
         else:
             _merge_evidence(skill, draft)
         skill.status = TaskSkillStatus.ACTIVE
@@ -144,8 +144,18 @@ def _replace(skill: TaskSkill, draft: Draft) -> None:
 
 
 def _merge_evidence(skill: TaskSkill, draft: Draft) -> None:
-    stats = _fold_stats(skill.stats, draft.stats)
-    skill.stats = stats
+    skill.stats = fold_stats(skill.stats, draft.stats)
+    merge_sections(skill, draft)
+    if draft.description and not skill.description:
+        skill.description = draft.description
+    skill.description = describe(skill.title, skill.procedure, skill.triggers, skill.lang)
+
+
+def merge_sections(skill: TaskSkill, other: SkillContent) -> None:
+    """Fold ``other``'s sections into ``skill`` (whose ``stats`` already hold both evidences):
+    procedure and triggers from the evidence, the other lists as unions, files kept unless
+    missing."""
+    stats = skill.stats
     n = max(1, int(stats.get("n", 1)))
     steps = stats.get("steps", [])
     keep = [s for s in steps if s[1] >= max(1, round(0.2 * n))] or steps
@@ -156,16 +166,13 @@ def _merge_evidence(skill: TaskSkill, draft: Draft) -> None:
     for name in LIST_SECTIONS:
         if name in _FROM_STATS:
             continue
-        merged = _dedupe(getattr(skill, name) + getattr(draft, name))
+        merged = _dedupe(getattr(skill, name) + getattr(other, name))
         setattr(skill, name, merged[:MAX_ITEMS])
     for name in FILE_SECTIONS:
         files: dict[str, str] = dict(getattr(skill, name))
-        for key, value in getattr(draft, name).items():
+        for key, value in getattr(other, name).items():
             files.setdefault(key, value)
         setattr(skill, name, files)
-    if draft.description and not skill.description:
-        skill.description = draft.description
-    skill.description = describe(skill.title, skill.procedure, skill.triggers, skill.lang)
 
 
 def describe(title: str, procedure: list[str], triggers: list[str], lang: str) -> str:
@@ -204,7 +211,7 @@ def centroid(stats: dict[str, Any]) -> list[float] | None:
     return [x / norm for x in total] if norm else None
 
 
-def _fold_stats(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+def fold_stats(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """Add a draft's evidence to a skill's: steps (support, summed position), term counts, and
     the sum of the draft vectors (whose direction is the skill's centroid)."""
     out: dict[str, Any] = {

@@ -79,5 +79,6 @@ def make_task_skill_distiller(
         full=distillation.full,
         min_steps=distillation.min_steps,
         recall_k=distillation.recall_k,
+        consolidate_threshold=distillation.merge_threshold,
         run_id=run_id,
     )

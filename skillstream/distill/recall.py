@@ -62,6 +62,17 @@ def bm25_scores(query: str, docs: Sequence[str], k1: float = 1.2, b: float = 0.7
     return out
 
 
+def prototype(skill: TaskSkill) -> np.ndarray | None:
+    """A skill's centroid (the unit mean of the drafts merged into it), else its vector."""
+    total = skill.stats.get("centroid")
+    if total:
+        c = np.asarray(total, dtype=np.float32)
+        n = float(np.linalg.norm(c))
+        if n:
+            return c / n
+    return np.asarray(skill.vector, dtype=np.float32) if skill.vector is not None else None
+
+
 def recall(
     query: str,
     vector: np.ndarray | None,

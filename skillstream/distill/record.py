@@ -37,7 +37,7 @@ NAME_MAX = 64
 DESCRIPTION_MAX = 1024
 NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
-CHANGES = ("created", "updated", "saved", "patched", "imported", "deleted")
+CHANGES = ("created", "updated", "merged", "saved", "patched", "imported", "deleted")
 """What a new version of a task skill came from."""
 
 

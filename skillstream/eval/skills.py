@@ -146,6 +146,7 @@ def evaluate_star(
         full=False,
         min_steps=settings.distillation.min_steps,
         recall_k=settings.distillation.recall_k,
+        consolidate_threshold=settings.distillation.merge_threshold,
     )
     state = OwnerTaskSkills(OWNER)
     train_blocks = [block_of(d) for d in split.train]

@@ -1,4 +1,4 @@
-"""The task-skill API: list, show, save, patch, delete, export, import, search.
+"""The task-skill API: list, show, save, patch, delete, consolidate, export, import, search.
 
 Used by the CLI (``skillstream skills ...``) and the MCP server. Reads go to LanceDB only, so they
 work while a flow holds the DuckDB catalog. Writes go through the store sink's own write path
@@ -11,6 +11,8 @@ Rules:
 * a name is unique per owner; every save, patch, import and delete writes a new version, and
   every version except a delete publishes its own package (earlier packages stay);
 * ``show`` (``view``) bumps ``times_used`` and ``last_used_at`` and writes no version;
+* ``consolidate`` merges an owner's duplicate task skills: the survivor's next version holds both
+  sources and is published, the absorbed skill's next version is archived;
 * ``delete`` is soft: status ``deleted``, hidden from lists and search, history and packages kept;
   saving the name again brings it back as the next version.
 
@@ -29,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from skillstream.distill.distiller import TaskSkillDistiller
+from skillstream.distill.distiller import OwnerTaskSkills, TaskSkillDistiller
 from skillstream.distill.imports import read_zip
 from skillstream.distill.package import (
     package_files,
@@ -302,6 +304,50 @@ class TaskSkillAPI:
         skill.updated_at = self.clock()
         self._write([TaskSkillResult(skill.owner_id, "deleted", skill=skill)])
         return skill
+
+    def consolidate(self, owner: str | None = None) -> builtins.list[tuple[str, str]]:
+        """Merge the duplicate task skills of each owner (see ``distill.consolidate``).
+
+        Each merge writes a new, published version of the survivor (sources of both) and an
+        archived version of the absorbed skill; earlier versions and packages stay.
+
+        Returns:
+            ``(absorbed name, survivor name)`` per merge, in the order they were made.
+        """
+        owner = self._owner(owner)
+        index = self._index()
+        if not index.table.exists:
+            return []
+        core = TaskSkillDistiller(
+            _NoDistiller(),  # type: ignore[arg-type]
+            self.embed,
+            publisher=self.publisher,
+            recall_k=self.settings.distillation.recall_k,
+            consolidate_threshold=self.settings.distillation.merge_threshold,
+            clock=self.clock,
+        )
+        stored = index.list(owner, statuses=None)
+        results: builtins.list[TaskSkillResult] = []
+        for owner_id in sorted({s.owner_id for s in stored}):
+            state = OwnerTaskSkills(owner_id)
+            for skill in stored:
+                if skill.owner_id == owner_id:
+                    state.put(skill)
+            order = sorted(
+                (s for s in state.skills.values() if s.status == TaskSkillStatus.ACTIVE),
+                key=lambda s: (s.created_at or self.clock(), s.name),
+            )
+            for skill in order:
+                current = state.skills[skill.id]
+                if current.status == TaskSkillStatus.ACTIVE:
+                    results.extend(core.consolidate(state, current))
+        if results:
+            self._write(results)
+        return [
+            (gone.skill.name, kept.skill.name)
+            for kept, gone in zip(results[::2], results[1::2])
+            if kept.skill is not None and gone.skill is not None
+        ]
 
     def export(self, folder: str | Path, owner: str | None = None) -> builtins.list[Path]:
         """Write every active task skill as a package folder ``<folder>/<name>/``.
