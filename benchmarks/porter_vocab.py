@@ -55,9 +55,7 @@ def vocabulary(folder: Path) -> set[str]:
 def sample(words: list[str], stems: dict[str, str]) -> list[str]:
     """A deterministic sample: every ``SAMPLE_EVERY``-th token, and every token whose stem is
     not a plain prefix cut (the rules that rewrite a suffix are where stemmers differ)."""
-    keep = [
-        w for i, w in enumerate(words) if i % SAMPLE_EVERY == 0 or not w.startswith(stems[w])
-    ]
+    keep = [w for i, w in enumerate(words) if i % SAMPLE_EVERY == 0 or not w.startswith(stems[w])]
     return sorted(set(keep))
 
 

@@ -1,10 +1,25 @@
 """Sensitive-data rules applied before anything is stored.
 
-Every message text (and every dead-letter payload) passes through ``Redactor.apply`` at the edge,
-right after parsing, so secrets never reach LanceDB, DuckDB, logs, dead letters or task-skill
-packages. The default patterns cover API keys and tokens, passwords, credit-card numbers and private
-keys; users add their own. A pattern's action is ``redact`` (replace the match with
-``[REDACTED:<name>]``) or ``reject`` (the whole record becomes a dead letter without its payload).
+Every message text, metadata string and identifier (and every dead-letter payload and reason)
+passes through ``Redactor.apply`` at the edge, right after parsing, so secrets never reach LanceDB,
+DuckDB, dead letters or task-skill packages. Three more places redact on their own, because text
+reaches them by another way:
+
+* model answers (``redact_answer``), before they are parsed, stored or cached
+  (``skillstream.llm``): a model may repeat a secret, and JSON escapes hide quoted ones;
+* identifiers (``redact_id``): one holding a secret is replaced whole by a stable hash;
+* log records (``LogRedactor``, installed on the CLI's handlers by ``install_log_redaction``).
+
+The default rules (``DEFAULT_PATTERNS``) are our own regular expressions for the formats people
+paste into chats: vendor key formats (cloud, repository, chat, payment, mail, AI providers,
+package registries), webhook URLs, passwords inside connection URLs and URL signatures, private
+keys, JWTs, bearer and basic credentials, passwords and secrets named by the words around them
+(quoted phrases included) and card numbers (any separator, Luhn-checked). Offline detectors were
+tried: detect-secrets' line scanner, run with its defaults on the LoCoMo chats, flags nearly every
+line of prose through its entropy plugins, and it has no card rule; rules for its vendor formats
+are among ours. Users add their own rules per policy. A rule's action is ``redact`` (replace the
+match with ``[REDACTED:<name>]``) or ``reject`` (the whole record becomes a dead letter without its
+payload).
 """
 
 from __future__ import annotations
@@ -154,12 +169,65 @@ quoted password (``password_phrase``, spaces allowed) is tried before a one-word
 value would start with a redaction mark leaves it alone, so text is never redacted twice."""
 
 
+_HINTS: dict[str, tuple[str, ...]] = {
+    "private_key": ("private key",),
+    "webhook_url": ("://",),
+    "url_password": ("://",),
+    "url_secret": ("=",),
+    "aws_access_key": (
+        "akia",
+        "asia",
+        "abia",
+        "acca",
+        "agpa",
+        "aida",
+        "aipa",
+        "anpa",
+        "anva",
+        "aroa",
+    ),
+    "aws_secret_key": ("secret",),
+    "azure_key": ("accountkey", "sharedaccess"),
+    "openai_key": ("sk-",),
+    "payment_key": ("_live_", "_test_"),
+    "payment_webhook_secret": ("whsec_",),
+    "github_token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    "gitlab_token": ("glpat-", "gldt-", "glrt-", "glptt-", "glcbt-"),
+    "slack_token": ("xox", "xapp-"),
+    "google_api_key": ("aiza",),
+    "google_oauth": ("gocspx-", "ya29."),
+    "huggingface_token": ("hf_",),
+    "npm_token": ("npm_",),
+    "pypi_token": ("pypi-age",),
+    "sendgrid_key": ("sg.",),
+    "twilio_key": ("sk",),
+    "digitalocean_token": ("_v1_",),
+    "shopify_token": ("shp",),
+    "square_token": ("sq0",),
+    "mailgun_key": ("key-",),
+    "telegram_bot_token": (":aa",),
+    "jwt": ("eyj",),
+    "bearer_token": ("bearer",),
+    "basic_auth": ("authorization",),
+    "password_phrase": ("pass", "pw", "密码", "口令"),
+    "password": ("pass", "pw", "密码", "口令"),
+    "api_key": ("key", "token"),
+    "credential": ("secret", "token", "key", "credential"),
+}
+"""For the built-in rules: lower-case text that every match contains. A rule is only run on text
+that holds one of its hints (most chat messages hold none), which keeps the many rules cheap."""
+_BUILT_IN = frozenset(DEFAULT_PATTERNS)
+
+
 class Redactor:
     """Applies sensitive patterns to text."""
 
     def __init__(self, patterns: tuple[SensitivePattern, ...] = DEFAULT_PATTERNS) -> None:
         self.patterns = patterns
-        self._compiled = [(p, re.compile(p.regex)) for p in patterns]
+        self._compiled = [
+            (p, re.compile(p.regex), _HINTS.get(p.name, ()) if p in _BUILT_IN else ())
+            for p in patterns
+        ]
 
     def apply(self, text: str) -> tuple[str, list[str]]:
         """Return the redacted text and the names of the patterns that matched.
@@ -167,7 +235,10 @@ class Redactor:
         Raises nothing; callers check ``rejects`` to decide whether the record may be kept.
         """
         hits: list[str] = []
-        for pat, rx in self._compiled:
+        low = text.lower()
+        for pat, rx, hints in self._compiled:
+            if hints and not any(h in low for h in hints):
+                continue
 
             def repl(m: re.Match[str], pat: SensitivePattern = pat) -> str:
                 secret = m.group(pat.group)

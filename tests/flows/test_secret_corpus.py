@@ -90,6 +90,22 @@ def test_ordinary_text_is_left_alone(text):
     assert DEFAULT_REDACTOR.apply(text) == (text, [])
 
 
+def test_the_hints_that_skip_rules_are_in_every_match():
+    import re
+
+    from skillstream.redact import _HINTS
+
+    assert set(_HINTS) | {"credit_card"} == {p.name for p in DEFAULT_PATTERNS}
+    checked = 0
+    for pattern in DEFAULT_PATTERNS:
+        for _, _, line in secret_corpus():
+            for m in re.finditer(pattern.regex, line):
+                checked += 1
+                hints = _HINTS.get(pattern.name, ("",))
+                assert any(h in m.group(0).lower() for h in hints), (pattern.name, m.group(0))
+    assert checked >= 48
+
+
 def test_redaction_is_idempotent():
     for _, _, line in secret_corpus():
         once = DEFAULT_REDACTOR.apply(line)[0]
@@ -279,9 +295,10 @@ def test_no_secret_of_the_corpus_reaches_the_home_or_the_logs(tmp_path):
     logs += _cli(home, "maintain", "--close-sessions")
     logs += _cli(home, "search", f"deploy {key} {secret_corpus()[30][2]}")
     stored = _check_home(home, logs, CANARY)
-    packages = [k for k in stored if "task-skills" in k and not k.endswith("/")]
-    assert packages, "a task-skill package must have been published"
-    assert b"[REDACTED:" in stored["duckdb:memory_meta"]
+    skill_md = [v for k, v in stored.items() if "task-skills" in k and k.endswith("SKILL.md")]
+    assert skill_md, "a task-skill package must have been published"
+    # the package was built from the (redacted) steps
+    assert all(b"[REDACTED:webhook_url]" in v and b"[REDACTED:password" in v for v in skill_md)
 
 
 def _echo_secrets(body: dict[str, Any]) -> str:
