@@ -17,8 +17,9 @@ and the key is what the user writes. Precedence, highest first:
 Parsing is strict: booleans are true/false, 1/0, yes/no or on/off (any case); numbers are finite
 and in range; names come from a closed list; locations are text without control characters (the
 home is not empty); the LLM endpoint is an http(s) URL; an unknown key is an error; map settings
-given in the environment are JSON objects. Every error is a :class:`~skillstream.errors.ConfigError` that names
-the setting as it was written (the environment variable, or the file and key) and what is accepted.
+given in the environment are JSON objects. Every error is a
+:class:`~skillstream.errors.ConfigError` that names the setting as it was written (the environment
+variable, or the file and key) and what is accepted.
 
 Store locations are URIs (a local path, ``s3://bucket/prefix``, ``memory://``) and default to
 folders under the home. Secrets (API keys) are read from the environment by the code that uses
