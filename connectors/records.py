@@ -29,8 +29,13 @@ metadata           no        a JSON object (or JSON text of one); stored as JSON
 
 Other keys of the input are ignored. Empty text in an optional field (what a CSV cell holds when it
 has no value) counts as absent. The content and every string inside ``metadata`` go through the
-redactor; if a pattern whose action is ``reject`` matches, the record becomes a dead letter without
-its payload. Dead-letter payloads are redacted too and cut to ``PAYLOAD_CHARS`` characters.
+redactor. So do the identifiers and the speaker (``conversation_id``, ``user_id``, ``agent_id``,
+``session_id``, ``message_id``, ``name``): one that holds a secret is replaced whole by a stable
+one-way hash of itself (``redact.redact_id``), so the messages of one conversation stay together
+and a replay gets the same ids, while the secret is stored nowhere. If a pattern whose action is
+``reject`` matches any of these fields, the record becomes a dead letter without its payload.
+Dead-letter payloads and reasons are redacted too, and payloads are cut to ``PAYLOAD_CHARS``
+characters.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from typing import Any
 
 from skillstream.ids import prefixed_id
 from skillstream.model import ROLES, DeadLetter, Message
-from skillstream.redact import DEFAULT_REDACTOR, Redactor
+from skillstream.redact import DEFAULT_REDACTOR, Redactor, redact_id
 
 PAYLOAD_CHARS = 500
 """Characters of the (redacted) input kept in a dead letter."""
@@ -311,8 +316,26 @@ def _to_message(
     session_id = _text_field(get("session_id"), where("session_id")) or conversation_id
     name = _text_field(get("name"), where("name")) or DEFAULT_NAMES[role]
     metadata = _metadata(get("metadata"), where("metadata"))
+    message_id = _text_field(get("message_id"), where("message_id"))
 
-    text, hits = redactor.apply(content)
+    hits: list[str] = []
+
+    def ident(value: str | None) -> str | None:
+        if value is None:
+            return None
+        out, found = redact_id(value, redactor)
+        hits.extend(found)
+        return out
+
+    conversation_id = ident(conversation_id) or conversation_id
+    owner_id = ident(owner_id) or owner_id
+    agent_id = ident(agent_id)
+    session_id = ident(session_id) or session_id
+    name = ident(name) or name
+    message_id = ident(message_id)
+
+    text, found = redactor.apply(content)
+    hits.extend(found)
     if metadata is not None:
         metadata = _redact_json(metadata, redactor, hits)
     rejected = redactor.rejects(hits)
@@ -322,9 +345,7 @@ def _to_message(
             f"rejected: message matches sensitive-data pattern {names}", keep_payload=False
         )
 
-    message_id = _text_field(get("message_id"), where("message_id")) or prefixed_id(
-        "msg", conversation_id, ts.isoformat(), role, text
-    )
+    message_id = message_id or prefixed_id("msg", conversation_id, ts.isoformat(), role, text)
     return Message(
         message_id=message_id,
         conversation_id=conversation_id,

@@ -1,20 +1,37 @@
 """Sensitive-data rules applied before anything is stored.
 
-Every message text (and every dead-letter payload) passes through ``Redactor.apply`` at the edge,
-right after parsing, so secrets never reach LanceDB, DuckDB, logs, dead letters or task-skill
-packages. The default patterns cover API keys and tokens, passwords, credit-card numbers and private
-keys; users add their own. A pattern's action is ``redact`` (replace the match with
-``[REDACTED:<name>]``) or ``reject`` (the whole record becomes a dead letter without its payload).
+Every message text, metadata string and identifier (and every dead-letter payload and reason)
+passes through ``Redactor.apply`` at the edge, right after parsing, so secrets never reach LanceDB,
+DuckDB, dead letters or task-skill packages. Three more places redact on their own, because text
+reaches them by another way:
+
+* model answers (``redact_answer``), before they are parsed, stored or cached
+  (``skillstream.llm``): a model may repeat a secret, and JSON escapes hide quoted ones;
+* identifiers (``redact_id``): one holding a secret is replaced whole by a stable hash;
+* log records (``LogRedactor``, installed on the CLI's handlers by ``install_log_redaction``).
+
+The default rules (``DEFAULT_PATTERNS``) are our own regular expressions for the formats people
+paste into chats: vendor key formats (cloud, repository, chat, payment, mail, AI providers,
+package registries), webhook URLs, passwords inside connection URLs and URL signatures, private
+keys, JWTs, bearer and basic credentials, passwords and secrets named by the words around them
+(quoted phrases included) and card numbers (any separator, Luhn-checked). Offline detectors were
+tried: detect-secrets' line scanner, run with its defaults on the LoCoMo chats, flags nearly every
+line of prose through its entropy plugins, and it has no card rule; rules for its vendor formats
+are among ours. Users add their own rules per policy. A rule's action is ``redact`` (replace the
+match with ``[REDACTED:<name>]``) or ``reject`` (the whole record becomes a dead letter without its
+payload).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, overload
 
 from skillstream.errors import ConfigError
 
@@ -43,31 +60,163 @@ def _luhn_ok(digits: str) -> bool:
     return total % 10 == 0
 
 
+_FREE = r"(?!\[REDACTED:)"
+"""A value that is already a redaction mark is not a secret again."""
+_PASSWORD_WORD = r"(?:\b(?:password|passwd|passphrase|passcode|pwd|pw)|密码|口令)"
+_PASSWORD_SAYS = rf"(?i)(?:{_PASSWORD_WORD}\s*(?:is|:|=|：|是)|\bpass\s*[:=])\s*"
+_URL_END = r"[^\s\"'<>)\]]"
+
 DEFAULT_PATTERNS: tuple[SensitivePattern, ...] = (
     SensitivePattern(
         "private_key",
         r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)",
     ),
-    SensitivePattern("aws_access_key", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
-    SensitivePattern("openai_key", r"\bsk-(?:proj-|live-|test-)?[A-Za-z0-9_\-]{16,}\b"),
-    SensitivePattern("github_token", r"\bgh[pousr]_[A-Za-z0-9]{30,}\b"),
-    SensitivePattern("slack_token", r"\bxox[abprs]-[A-Za-z0-9\-]{10,}\b"),
+    # URLs that are credentials in themselves, or carry one
+    SensitivePattern(
+        "webhook_url",
+        r"(?i)https?://(?:hooks\.slack(?:-gov)?\.com/(?:services|workflows|triggers)/"
+        r"|(?:(?:ptb|canary)\.)?discord(?:app)?\.com/api/webhooks/"
+        r"|(?:[a-z0-9\-]+\.)+(?:webhook\.office\.com|logic\.azure\.com)(?::\d+)?/)"
+        rf"{_URL_END}+",
+    ),
+    SensitivePattern(
+        "url_password",
+        r"(?i)\b[a-z][a-z0-9+.\-]{1,20}://[^\s:/@\"'<>]*:" + _FREE + r"([^\s@/\"'<>]+)@",
+        group=1,
+    ),
+    SensitivePattern(
+        "url_secret",
+        r"(?i)[?&](?:sig|signature|x-amz-signature|x-amz-credential|x-amz-security-token|token|"
+        r"access_token|api_key|apikey|key|secret|client_secret|password)="
+        + _FREE
+        + r"([^&#\s\"'<>]{8,})",
+        group=1,
+    ),
+    # vendor key formats
+    SensitivePattern(
+        "aws_access_key", r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA)[0-9A-Z]{16}\b"
+    ),
+    SensitivePattern(
+        "aws_secret_key",
+        r"(?i)\b(?:aws[_\- ]?)?secret[_\- ]?(?:access[_\- ]?)?key[\"']?\s*(?:is|:|=|=>)\s*"
+        r"[\"']?" + _FREE + r"([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])",
+        group=1,
+    ),
+    SensitivePattern(
+        "azure_key",
+        r"(?i)\b(?:AccountKey|SharedAccessKey|SharedAccessSignature)\s*=\s*"
+        + _FREE
+        + r"([^;\s\"']{16,})",
+        group=1,
+    ),
+    SensitivePattern("openai_key", r"\bsk-(?:proj-|live-|test-|ant-)?[A-Za-z0-9_\-]{16,}"),
+    SensitivePattern("payment_key", r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}\b"),
+    SensitivePattern("payment_webhook_secret", r"\bwhsec_[A-Za-z0-9+/=]{24,}"),
+    SensitivePattern(
+        "github_token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"
+    ),
+    SensitivePattern("gitlab_token", r"\bgl(?:pat|dt|rt|ptt|cbt)-[A-Za-z0-9_\-]{20,}"),
+    SensitivePattern("slack_token", r"\b(?:xox[abposre]|xapp)-[A-Za-z0-9\-]{10,}"),
     SensitivePattern("google_api_key", r"\bAIza[0-9A-Za-z_\-]{35}\b"),
-    SensitivePattern("jwt", r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\b"),
-    SensitivePattern("bearer_token", r"(?i)\bbearer\s+([A-Za-z0-9_\-\.=]{16,})", group=1),
+    SensitivePattern("google_oauth", r"\b(?:GOCSPX-[A-Za-z0-9_\-]{20,}|ya29\.[A-Za-z0-9_\-]{20,})"),
+    SensitivePattern("huggingface_token", r"\bhf_[A-Za-z0-9]{30,}\b"),
+    SensitivePattern("npm_token", r"\bnpm_[A-Za-z0-9]{36}\b"),
+    SensitivePattern("pypi_token", r"\bpypi-AgE[A-Za-z0-9_\-]{40,}"),
+    SensitivePattern("sendgrid_key", r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"),
+    SensitivePattern("twilio_key", r"\bSK[0-9a-f]{32}\b"),
+    SensitivePattern("digitalocean_token", r"\bdo[opr]_v1_[a-f0-9]{64}\b"),
+    SensitivePattern("shopify_token", r"\bshp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}\b"),
+    SensitivePattern("square_token", r"\bsq0(?:atp|csp)-[A-Za-z0-9_\-]{22,}"),
+    SensitivePattern("mailgun_key", r"\bkey-[0-9a-f]{32}\b"),
+    SensitivePattern("telegram_bot_token", r"\b\d{8,10}:AA[A-Za-z0-9_\-]{33}\b"),
+    SensitivePattern("jwt", r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
+    # secrets named by the words around them
+    SensitivePattern(
+        "bearer_token", r"(?i)\bbearer\s+" + _FREE + r"([A-Za-z0-9_\-\.=+/~]{16,})", group=1
+    ),
+    SensitivePattern(
+        "basic_auth", r"(?i)\bauthorization\s*:\s*basic\s+([A-Za-z0-9+/]{8,}={0,2})", group=1
+    ),
+    SensitivePattern(
+        "password_phrase",
+        _PASSWORD_SAYS + r"(\"[^\"\n]{1,200}\"|'[^'\n]{1,200}'|“[^”\n]{1,200}”|「[^」\n]{1,200}」)",
+        group=1,
+    ),
     SensitivePattern(
         "password",
-        r"(?i)\b(?:password|passwd|pwd|passcode|密码)\s*(?:is|:|=|：|是)\s*[\"']?([^\s\"',;，。]{4,})",
+        _PASSWORD_SAYS + r"[\"']?" + _FREE + r"([^\s\"',;，。]{4,})",
         group=1,
     ),
     SensitivePattern(
         "api_key",
         r"(?i)\b(?:api[_\- ]?key|secret[_\- ]?key|access[_\- ]?token|auth[_\- "
-        r"]?token|token)\s*(?:is|:|=)\s*[\"']?([A-Za-z0-9_\-\.]{12,})",
+        r"]?token|token)[\"']?\s*(?:is|:|=)\s*[\"']?" + _FREE + r"([A-Za-z0-9_\-\.]{12,})",
         group=1,
     ),
-    SensitivePattern("credit_card", r"\b\d(?:[ \-]?\d){12,18}\b"),
+    SensitivePattern(
+        "credential",
+        r"(?i)\b[A-Za-z0-9_.\-]*(?:secret|token|api[_\-]?key|apikey|access[_\-]?key|"
+        r"private[_\-]?key|credentials?|auth[_\-]?key)[A-Za-z0-9_.\-]*[\"']?\s*[:=]\s*[\"']?"
+        + _FREE
+        # a value of letters and digits both: secrets are random, settings words are not
+        + r"(?=[^\s\"',;<>()]*\d)(?=[^\s\"',;<>()]*[A-Za-z])([^\s\"',;<>()]{8,})",
+        group=1,
+    ),
+    SensitivePattern("credit_card", r"\b\d(?:[ .\-]?\d){12,18}\b"),
 )
+"""The built-in rules, applied in this order. Each names a format people paste into chats; one
+quoted password (``password_phrase``, spaces allowed) is tried before a one-word one. A rule whose
+value would start with a redaction mark leaves it alone, so text is never redacted twice."""
+
+
+_HINTS: dict[str, tuple[str, ...]] = {
+    "private_key": ("private key",),
+    "webhook_url": ("://",),
+    "url_password": ("://",),
+    "url_secret": ("=",),
+    "aws_access_key": (
+        "akia",
+        "asia",
+        "abia",
+        "acca",
+        "agpa",
+        "aida",
+        "aipa",
+        "anpa",
+        "anva",
+        "aroa",
+    ),
+    "aws_secret_key": ("secret",),
+    "azure_key": ("accountkey", "sharedaccess"),
+    "openai_key": ("sk-",),
+    "payment_key": ("_live_", "_test_"),
+    "payment_webhook_secret": ("whsec_",),
+    "github_token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    "gitlab_token": ("glpat-", "gldt-", "glrt-", "glptt-", "glcbt-"),
+    "slack_token": ("xox", "xapp-"),
+    "google_api_key": ("aiza",),
+    "google_oauth": ("gocspx-", "ya29."),
+    "huggingface_token": ("hf_",),
+    "npm_token": ("npm_",),
+    "pypi_token": ("pypi-age",),
+    "sendgrid_key": ("sg.",),
+    "twilio_key": ("sk",),
+    "digitalocean_token": ("_v1_",),
+    "shopify_token": ("shp",),
+    "square_token": ("sq0",),
+    "mailgun_key": ("key-",),
+    "telegram_bot_token": (":aa",),
+    "jwt": ("eyj",),
+    "bearer_token": ("bearer",),
+    "basic_auth": ("authorization",),
+    "password_phrase": ("pass", "pw", "密码", "口令"),
+    "password": ("pass", "pw", "密码", "口令"),
+    "api_key": ("key", "token"),
+    "credential": ("secret", "token", "key", "credential"),
+}
+"""For the built-in rules: lower-case text that every match contains. A rule is only run on text
+that holds one of its hints (most chat messages hold none), which keeps the many rules cheap."""
+_BUILT_IN = frozenset(DEFAULT_PATTERNS)
 
 
 class Redactor:
@@ -75,7 +224,10 @@ class Redactor:
 
     def __init__(self, patterns: tuple[SensitivePattern, ...] = DEFAULT_PATTERNS) -> None:
         self.patterns = patterns
-        self._compiled = [(p, re.compile(p.regex)) for p in patterns]
+        self._compiled = [
+            (p, re.compile(p.regex), _HINTS.get(p.name, ()) if p in _BUILT_IN else ())
+            for p in patterns
+        ]
 
     def apply(self, text: str) -> tuple[str, list[str]]:
         """Return the redacted text and the names of the patterns that matched.
@@ -83,7 +235,10 @@ class Redactor:
         Raises nothing; callers check ``rejects`` to decide whether the record may be kept.
         """
         hits: list[str] = []
-        for pat, rx in self._compiled:
+        low = text.lower()
+        for pat, rx, hints in self._compiled:
+            if hints and not any(h in low for h in hints):
+                continue
 
             def repl(m: re.Match[str], pat: SensitivePattern = pat) -> str:
                 secret = m.group(pat.group)
@@ -117,6 +272,62 @@ class Redactor:
 
 
 DEFAULT_REDACTOR = Redactor()
+
+_JSON_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+
+
+@overload
+def redact_answer(text: str, redactor: Redactor = ...) -> str: ...
+@overload
+def redact_answer(text: None, redactor: Redactor = ...) -> None: ...
+def redact_answer(text: str | None, redactor: Redactor = DEFAULT_REDACTOR) -> str | None:
+    """A model's answer with the sensitive-data rules applied (``None`` stays ``None``).
+
+    Answers are mostly JSON, where a pasted secret is escaped (``password: \\"two words\\"``)
+    and a rule written for chat text would miss it. So each JSON string literal of the answer is
+    decoded, redacted and written back first, then the whole text is redacted as usual.
+
+    Example:
+        >>> redact_answer('{"text": "Omar said password: \\"blue moon rising\\""}')
+        '{"text": "Omar said password: [REDACTED:password_phrase]"}'
+    """
+    if text is None:
+        return None
+
+    def literal(m: re.Match[str]) -> str:
+        try:
+            value = json.loads(m.group(0))
+        except ValueError:
+            return m.group(0)
+        out, hits = redactor.apply(value)
+        return json.dumps(out, ensure_ascii=False) if hits else m.group(0)
+
+    return redactor.apply(_JSON_STRING.sub(literal, text))[0]
+
+
+REDACTED_ID_PREFIX = "redacted-"
+
+
+def redact_id(value: str, redactor: Redactor = DEFAULT_REDACTOR) -> tuple[str, list[str]]:
+    """An identifier that holds no secret, and the names of the patterns it matched.
+
+    An identifier is not text to be read, it is a key that groups rows: a partly redacted id
+    (``conv-[REDACTED:aws_access_key]``) would merge every conversation whose id held some key.
+    So an id that holds a secret is replaced whole by ``redacted-`` and a BLAKE2b hash of it (16 hex
+    digits): the same id always gives the same hash (replays, the messages of one conversation),
+    different ids stay apart, and the hash cannot be turned back into the id.
+
+    Example:
+        >>> redact_id("team-standup")
+        ('team-standup', [])
+        >>> redact_id("conv-AKIA" + "Z7QF3EXAMPLE4KQW")[0]
+        'redacted-6767bc14071a413e'
+    """
+    _, hits = redactor.apply(value)
+    if not hits:
+        return value, hits
+    digest = hashlib.blake2b(value.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    return REDACTED_ID_PREFIX + digest, hits
 
 
 def merge_patterns(*groups: tuple[SensitivePattern, ...]) -> tuple[SensitivePattern, ...]:
@@ -199,3 +410,42 @@ def _redactor_for(policies_json: str) -> Redactor:
     if len(groups) == 1:
         return DEFAULT_REDACTOR
     return Redactor(merge_patterns(*groups))
+
+
+class LogRedactor(logging.Filter):
+    """A logging filter that redacts every record before a handler writes it.
+
+    The message (with its arguments filled in) and the text of an attached exception pass through
+    the redactor; a record is never dropped. Attach it to handlers (``install_log_redaction``): a
+    filter on a handler sees the records of every logger that reaches the handler, a filter on a
+    logger only that logger's own.
+    """
+
+    def __init__(self, redactor: Redactor = DEFAULT_REDACTOR) -> None:
+        super().__init__()
+        self.redactor = redactor
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a bad format string: keep the template only
+            message = str(record.msg)
+        text, hits = self.redactor.apply(message)
+        if hits or record.args:
+            record.msg, record.args = text, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self.redactor.apply(record.exc_text)[0]
+        if record.stack_info:
+            record.stack_info = self.redactor.apply(record.stack_info)[0]
+        return True
+
+
+def install_log_redaction(
+    logger: logging.Logger | None = None, redactor: Redactor = DEFAULT_REDACTOR
+) -> None:
+    """Put a ``LogRedactor`` on every handler of ``logger`` (default: the root logger), once."""
+    for handler in (logger or logging.getLogger()).handlers:
+        if not any(isinstance(f, LogRedactor) for f in handler.filters):
+            handler.addFilter(LogRedactor(redactor))

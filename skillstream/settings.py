@@ -15,9 +15,11 @@ and the key is what the user writes. Precedence, highest first:
 4. the default.
 
 Parsing is strict: booleans are true/false, 1/0, yes/no or on/off (any case); numbers are finite
-and in range; names come from a closed list; an unknown key is an error; map settings given in the
-environment are JSON objects. Every error is a :class:`~skillstream.errors.ConfigError` that names
-the setting as it was written (the environment variable, or the file and key) and what is accepted.
+and in range; names come from a closed list; locations are text without control characters (the
+home is not empty); the LLM endpoint is an http(s) URL; an unknown key is an error; map settings
+given in the environment are JSON objects. Every error is a
+:class:`~skillstream.errors.ConfigError` that names the setting as it was written (the environment
+variable, or the file and key) and what is accepted.
 
 Store locations are URIs (a local path, ``s3://bucket/prefix``, ``memory://``) and default to
 folders under the home. Secrets (API keys) are read from the environment by the code that uses
@@ -95,10 +97,33 @@ def _mapping(value: Any) -> Any:
     return dict(value)
 
 
+def _location(value: Any) -> Any:
+    if not isinstance(value, str):
+        raise ValueError("not text")
+    if _CONTROL.search(value):
+        raise ValueError("holds a control character")
+    return value.strip()
+
+
+def _url(value: Any) -> Any:
+    value = _location(value)
+    if value and not _HTTP_URL.match(value):
+        raise ValueError("not an http(s) URL")
+    return value
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_HTTP_URL = re.compile(r"https?://[^\s/?#]+", re.I)
+LOCATION_ACCEPTED = "a folder path or URI (text without control characters)"
+URL_ACCEPTED = "an http:// or https:// URL, or empty"
 Bool = Annotated[bool, BeforeValidator(_bool)]
 Int = Annotated[int, BeforeValidator(_number)]
 Float = Annotated[float, BeforeValidator(_number)]
 Map = Annotated[dict[str, Any], BeforeValidator(_mapping)]
+Location = Annotated[str, BeforeValidator(_location)]
+"""A folder, file or URI; ``accepted`` says ``LOCATION_ACCEPTED``."""
+Url = Annotated[str, BeforeValidator(_url)]
+"""An endpoint URL or empty; ``accepted`` says ``URL_ACCEPTED``."""
 
 Backend = Literal["rules", "openai"]
 EmbedBackend = Literal["local", "openai"]
@@ -135,20 +160,23 @@ def _fields(group: type[BaseModel]) -> list[tuple[str, FieldInfo]]:
 class StorageSettings(_Group):
     """Where the stores of a home are."""
 
-    home: str = _key(
-        "home", DEFAULT_HOME, "Folder or URI holding the default stores. SKILLSTREAM_HOME."
+    home: Location = _key(
+        "home",
+        DEFAULT_HOME,
+        "Folder or URI holding the default stores. SKILLSTREAM_HOME.",
+        min_length=1,
     )
-    lancedb_uri: str = _key(
+    lancedb_uri: Location = _key(
         "lancedb_uri", "", "LanceDB URI. SKILLSTREAM_LANCEDB_URI; default <home>/lancedb."
     )
-    catalog_path: str = _key(
+    catalog_path: Location = _key(
         "catalog_path",
         "",
         "DuckDB catalog file (always local). SKILLSTREAM_CATALOG_PATH; default "
         "<home>/catalog.duckdb, for a remote home "
         "./.skillstream/remote/<scheme>/<bucket>/<prefix>/catalog.duckdb.",
     )
-    artifacts_uri: str = _key(
+    artifacts_uri: Location = _key(
         "artifacts_uri",
         "",
         "fsspec URI of the artifact store. SKILLSTREAM_ARTIFACTS_URI; default <home>/artifacts.",
@@ -175,7 +203,7 @@ class StorageSettings(_Group):
         "is exact. SKILLSTREAM_INDEX_VECTOR_ROWS; default 100000; 0 never.",
         ge=0,
     )
-    skills_uri: str = _key(
+    skills_uri: Location = _key(
         "skills_uri",
         "",
         "fsspec URI where task-skill zips are published (local folder, s3://, oss://). "
@@ -233,7 +261,7 @@ class EmbeddingSettings(_Group):
         "'openai' (an OpenAI-compatible /v1/embeddings endpoint; embed_model is then the model "
         "name sent to it). SKILLSTREAM_EMBED_BACKEND; default local.",
     )
-    base_url: str = _key(
+    base_url: Url = _key(
         "embed_base_url",
         "",
         "The embeddings endpoint when embed_backend is openai, e.g. http://127.0.0.1:8080/v1. "
@@ -263,7 +291,7 @@ class LLMSettings(_Group):
         "rules",
         "LLM backend: 'rules' (offline) or 'openai'. SKILLSTREAM_LLM; default rules.",
     )
-    base_url: str = _key(
+    base_url: Url = _key(
         "llm_base_url",
         "",
         "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1. SKILLSTREAM_LLM_BASE_URL, "
@@ -375,7 +403,7 @@ class ExtractionSettings(_Group):
         "'weighted' (softmax of their similarity to the span). SKILLSTREAM_MEMORY_SKILL_FUSION; "
         "default mean.",
     )
-    memory_skill_scorer: str = _key(
+    memory_skill_scorer: Location = _key(
         "memory_skill_scorer",
         "",
         "Checkpoint of the trained torch scorer of the controller; empty scores by cosine "
@@ -829,6 +857,11 @@ def accepted(key: str) -> str:
     if kind is dict or get_origin(kind) is dict:
         return "a JSON object (a table in TOML)"
     if kind is str:
+        validators = [getattr(m, "func", None) for m in info.metadata]
+        if _url in validators:
+            return URL_ACCEPTED
+        if _location in validators:
+            return LOCATION_ACCEPTED
         return "text"
     bounds = []
     for m in info.metadata:

@@ -341,3 +341,172 @@ def claude_export(conversations: int = 2, turns: int = 6) -> list[dict]:
             }
         )
     return out
+
+
+# ------------------------------------------------------------------------------ secret corpus
+
+
+def _fake(alphabet: str, n: int, seed: int) -> str:
+    """``n`` characters of ``alphabet``, spread deterministically (format-valid, not a real key)."""
+    return "".join(alphabet[(seed * 7 + i * 13 + i * i) % len(alphabet)] for i in range(n))
+
+
+_UP = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+_ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+_HEX = "0123456789abcdef"
+_B64 = _ALNUM + "/+"
+
+
+def _luhn_complete(digits: str) -> str:
+    """``digits`` plus the check digit that makes the whole number pass the Luhn test."""
+    for d in "0123456789":
+        total, alt = 0, True
+        for ch in reversed(digits + d):
+            alt = not alt
+            v = int(ch) * (2 if alt else 1)
+            total += v - 9 if v > 9 else v
+        if total % 10 == 0:
+            return digits + d
+    raise AssertionError("unreachable")
+
+
+def _card(prefix: str, n: int, sep: str, groups: Sequence[int], seed: int) -> str:
+    digits = _luhn_complete(prefix + _fake("0123456789", n - len(prefix) - 1, seed))
+    out, at = [], 0
+    for g in groups:
+        out.append(digits[at : at + g])
+        at += g
+    return sep.join(out)
+
+
+def secret_corpus() -> list[tuple[str, str, str]]:
+    """(format, secret, a chat line that pastes it) for every secret format the redactor must
+    catch. Each secret is fake but has its format's shape (prefix, alphabet, length, checksum), so
+    a detector has to recognise the format, not a value. ``secret`` is the part that must never be
+    stored; it is long and odd enough to be found by a byte search of every stored file."""
+    pem_body = _fake(_B64, 64, 31)
+    ssh_body = _fake(_B64, 70, 32)
+    rows = [
+        ("aws access key id", "AKIA" + _fake(_UP, 16, 1), "my key id is {s}"),
+        ("aws secret key", _fake(_B64, 40, 2), "aws_secret_access_key = {s}"),
+        ("aws secret in env", _fake(_B64, 40, 3), "export AWS_SECRET_ACCESS_KEY={s}"),
+        ("aws session key id", "ASIA" + _fake(_UP, 16, 4), "temporary creds {s} expire soon"),
+        ("github classic token", "ghp_" + _fake(_ALNUM, 36, 5), "use {s} for the push"),
+        (
+            "github fine-grained token",
+            "github_pat_" + _fake(_ALNUM, 22, 6) + "_" + _fake(_ALNUM, 59, 7),
+            "new token: {s}",
+        ),
+        ("gitlab token", "glpat-" + _fake(_ALNUM, 20, 8), "the CI uses {s}"),
+        (
+            "slack bot token",
+            "xoxb-" + _fake("0123456789", 12, 9) + "-" + _fake(_ALNUM, 24, 9),
+            "bot token {s}",
+        ),
+        (
+            "slack webhook",
+            "https://hooks.slack.com/services/T"
+            + _fake(_UP, 8, 10)
+            + "/B"
+            + _fake(_UP, 8, 11)
+            + "/"
+            + _fake(_ALNUM, 24, 12),
+            "post alerts to {s} please",
+        ),
+        (
+            "discord webhook",
+            "https://discord.com/api/webhooks/"
+            + _fake("0123456789", 18, 13)
+            + "/"
+            + _fake(_ALNUM + "-_", 68, 14),
+            "the hook is {s}",
+        ),
+        (
+            "teams webhook",
+            "https://contoso.webhook.office.com/webhookb2/"
+            + _fake(_HEX, 32, 15)
+            + "@"
+            + _fake(_HEX, 32, 16)
+            + "/IncomingWebhook/"
+            + _fake(_HEX, 32, 17),
+            "Teams channel hook: {s}",
+        ),
+        ("payment live secret key", "sk_live_" + _fake(_ALNUM, 24, 18), "charge with {s}"),
+        ("payment restricted key", "rk_live_" + _fake(_ALNUM, 24, 19), "reporting key {s}"),
+        ("payment webhook secret", "whsec_" + _fake(_ALNUM, 32, 20), "verify with {s}"),
+        ("openai project key", "sk-proj-" + _fake(_ALNUM + "-_", 48, 21), "OPENAI key {s}"),
+        ("anthropic key", "sk-ant-api03-" + _fake(_ALNUM + "-_", 60, 22), "claude key {s}"),
+        ("google api key", "AIza" + _fake(_ALNUM + "-_", 35, 23), "maps key {s}"),
+        ("google oauth client secret", "GOCSPX-" + _fake(_ALNUM + "-_", 28, 24), "secret {s}"),
+        (
+            "jwt",
+            "eyJhbGciOiJIUzI1NiJ9." + _fake(_ALNUM, 40, 25) + "." + _fake(_ALNUM + "-_", 43, 26),
+            "session cookie {s}",
+        ),
+        ("bearer token", _fake(_ALNUM, 32, 27), "curl -H 'Authorization: Bearer {s}'"),
+        ("basic auth header", _fake(_ALNUM, 28, 28) + "==", "Authorization: Basic {s}"),
+        (
+            "rsa private key",
+            pem_body,
+            "-----BEGIN RSA PRIVATE KEY-----\n" + pem_body + "\n-----END RSA PRIVATE KEY-----",
+        ),
+        (
+            "openssh private key",
+            ssh_body,
+            "key:\n-----BEGIN OPENSSH PRIVATE KEY-----\n{s}\n-----END OPENSSH PRIVATE KEY-----",
+        ),
+        (
+            "postgres url password",
+            "Pg" + _fake(_ALNUM, 14, 33),
+            "postgres://app:{s}@db.internal:5432/prod",
+        ),
+        (
+            "mongodb url password",
+            "Mg" + _fake(_ALNUM, 14, 34),
+            "mongodb+srv://admin:{s}@cluster0.example.net/?retryWrites=true",
+        ),
+        ("redis url password", "Rd" + _fake(_ALNUM, 14, 35), "REDIS_URL=redis://:{s}@cache:6379/0"),
+        ("card with spaces", _card("4", 16, " ", (4, 4, 4, 4), 36), "card {s} exp 04/29"),
+        ("card with dots", _card("5", 16, ".", (4, 4, 4, 4), 37), "my card is {s}"),
+        ("card with dashes", _card("37", 15, "-", (4, 6, 5), 38), "amex {s}"),
+        ("card plain", _card("6011", 16, "", (16,), 39), "pay with {s} now"),
+        ("password is", "Hx" + _fake(_ALNUM, 10, 40), "my password is {s} don't share"),
+        (
+            "quoted multi-word password",
+            "violet " + _fake("abcdefghij", 6, 41) + " tango staple",
+            'password: "{s}"',
+        ),
+        ("pass colon", "Tr0" + _fake(_ALNUM, 9, 42), "wifi pass: {s}"),
+        ("chinese password", "Cn" + _fake(_ALNUM, 10, 43), "我的密码是{s}"),
+        ("api key assignment", _fake(_ALNUM, 32, 44), "api_key={s}"),
+        ("huggingface token", "hf_" + _fake(_ALNUM, 34, 45), "HF token {s}"),
+        ("npm token", "npm_" + _fake(_ALNUM, 36, 46), "//registry/:_authToken={s}"),
+        ("pypi token", "pypi-AgEIcHlwaS5vcmc" + _fake(_ALNUM + "-_", 60, 47), "twine -p {s}"),
+        (
+            "sendgrid key",
+            "SG." + _fake(_ALNUM + "-_", 22, 48) + "." + _fake(_ALNUM + "-_", 43, 49),
+            "mail via {s}",
+        ),
+        ("twilio api key", "SK" + _fake(_HEX, 32, 50), "twilio {s}"),
+        (
+            "telegram bot token",
+            "7" + _fake("0123456789", 8, 51) + ":AA" + _fake(_ALNUM + "-_", 33, 52),
+            "bot {s}",
+        ),
+        (
+            "azure storage key",
+            _fake(_B64, 86, 53) + "==",
+            "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={s};EndpointSuffix=x",
+        ),
+        (
+            "presigned url signature",
+            _fake(_HEX, 64, 54),
+            "https://b.s3.amazonaws.com/f?X-Amz-Expires=60&X-Amz-Signature={s}",
+        ),
+        ("digitalocean token", "dop_v1_" + _fake(_HEX, 64, 55), "doctl auth {s}"),
+        ("shopify token", "shpat_" + _fake(_HEX, 32, 56), "store token {s}"),
+        ("client secret yaml", _fake(_ALNUM, 24, 57), "client_secret: {s}"),
+        ("mailgun key", "key-" + _fake(_HEX, 32, 58), "mailgun {s}"),
+        ("square token", "sq0atp-" + _fake(_ALNUM + "-_", 22, 59), "square {s}"),
+    ]
+    return [(fmt, secret, line.format(s=secret)) for fmt, secret, line in rows]

@@ -67,6 +67,9 @@ def cli(ctx: click.Context, home: str, verbose: int) -> None:
     logging.basicConfig(
         level=max(level, logging.DEBUG), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    from skillstream.redact import install_log_redaction
+
+    install_log_redaction()  # no log line carries a secret, whichever logger wrote it
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     ctx.obj = {"home": home}

@@ -61,13 +61,17 @@ def make_source(
 @click.option(
     "--workers",
     "-w",
-    type=int,
+    type=click.IntRange(min=1),
     default=1,
     show_default=True,
     help="Bytewax workers in this process.",
 )
 @click.option(
-    "--process-id", "-i", type=int, default=None, help="This process's index in a cluster."
+    "--process-id",
+    "-i",
+    type=click.IntRange(min=0),
+    default=None,
+    help="This process's index in a cluster.",
 )
 @click.option("--addresses", "-a", default=None, help="Cluster addresses 'host:port;host:port'.")
 @click.option(

@@ -13,8 +13,8 @@ the paper (they change a few stems, so scores would otherwise drift from publish
 * a final ``y`` becomes ``i`` after a consonant that is not the word's first letter, whatever comes
   before it (``cry`` -> ``cri``, ``say`` stays ``say``; the paper asks for a vowel anywhere before);
 * step 2 tries ``-alli`` -> ``-al`` first and reruns, uses ``-bli`` -> ``-ble`` (Porter's later
-  correction of ``-abli``), and adds ``-fulli`` -> ``-ful``, ``-lessli`` -> ``-less``, ``-logi`` ->
-  ``-log``;
+  correction of ``-abli``), and adds ``-fulli`` -> ``-ful`` and ``-logi`` -> ``-log``; it has no
+  ``-lessli`` rule (``relentlessly`` stems to ``relentlessli``, as in the reference);
 * a two-letter stem vowel+consonant counts as ending consonant-vowel-consonant.
 
 Within one rule list the first suffix that matches decides: when its condition fails, the word is
@@ -173,7 +173,6 @@ _STEP2: tuple[Rule, ...] = (
     ("iviti", "ive", _m_pos),
     ("biliti", "ble", _m_pos),
     ("fulli", "ful", _m_pos),
-    ("lessli", "less", _m_pos),
 )
 
 

@@ -63,6 +63,8 @@ class LifecycleParams:
             ConfigError: for a bad capacity, policy or weight.
         """
         interval = lifecycle.maintenance_interval_s
+        policies = PolicySet.from_config(lifecycle.policies)
+        _check_default_scope_writable(policies, lifecycle.default_scope)
         return cls(
             capacities=capacities(lifecycle.memory_capacities),
             merge_threshold=float(lifecycle.merge_threshold),
@@ -75,12 +77,27 @@ class LifecycleParams:
             lesson_confidence=float(lifecycle.lesson_confidence),
             summaries=bool(lifecycle.session_summaries),
             idle_gap=idle_gap,
-            policies=PolicySet.from_config(lifecycle.policies),
+            policies=policies,
             default_scope=lifecycle.default_scope,
             default_confidence=float(lifecycle.default_confidence),
             rank_weights=rank_weights(lifecycle.rank_weights),
             recency_half_life=timedelta(seconds=lifecycle.recency_half_life_s),
         )
+
+
+def _check_default_scope_writable(policies: PolicySet, default_scope: str) -> None:
+    """Every policy may write the scope its new memories get; otherwise every memory of its
+    agents would be refused while their spans count as processed, and nothing would be stored."""
+    for policy in (policies.default, *(p for _, p in policies.policies)):
+        scope = policy.scope_for(None, default_scope)
+        if not policy.can_write(scope):
+            source = "default_scope" if policy.default_scope is None else "its default_scope"
+            raise ConfigError(
+                f"policies.{policy.agent}: new memories get scope {scope!r} ({source}), but "
+                f"writable_scopes is {list(policy.writable)}; nothing could be stored. Add "
+                f"{scope!r} to writable_scopes or set a default_scope out of "
+                f"{list(policy.writable) or ['private', 'fleet', 'session']}"
+            )
 
 
 def rank_weights(overrides: dict[str, float] | None) -> tuple[tuple[str, float], ...]:

@@ -6,12 +6,15 @@ connection) read and write it at once; a write is one ``INSERT ... ON CONFLICT``
 on its own. ``MemoryCache`` is the same contract in a dict, for tests.
 
 Only what the model wrote is stored (the completion text, the token counts, the model and purpose):
-never the request's messages, never a key. Entries are written only after the answer was parsed and
-validated, so a bad answer is asked again next time rather than replayed.
+never the request's messages, never a key. The text is redacted (``redact_answer``) before it is
+written, whatever the caller passed, since a model may echo a secret it was shown. Entries are
+written only after the answer was parsed and validated, so a bad answer is asked again next time
+rather than replayed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sqlite3
 import threading
@@ -21,6 +24,7 @@ from pathlib import Path
 from typing import Protocol, Self
 
 from skillstream.errors import ConfigError, TransientError
+from skillstream.redact import redact_answer
 from skillstream.settings import DEFAULT_HOME, LLMSettings
 
 CACHE_FILE = "llm-cache.sqlite"
@@ -59,7 +63,7 @@ class MemoryCache:
 
     def put(self, key: str, answer: CachedAnswer) -> None:
         with self._lock:
-            self._data[key] = answer
+            self._data[key] = dataclasses.replace(answer, text=redact_answer(answer.text) or "")
 
     def __len__(self) -> int:
         return len(self._data)
@@ -170,7 +174,7 @@ class SqliteCache:
                         key,
                         answer.model,
                         answer.purpose,
-                        answer.text,
+                        redact_answer(answer.text),
                         answer.prompt_tokens,
                         answer.completion_tokens,
                         created.isoformat(),

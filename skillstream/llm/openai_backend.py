@@ -32,6 +32,10 @@ OpenAI, vLLM, Ollama, the llama.cpp server, Together... anything that speaks
   ``error`` with a secret-free message), or one ``cached`` row.
 * **The response cache** (``cache.SqliteCache``): looked up before the first attempt, filled after a
   validated answer only.
+* **Redaction of answers**: a model may repeat a secret that reached its prompt, so every answer
+  (fresh or cached) passes the default sensitive-data rules (``skillstream.redact``) before it is
+  parsed; what is parsed, stored, cached and logged is the redacted text. Error texts of ``LLMCall``
+  rows are redacted too.
 
 The API key comes from ``SKILLSTREAM_LLM_API_KEY`` or ``OPENAI_API_KEY``
 (``skillstream.settings.llm_api_key``; ``not-needed`` when neither is set, for local servers). It
@@ -65,6 +69,7 @@ from skillstream.llm.base import (
 from skillstream.llm.cache import CachedAnswer, ResponseCache
 from skillstream.llm.parse import ParseError, check_schema, excerpt, extract_json
 from skillstream.model import LLMCall
+from skillstream.redact import DEFAULT_REDACTOR, redact_answer
 from skillstream.settings import LLMSettings, ResponseFormat, llm_api_key
 
 log = logging.getLogger(__name__)
@@ -300,6 +305,8 @@ class OpenAIBackend:
                         latency_ms = (time.perf_counter() - t0) * 1000.0
                 prompt_tokens, completion_tokens = _usage(completion)
                 text, finish = _read_choice(completion)
+                # what the model wrote may echo a secret of the prompt: redact before any use
+                text = redact_answer(text)
                 data = self._interpret(text, request, validate, finish)
             except _AttemptError as e:
                 last = e
@@ -465,7 +472,7 @@ class OpenAIBackend:
             text = text.replace(secret, "***")
         for pattern in _SECRET_PATTERNS:
             text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + "***", text)
-        return excerpt(text, _ERROR_CHARS)
+        return excerpt(DEFAULT_REDACTOR.apply(text)[0], _ERROR_CHARS)
 
     def _row(
         self,
@@ -510,15 +517,16 @@ class OpenAIBackend:
             return None
         if hit is None:
             return None
+        text = redact_answer(hit.text) or ""
         try:
-            data = self._interpret(hit.text, request, validate, None)
+            data = self._interpret(text, request, validate, None)
         except _AttemptError as e:
             log.info(
                 "cached answer for %s no longer validates (%s); asking again", request.purpose, e
             )
             return None
         call = self._row(key, request, 0, "cached", hit.prompt_tokens, hit.completion_tokens, 0.0)
-        return ChatResponse(text=hit.text, data=data, call=call, calls=(call,))
+        return ChatResponse(text=text, data=data, call=call, calls=(call,))
 
     def _store(
         self, key: str, request: ChatRequest, text: str, prompt_tokens: int, completion_tokens: int

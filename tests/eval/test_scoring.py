@@ -105,7 +105,7 @@ STEMS = {
     "cried": "cri",
     "yes": "ye",
     "hopefully": "hope",
-    "carelessly": "careless",
+    "carelessly": "carelessli",  # NLTK has no -lessli rule
     "analogies": "analog",
     "is": "is",
     "Painting": "paint",

@@ -127,8 +127,9 @@ def _cli(home: Path, *args: str) -> str:
 
 @pytest.mark.slow
 def test_no_secret_reaches_any_file_of_the_home_or_the_logs(tmp_path):
-    assert sorted(SECRETS) == sorted(p.name for p in DEFAULT_PATTERNS)  # one of each default kind
-    for pattern in DEFAULT_PATTERNS:  # and each secret is one its pattern catches on its own
+    # one secret of each of these default kinds (tests/flows/test_secret_corpus.py has them all)
+    assert set(SECRETS) <= {p.name for p in DEFAULT_PATTERNS}
+    for pattern in (p for p in DEFAULT_PATTERNS if p.name in SECRETS):  # each caught on its own
         text = {"password": "password: ", "api_key": "api_key = ", "bearer_token": "Bearer "}.get(
             pattern.name, ""
         )
