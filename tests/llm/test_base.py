@@ -123,7 +123,7 @@ def test_make_backend_reads_openai_base_url(tmp_path, monkeypatch) -> None:
     [
         ({"llm": "anthropic"}, "setting llm: .*'rules', 'openai'"),
         ({"llm_base_url": ""}, "SKILLSTREAM_LLM_BASE_URL"),
-        ({"llm_base_url": "127.0.0.1:8080"}, "must be an http"),
+        ({"llm_base_url": "127.0.0.1:8080"}, "setting llm_base_url: .*an http:// or https:// URL"),
         ({"llm_model": ""}, "SKILLSTREAM_LLM_MODEL"),
         ({"llm_response_format": "xml"}, "setting llm_response_format: .*'json_object'"),
         ({"llm_concurrency": 0}, "setting llm_concurrency: .*>= 1"),
