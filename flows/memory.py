@@ -1,7 +1,7 @@
 """The streaming memory dataflow.
 
     source (files | kafka) -> parse + validate ---------------------------> dead letters
-                           -> key by conversation -> spans (stateful)
+                           -> key by conversation -> admit + spans (stateful) --> dead letters
                            -> key by owner shard -> extract (stateful, owners concurrent)
                            -> store sink (LanceDB memories, DuckDB catalog; one writer)
 
@@ -30,7 +30,7 @@ from skillstream.extract import Executor
 from skillstream.flows import progress
 from skillstream.flows.maintenance import maintenance_clock
 from skillstream.flows.operators import ExtractLogic, SpanLogic, shard_of
-from skillstream.model import DeadLetter, Message, SpanResult
+from skillstream.model import DeadLetter, Message, Span, SpanResult
 from skillstream.services.pipeline import build_pipeline, make_executor
 from skillstream.settings import Settings
 from skillstream.spans import SpanBuilder
@@ -121,8 +121,15 @@ def build_flow(
     op.inspect("count-messages", messages, progress.counter("messages"))
     op.inspect("count-dead", dead, progress.counter("dead_letters"))
     by_conv = op.key_on("by-conversation", messages, lambda m: m.conversation_id)
-    keyed_spans = op.stateful("spans", by_conv, lambda resume: SpanLogic(builder, resume))
-    spans = op.key_rm("spans-unkeyed", keyed_spans)
+    window = settings.spans.time_window
+    keyed_spans = op.stateful(
+        "spans", by_conv, lambda resume: SpanLogic(builder, resume, window)
+    )
+    # messages refused by their conversation (time window, duplicate ids, untokenisable text)
+    admitted = op.branch("admitted", op.key_rm("spans-unkeyed", keyed_spans), _is_span)
+    spans = admitted.trues
+    refused = admitted.falses
+    op.inspect("count-refused", refused, progress.counter("dead_letters"))
     by_shard = op.key_on("by-owner-shard", spans, lambda s: shard_of(s.owner_id, shards))
     by_shard = maintenance_clock(
         "maintenance-clock", by_shard, pipeline.options.rules.maintenance_interval
@@ -136,6 +143,7 @@ def build_flow(
         "to-store",
         op.map("results-to-store", results, lambda r: ("store", r)),
         op.map("dead-to-store", dead, lambda d: ("store", d)),
+        op.map("refused-to-store", refused, lambda d: ("store", d)),
         *_task_skills(settings, messages, embedder, workers),
     )
     op.output("store", to_store, ResultSink(settings, embedder.dim))
@@ -153,6 +161,10 @@ def _task_skills(settings: Settings, messages, embedder, workers: int) -> list:
     from skillstream.flows.distill import attach_distill
 
     return [attach_distill(settings, messages, embedder, workers=workers)]
+
+
+def _is_span(item: Span | DeadLetter) -> bool:
+    return isinstance(item, Span)
 
 
 def _count_result(step_id: str, r: SpanResult) -> None:

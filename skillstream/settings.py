@@ -38,13 +38,14 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
 
+from skillstream.admit import TimeWindow
 from skillstream.errors import ConfigError
 
 ENV_PREFIX = "SKILLSTREAM_"
@@ -91,6 +92,23 @@ def _mapping(value: Any) -> Any:
     if not isinstance(value, Mapping):
         raise ValueError("not an object")
     return dict(value)
+
+
+def _instant(value: Any) -> Any:
+    """An ISO 8601 time as UTC text (naive means UTC); empty text stays empty."""
+    if isinstance(value, datetime):
+        ts = value
+    elif isinstance(value, str):
+        if not value.strip():
+            return ""
+        try:
+            ts = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise ValueError("not an ISO 8601 time, e.g. 2000-01-01T00:00:00Z") from None
+    else:
+        raise ValueError("not an ISO 8601 time, e.g. 2000-01-01T00:00:00Z")
+    ts = ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
+    return ts.isoformat()
 
 
 Bool = Annotated[bool, BeforeValidator(_bool)]
@@ -294,10 +312,46 @@ class SpanSettings(_Group):
         ge=1,
     )
 
+    earliest_timestamp: Annotated[str, BeforeValidator(_instant)] = _key(
+        "earliest_timestamp",
+        "1970-01-01T00:00:00+00:00",
+        "Messages dated before this ISO 8601 time go to the dead letters (empty: no bound). "
+        "SKILLSTREAM_EARLIEST_TIMESTAMP; default 1970-01-01T00:00:00+00:00.",
+        json_schema_extra={"accepts": "an ISO 8601 time such as 2000-01-01T00:00:00Z, or empty"},
+    )
+    future_tolerance_s: Float = _key(
+        "future_tolerance_s",
+        86400.0,
+        "Messages dated more than this many seconds after the wall clock go to the dead letters "
+        "(0: no bound). SKILLSTREAM_FUTURE_TOLERANCE_S; default 86400 (one day).",
+        ge=0,
+        le=100 * 365 * 86400,
+    )
+    late_tolerance_s: Float = _key(
+        "late_tolerance_s",
+        0.0,
+        "Messages dated more than this many seconds before the latest message of their "
+        "conversation go to the dead letters (0: no bound). SKILLSTREAM_LATE_TOLERANCE_S; "
+        "default 0.",
+        ge=0,
+        le=100 * 365 * 86400,
+    )
+
     @property
     def idle_gap(self) -> timedelta:
         """``idle_gap_s`` as a duration."""
         return timedelta(seconds=self.idle_gap_s)
+
+    @property
+    def time_window(self) -> TimeWindow:
+        """The accepted timestamps (see ``skillstream.admit``)."""
+        return TimeWindow(
+            earliest=datetime.fromisoformat(self.earliest_timestamp)
+            if self.earliest_timestamp
+            else None,
+            future=timedelta(seconds=self.future_tolerance_s) if self.future_tolerance_s else None,
+            lateness=timedelta(seconds=self.late_tolerance_s) if self.late_tolerance_s else None,
+        )
 
 
 class ExtractionSettings(_Group):
@@ -762,6 +816,9 @@ def accepted(key: str) -> str:
     """What a flat key accepts, in words (for error messages)."""
     group, name = KEYS[key]
     info = GROUPS[group].model_fields[name]
+    extra = info.json_schema_extra
+    if isinstance(extra, dict) and isinstance(extra.get("accepts"), str):
+        return str(extra["accepts"])
     kind = info.annotation
     if kind is bool:
         return BOOL_ACCEPTED

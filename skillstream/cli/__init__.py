@@ -11,6 +11,8 @@ import importlib
 import logging
 import os
 import sys
+import traceback
+from typing import IO, Any
 
 import click
 
@@ -34,8 +36,77 @@ COMMANDS: dict[str, tuple[str, str]] = {
 ``skillstream --help`` does not load the models, Bytewax or the stores."""
 
 
+class UserError(click.ClickException):
+    """A user error (bad argument, input, setting or SQL) shown as one line; exit code 2."""
+
+    exit_code = 2
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True, file=file)
+
+
+SQL_ERRORS = (
+    "ParserException",
+    "SyntaxException",
+    "BinderException",
+    "CatalogException",
+    "ConversionException",
+    "InvalidInputException",
+    "OutOfRangeException",
+    "ConstraintException",
+    "NotImplementedException",
+    "PermissionException",
+)
+"""DuckDB errors that a query given to ``skillstream sql`` causes (not a broken store)."""
+
+
+def user_error(exc: BaseException, command: str | None) -> str | None:
+    """The one-line message of a user error, or ``None`` when ``exc`` is not one.
+
+    User errors are skillstream's own (``SkillstreamError``: bad input, settings, arguments, a busy
+    home), a damaged zip archive, and DuckDB's errors about the query of ``skillstream sql``.
+    """
+    import zipfile
+
+    from skillstream.errors import SkillstreamError
+
+    if isinstance(exc, SkillstreamError):
+        return _one_line(str(exc))
+    if isinstance(exc, zipfile.BadZipFile):
+        return _one_line(f"not a valid zip archive: {exc}")
+    if command == "sql" and type(exc).__name__ in SQL_ERRORS and "duckdb" in sys.modules:
+        import duckdb
+
+        if isinstance(exc, duckdb.Error):
+            return _one_line(f"SQL: {exc}")
+    return None
+
+
+def _one_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return " ".join(lines) or "unknown error"
+
+
 class LazyGroup(click.Group):
-    """A click group whose commands are imported on first use (see ``COMMANDS``)."""
+    """A click group whose commands are imported on first use (see ``COMMANDS``).
+
+    A user error raised by a command (see ``user_error``) is printed as one line and the command
+    exits with code 2; with ``-v`` its traceback is printed first. Any other exception is a bug and
+    keeps its traceback (exit code 1).
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as e:
+            message = user_error(e, ctx.invoked_subcommand)
+            if message is None:
+                raise
+            if (ctx.obj or {}).get("verbose"):
+                traceback.print_exc(file=sys.stderr)
+            raise UserError(message) from e
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
@@ -67,14 +138,17 @@ def cli(ctx: click.Context, home: str, verbose: int) -> None:
     )
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    ctx.obj = {"home": home}
+    ctx.obj = {"home": home, "verbose": verbose}
 
 
 def main() -> None:
-    from skillstream.errors import SkillstreamError
-
+    """The console script: exit 0 on success, 1 on an unexpected error (a bug, with its
+    traceback), 2 on a user error (one line), 3 when ``run`` passed a failure threshold."""
     try:
         cli(standalone_mode=True)
-    except SkillstreamError as e:
-        click.echo(f"error: {e}", err=True)
+    except Exception as e:  # an error outside a command (loading it): same rule
+        message = user_error(e, None)
+        if message is None:
+            raise
+        click.echo(f"error: {message}", err=True)
         sys.exit(2)

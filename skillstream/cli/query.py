@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from skillstream.cli.common import dumps, emit_table, format_text, settings_from
+from skillstream.cli.common import dumps, emit_table, existing_home, format_text, settings_from
 
 
 def open_catalog(settings, dim: int | None = None):
@@ -54,7 +54,7 @@ def search(ctx, query, owner, agent, session, k, strategy, now, no_record, as_js
     from skillstream.lifecycle.clock import parse_time
     from skillstream.services.search import search_memories
 
-    settings = settings_from(ctx)
+    settings = existing_home(settings_from(ctx))
     hits = search_memories(
         settings,
         query,
@@ -94,6 +94,10 @@ def search(ctx, query, owner, agent, session, k, strategy, now, no_record, as_js
 @click.pass_context
 def sql(ctx, query, fmt):
     """Run SQL (DuckDB) over the catalog and the memory tables (view ``memories``)."""
+    from skillstream.errors import InputError
+
+    if not query.strip():
+        raise InputError("the SQL query is empty; e.g. skillstream sql 'select count(*) from spans'")
     settings = settings_from(ctx)
     cat = open_catalog(settings)
     try:
