@@ -420,6 +420,20 @@ class FlowSettings(_Group):
         "Bytewax epoch (snapshot) interval in seconds. SKILLSTREAM_EPOCH_INTERVAL_S; default 5.",
         ge=0,
     )
+    max_failed_spans: Int = _key(
+        "max_failed_spans",
+        -1,
+        "'skillstream run' exits with code 3 when more spans than this failed (-1: no limit). "
+        "SKILLSTREAM_MAX_FAILED_SPANS; default -1.",
+        ge=-1,
+    )
+    max_dead_letters: Int = _key(
+        "max_dead_letters",
+        -1,
+        "'skillstream run' exits with code 3 when more records than this went to the dead "
+        "letters (-1: no limit). SKILLSTREAM_MAX_DEAD_LETTERS; default -1.",
+        ge=-1,
+    )
 
 
 _DAY = 86400.0

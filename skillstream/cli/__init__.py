@@ -64,7 +64,8 @@ def user_error(exc: BaseException, command: str | None) -> str | None:
     """The one-line message of a user error, or ``None`` when ``exc`` is not one.
 
     User errors are skillstream's own (``SkillstreamError``: bad input, settings, arguments, a busy
-    home), a damaged zip archive, and DuckDB's errors about the query of ``skillstream sql``.
+    home), a damaged zip archive, a catalog locked by another process, and DuckDB's errors about
+    the query of ``skillstream sql``.
     """
     import zipfile
 
@@ -74,10 +75,12 @@ def user_error(exc: BaseException, command: str | None) -> str | None:
         return _one_line(str(exc))
     if isinstance(exc, zipfile.BadZipFile):
         return _one_line(f"not a valid zip archive: {exc}")
-    if command == "sql" and type(exc).__name__ in SQL_ERRORS and "duckdb" in sys.modules:
+    if "duckdb" in sys.modules:  # only a command that opened a catalog can raise its errors
         import duckdb
 
-        if isinstance(exc, duckdb.Error):
+        if isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower():
+            return _one_line(f"the home's catalog is in use by another process ({exc})")
+        if command == "sql" and type(exc).__name__ in SQL_ERRORS and isinstance(exc, duckdb.Error):
             return _one_line(f"SQL: {exc}")
     return None
 
