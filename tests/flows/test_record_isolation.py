@@ -3,7 +3,6 @@ span with its reason, and every valid record around it is stored (real LanceDB a
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
 
 import bytewax.operators as op
