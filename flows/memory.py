@@ -19,10 +19,10 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import bytewax.operators as op
-from bytewax.dataflow import Dataflow
+from bytewax.dataflow import Dataflow, Stream
 from bytewax.inputs import Source
 
 from skillstream.embed import get_embedder
@@ -122,12 +122,10 @@ def build_flow(
     op.inspect("count-dead", dead, progress.counter("dead_letters"))
     by_conv = op.key_on("by-conversation", messages, lambda m: m.conversation_id)
     window = settings.spans.time_window
-    keyed_spans = op.stateful(
-        "spans", by_conv, lambda resume: SpanLogic(builder, resume, window)
-    )
+    keyed_spans = op.stateful("spans", by_conv, lambda resume: SpanLogic(builder, resume, window))
     # messages refused by their conversation (time window, duplicate ids, untokenisable text)
     admitted = op.branch("admitted", op.key_rm("spans-unkeyed", keyed_spans), _is_span)
-    spans = admitted.trues
+    spans = cast("Stream[Span]", admitted.trues)
     refused = admitted.falses
     op.inspect("count-refused", refused, progress.counter("dead_letters"))
     by_shard = op.key_on("by-owner-shard", spans, lambda s: shard_of(s.owner_id, shards))

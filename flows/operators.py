@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass, field
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from bytewax.operators import StatefulBatchLogic, StatefulLogic

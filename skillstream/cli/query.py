@@ -97,7 +97,9 @@ def sql(ctx, query, fmt):
     from skillstream.errors import InputError
 
     if not query.strip():
-        raise InputError("the SQL query is empty; e.g. skillstream sql 'select count(*) from spans'")
+        raise InputError(
+            "the SQL query is empty; e.g. skillstream sql 'select count(*) from spans'"
+        )
     settings = settings_from(ctx)
     cat = open_catalog(settings)
     try:
