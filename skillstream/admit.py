@@ -63,13 +63,6 @@ def refusal(window: TimeWindow, state: Admitted, message: Message) -> str | None
 
     ``state`` is not changed: call ``admit`` once the message is in.
     """
-    try:
-        return _refusal(window, state, message)
-    except OverflowError:  # a bound beyond year 1 or 9999: the time is outside any window
-        return f"timestamp {message.ts.isoformat()} is outside the accepted time window"
-
-
-def _refusal(window: TimeWindow, state: Admitted, message: Message) -> str | None:
     ts = message.ts
     if window.earliest is not None and ts < window.earliest:
         return (
@@ -77,14 +70,15 @@ def _refusal(window: TimeWindow, state: Admitted, message: Message) -> str | Non
             f"{window.earliest.isoformat()} (setting earliest_timestamp)"
         )
     if window.future is not None:
-        limit = window.clock() + window.future
-        if ts > limit:
+        limit = _shift(window.clock(), window.future)
+        if limit is not None and ts > limit:
             return (
                 f"timestamp {ts.isoformat()} is more than {_span(window.future)} after the wall "
                 f"clock (limit {limit.isoformat(timespec='seconds')}, setting future_tolerance_s)"
             )
     mark = state.watermark
-    if window.lateness is not None and mark is not None and ts < mark - window.lateness:
+    floor = None if window.lateness is None or mark is None else _shift(mark, -window.lateness)
+    if floor is not None and mark is not None and ts < floor:
         return (
             f"timestamp {ts.isoformat()} is more than {_span(window.lateness)} before the "
             f"conversation's latest message ({mark.isoformat()}, setting late_tolerance_s)"
@@ -132,6 +126,14 @@ def refused(message: Message, reason: str, now: datetime | None = None) -> DeadL
         payload=payload[:PAYLOAD_CHARS],
         recorded_at=now or datetime.now(UTC),
     )
+
+
+def _shift(t: datetime, by: timedelta) -> datetime | None:
+    """``t + by``, or ``None`` when that lies beyond year 1 or 9999 (no bound there)."""
+    try:
+        return t + by
+    except OverflowError:
+        return None
 
 
 def _digest(m: Message) -> str:
