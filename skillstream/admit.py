@@ -76,13 +76,14 @@ def refusal(window: TimeWindow, state: Admitted, message: Message) -> str | None
                 f"timestamp {ts.isoformat()} is more than {_span(window.future)} after the wall "
                 f"clock (limit {limit.isoformat(timespec='seconds')}, setting future_tolerance_s)"
             )
-    mark = state.watermark
-    floor = None if window.lateness is None or mark is None else _shift(mark, -window.lateness)
-    if floor is not None and mark is not None and ts < floor:
-        return (
-            f"timestamp {ts.isoformat()} is more than {_span(window.lateness)} before the "
-            f"conversation's latest message ({mark.isoformat()}, setting late_tolerance_s)"
-        )
+    lateness, mark = window.lateness, state.watermark
+    if lateness is not None and mark is not None:
+        floor = _shift(mark, -lateness)
+        if floor is not None and ts < floor:
+            return (
+                f"timestamp {ts.isoformat()} is more than {_span(lateness)} before the "
+                f"conversation's latest message ({mark.isoformat()}, setting late_tolerance_s)"
+            )
     seen = state.digests.get(message.message_id)
     if seen is not None and seen != _digest(message):
         return (
