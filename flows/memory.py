@@ -1,7 +1,8 @@
 """The streaming memory dataflow.
 
     source (files | kafka) -> parse + validate ---------------------------> dead letters
-                           -> key by conversation -> admit + spans (stateful) --> dead letters
+                           -> key by conversation -> admit (stateful) ---------> dead letters
+                           -> spans (stateful) ----------------------------------> dead letters
                            -> key by owner shard -> extract (stateful, owners concurrent)
                            -> store sink (LanceDB memories, DuckDB catalog; one writer)
 
@@ -24,12 +25,13 @@ from typing import Any, cast
 import bytewax.operators as op
 from bytewax.dataflow import Dataflow, Stream
 from bytewax.inputs import Source
+from bytewax.operators import KeyedStream
 
 from skillstream.embed import get_embedder
 from skillstream.extract import Executor
 from skillstream.flows import progress
 from skillstream.flows.maintenance import maintenance_clock
-from skillstream.flows.operators import ExtractLogic, SpanLogic, shard_of
+from skillstream.flows.operators import AdmitLogic, ExtractLogic, SpanLogic, shard_of
 from skillstream.model import DeadLetter, Message, Span, SpanResult
 from skillstream.services.pipeline import build_pipeline, make_executor
 from skillstream.settings import Settings
@@ -116,17 +118,21 @@ def build_flow(
     flow = Dataflow(flow_id)
     items = op.input("read", flow, source)
     split = op.branch("valid", items, lambda x: isinstance(x, Message))
-    messages = split.trues
     dead = op.filter("dead", split.falses, lambda x: isinstance(x, DeadLetter))
-    op.inspect("count-messages", messages, progress.counter("messages"))
+    op.inspect("count-messages", split.trues, progress.counter("messages"))
     op.inspect("count-dead", dead, progress.counter("dead_letters"))
-    by_conv = op.key_on("by-conversation", messages, lambda m: m.conversation_id)
+    by_conv = op.key_on("by-conversation", split.trues, lambda m: m.conversation_id)
+    # each conversation admits its messages (timestamp window, unique ids) or refuses them
     window = settings.spans.time_window
-    keyed_spans = op.stateful("spans", by_conv, lambda resume: SpanLogic(builder, resume, window))
-    # messages refused by their conversation (time window, duplicate ids, untokenisable text)
-    admitted = op.branch("admitted", op.key_rm("spans-unkeyed", keyed_spans), _is_span)
-    spans = cast("Stream[Span]", admitted.trues)
-    refused = admitted.falses
+    judged = op.stateful("admit", by_conv, lambda resume: AdmitLogic(window, resume))
+    admitted = op.branch("admitted", judged, lambda kv: isinstance(kv[1], Message))
+    keyed_messages = cast("KeyedStream[Message]", admitted.trues)
+    messages = op.key_rm("admitted-unkeyed", keyed_messages)
+    keyed_spans = op.stateful("spans", keyed_messages, lambda resume: SpanLogic(builder, resume))
+    # a message the span builder cannot take (its text cannot be tokenised) is refused too
+    built = op.branch("built", op.key_rm("spans-unkeyed", keyed_spans), _is_span)
+    spans = cast("Stream[Span]", built.trues)
+    refused = op.merge("refused", op.key_rm("refused-unkeyed", admitted.falses), built.falses)
     op.inspect("count-refused", refused, progress.counter("dead_letters"))
     by_shard = op.key_on("by-owner-shard", spans, lambda s: shard_of(s.owner_id, shards))
     by_shard = maintenance_clock(

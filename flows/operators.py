@@ -5,7 +5,6 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from bytewax.operators import StatefulBatchLogic, StatefulLogic
@@ -42,53 +41,48 @@ def shard_of(key: str, shards: int) -> str:
     return str(zlib.crc32(key.encode("utf-8")) % max(1, shards))
 
 
-@dataclass
-class ConversationState:
-    """What ``SpanLogic`` keeps per conversation: the open span and the admission state."""
+class AdmitLogic(StatefulLogic[Message, Message | DeadLetter, Admitted]):
+    """Per conversation: lets a message through, or turns it into a ``DeadLetter`` when the
+    conversation does not admit it (``skillstream.admit``: timestamp window, duplicate ids)."""
 
-    spans: SpanState = field(default_factory=SpanState)
-    admitted: Admitted = field(default_factory=Admitted)
+    def __init__(self, window: TimeWindow, resume: Admitted | None) -> None:
+        self.window = window
+        self.state = resume.copy() if resume is not None else Admitted()
 
-    def copy(self) -> ConversationState:
-        return ConversationState(self.spans.copy(), self.admitted.copy())
-
-
-class SpanLogic(StatefulLogic[Message, Span | DeadLetter, ConversationState]):
-    """Per-conversation span builder; flushes the open span at end of input.
-
-    A message that the conversation does not admit (``skillstream.admit``), or that the span
-    builder cannot take (its text cannot be tokenised, say), leaves as a ``DeadLetter``; the
-    conversation goes on without it.
-    """
-
-    def __init__(
-        self,
-        builder: SpanBuilder,
-        resume: ConversationState | SpanState | None,
-        window: TimeWindow | None = None,
-    ) -> None:
-        self.builder = builder
-        self.window = window or TimeWindow()
-        if isinstance(resume, SpanState):  # a snapshot taken before admission had state
-            resume = ConversationState(resume)
-        self.state = resume.copy() if resume is not None else ConversationState()
-
-    def on_item(self, value: Message) -> tuple[Iterable[Span | DeadLetter], bool]:
-        reason = refusal(self.window, self.state.admitted, value)
+    def on_item(self, value: Message) -> tuple[Iterable[Message | DeadLetter], bool]:
+        reason = refusal(self.window, self.state, value)
         if reason is not None:
             return [refused(value, reason)], StatefulLogic.RETAIN
+        admit(self.state, value)
+        return [value], StatefulLogic.RETAIN
+
+    def snapshot(self) -> Admitted:
+        return self.state.copy()
+
+
+class SpanLogic(StatefulLogic[Message, Span | DeadLetter, SpanState]):
+    """Per-conversation span builder; flushes the open span at end of input.
+
+    A message that the span builder cannot take (its text cannot be tokenised, say) leaves as a
+    ``DeadLetter``; the conversation goes on without it.
+    """
+
+    def __init__(self, builder: SpanBuilder, resume: SpanState | None) -> None:
+        self.builder = builder
+        self.state = resume.copy() if resume is not None else SpanState()
+
+    def on_item(self, value: Message) -> tuple[Iterable[Span | DeadLetter], bool]:
         try:  # the builder changes its state only once the message's tokens are counted
-            out: list[Span | DeadLetter] = list(self.builder.add(self.state.spans, value))
+            out: list[Span | DeadLetter] = list(self.builder.add(self.state, value))
         except Exception as e:  # noqa: BLE001 - one message must not stop its conversation
             reason = f"could not be added to a span ({type(e).__name__}: {e})"
             return [refused(value, reason)], StatefulLogic.RETAIN
-        admit(self.state.admitted, value)
         return out, StatefulLogic.RETAIN
 
     def on_eof(self) -> tuple[Iterable[Span | DeadLetter], bool]:
-        return self.builder.flush(self.state.spans), StatefulLogic.DISCARD
+        return self.builder.flush(self.state), StatefulLogic.DISCARD
 
-    def snapshot(self) -> ConversationState:
+    def snapshot(self) -> SpanState:
         return self.state.copy()
 
 

@@ -9,7 +9,6 @@ import bytewax.operators as op
 from bytewax.dataflow import Dataflow
 from bytewax.testing import TestingSink, TestingSource, run_main
 
-from skillstream.admit import TimeWindow
 from skillstream.connectors.files import FileSource
 from skillstream.extract import Extraction
 from skillstream.flows import progress
@@ -113,7 +112,7 @@ def test_a_message_the_span_builder_cannot_take_is_a_dead_letter_and_its_convers
     flow = Dataflow("isolation")
     keyed = op.key_on("key", op.input("in", flow, TestingSource(msgs)), lambda m: m.conversation_id)
     out: list = []
-    spans = op.stateful("spans", keyed, lambda resume: SpanLogic(builder, resume, TimeWindow()))
+    spans = op.stateful("spans", keyed, lambda resume: SpanLogic(builder, resume))
     op.output("out", op.key_rm("unkeyed", spans), TestingSink(out))
     run_main(flow)
 
