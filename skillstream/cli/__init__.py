@@ -12,9 +12,11 @@ import logging
 import os
 import sys
 import traceback
-from typing import IO, Any
+from typing import Any
 
 import click
+
+from skillstream.errors import InputError, SkillstreamError
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("skillstream.cli.run", "run"),
@@ -36,15 +38,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
 ``skillstream --help`` does not load the models, Bytewax or the stores."""
 
 
-class UserError(click.ClickException):
-    """A user error (bad argument, input, setting or SQL) shown as one line; exit code 2."""
-
-    exit_code = 2
-
-    def show(self, file: IO[Any] | None = None) -> None:
-        click.echo(f"error: {self.format_message()}", err=True, file=file)
-
-
 SQL_ERRORS = (
     "ParserException",
     "SyntaxException",
@@ -60,32 +53,28 @@ SQL_ERRORS = (
 """DuckDB errors that a query given to ``skillstream sql`` causes (not a broken store)."""
 
 
-def user_error(exc: BaseException, command: str | None) -> str | None:
-    """The one-line message of a user error, or ``None`` when ``exc`` is not one.
+def as_input_error(exc: BaseException, command: str | None) -> InputError | None:
+    """A user error that is not skillstream's own, as an ``InputError`` (``None``: not one).
 
-    User errors are skillstream's own (``SkillstreamError``: bad input, settings, arguments, a busy
-    home), a damaged zip archive, a catalog locked by another process, and DuckDB's errors about
-    the query of ``skillstream sql``.
+    Those are a damaged zip archive, a catalog locked by another process, and DuckDB's errors
+    about the query of ``skillstream sql``.
     """
     import zipfile
 
-    from skillstream.errors import SkillstreamError
-
-    if isinstance(exc, SkillstreamError):
-        return _one_line(str(exc))
     if isinstance(exc, zipfile.BadZipFile):
-        return _one_line(f"not a valid zip archive: {exc}")
+        return InputError(f"not a valid zip archive: {exc}")
     if "duckdb" in sys.modules:  # only a command that opened a catalog can raise its errors
         import duckdb
 
         if isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower():
-            return _one_line(f"the home's catalog is in use by another process ({exc})")
+            return InputError(f"the home's catalog is in use by another process ({exc})")
         if command == "sql" and type(exc).__name__ in SQL_ERRORS and isinstance(exc, duckdb.Error):
-            return _one_line(f"SQL: {exc}")
+            return InputError(f"SQL: {exc}")
     return None
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
+    """An error message on one line (DuckDB's point at the query with a caret on a second)."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return " ".join(lines) or "unknown error"
 
@@ -93,23 +82,10 @@ def _one_line(text: str) -> str:
 class LazyGroup(click.Group):
     """A click group whose commands are imported on first use (see ``COMMANDS``).
 
-    A user error raised by a command (see ``user_error``) is printed as one line and the command
-    exits with code 2; with ``-v`` its traceback is printed first. Any other exception is a bug and
-    keeps its traceback (exit code 1).
+    User errors leave a command as ``SkillstreamError`` (those of other libraries are converted by
+    ``as_input_error``); ``main`` prints them as one line and exits with code 2, and with ``-v``
+    their traceback is printed first. Any other exception is a bug and keeps its traceback.
     """
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except (click.ClickException, click.exceptions.Exit, click.Abort):
-            raise
-        except Exception as e:
-            message = user_error(e, ctx.invoked_subcommand)
-            if message is None:
-                raise
-            if (ctx.obj or {}).get("verbose"):
-                traceback.print_exc(file=sys.stderr)
-            raise UserError(message) from e
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
@@ -121,6 +97,23 @@ class LazyGroup(click.Group):
         mod, attr = spec
         command: click.Command = getattr(importlib.import_module(mod), attr)
         return command
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SkillstreamError:
+            if (ctx.obj or {}).get("verbose"):
+                traceback.print_exc(file=sys.stderr)
+            raise
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as e:
+            converted = as_input_error(e, ctx.invoked_subcommand)
+            if converted is None:
+                raise
+            if (ctx.obj or {}).get("verbose"):
+                traceback.print_exc(file=sys.stderr)
+            raise converted from e
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -145,13 +138,14 @@ def cli(ctx: click.Context, home: str, verbose: int) -> None:
 
 
 def main() -> None:
-    """The console script: exit 0 on success, 1 on an unexpected error (a bug, with its
-    traceback), 2 on a user error (one line), 3 when ``run`` passed a failure threshold."""
+    """The console script.
+
+    Exit codes: 0 done; 1 an unexpected error (a bug), with its traceback; 2 a user error
+    (``SkillstreamError``, see ``LazyGroup``), printed as one line ``error: ...`` (``-v`` prints
+    its traceback first); 3 ``run`` finished past a failure limit.
+    """
     try:
         cli(standalone_mode=True)
-    except Exception as e:  # an error outside a command (loading it): same rule
-        message = user_error(e, None)
-        if message is None:
-            raise
-        click.echo(f"error: {message}", err=True)
+    except SkillstreamError as e:
+        click.echo(f"error: {one_line(str(e))}", err=True)
         sys.exit(2)

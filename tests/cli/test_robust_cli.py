@@ -18,7 +18,7 @@ import lancedb
 import pytest
 from click.testing import CliRunner
 
-from skillstream.cli import cli
+from skillstream.cli import cli, main
 from tests.factories import conversation_rows, write_jsonl
 
 SKILLSTREAM = [sys.executable, "-c", "from skillstream.cli import main; main()"]
@@ -29,6 +29,17 @@ def invoke(home, *args, code: int = 0):
     res = CliRunner().invoke(cli, ["--home", str(home), *args])
     assert res.exit_code == code, (res.output, res.exception)
     return res
+
+
+def console(capsys, monkeypatch, *args: str) -> tuple[int, str, str]:
+    """Run the console script's ``main`` in this process: (exit code, stdout, stderr)."""
+    monkeypatch.setattr(sys, "argv", ["skillstream", *args])
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        main()
+    out = capsys.readouterr()
+    code = stop.value.code
+    return (code if isinstance(code, int) else 1), out.out, out.err
 
 
 def process(*args, **kw) -> subprocess.CompletedProcess:
@@ -76,20 +87,19 @@ def bad_checksum_zip(folder: Path) -> Path:
         (["run", "--source", "/no/such/file.jsonl"], "does not exist"),
     ],
 )
-def test_user_errors_are_one_line_and_exit_2(home, args, words):
-    res = CliRunner().invoke(cli, ["--home", str(home), *args])
-    assert res.exit_code == 2, (res.output, res.exception)
-    lines = res.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], res.output
-    assert "Traceback" not in res.output
+def test_user_errors_are_one_line_and_exit_2(home, args, words, capsys, monkeypatch):
+    code, out, err = console(capsys, monkeypatch, "--home", str(home), *args)
+    assert code == 2, (out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], err
+    assert "Traceback" not in out + err
 
 
-def test_a_zip_with_a_bad_checksum_is_one_line(home, tmp_path):
-    res = CliRunner().invoke(
-        cli, ["--home", str(home), "skills", "import", str(bad_checksum_zip(tmp_path))]
-    )
-    assert res.exit_code == 2, res.output
-    assert res.output.count("\n") == 1 and "Bad CRC-32" in res.output
+def test_a_zip_with_a_bad_checksum_is_one_line(home, tmp_path, capsys, monkeypatch):
+    zip_path = str(bad_checksum_zip(tmp_path))
+    code, out, err = console(capsys, monkeypatch, "--home", str(home), "skills", "import", zip_path)
+    assert code == 2, (out, err)
+    assert err.count("\n") == 1 and "Bad CRC-32" in err
 
 
 def test_the_console_script_prints_one_line_and_v_shows_the_traceback(home):
@@ -119,17 +129,22 @@ READ_ONLY = [
 
 
 @pytest.mark.parametrize("args", READ_ONLY, ids=[" ".join(a) for a in READ_ONLY])
-def test_commands_on_a_missing_home_create_nothing_and_say_so(tmp_path, args, monkeypatch):
+def test_commands_on_a_missing_home_create_nothing_and_say_so(tmp_path, args, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a default created in the current folder would show too
     home = tmp_path / "missing"
-    res = invoke(home, *args, code=2)
-    assert "no catalog" in res.output and str(home) in res.output
+    code, out, err = console(capsys, monkeypatch, "--home", str(home), *args)
+    assert code == 2 and "no catalog" in err and str(home) in err, (out, err)
+    assert err.count("\n") == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
-def test_skills_export_on_a_missing_home_writes_nothing(tmp_path, monkeypatch):
+def test_skills_export_on_a_missing_home_writes_nothing(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    invoke(tmp_path / "missing", "skills", "export", str(tmp_path / "out"), code=2)
+    out_dir = str(tmp_path / "out")
+    code, _, err = console(
+        capsys, monkeypatch, "--home", str(tmp_path / "missing"), "skills", "export", out_dir
+    )
+    assert code == 2 and "no catalog" in err
     assert list(tmp_path.iterdir()) == []
 
 
