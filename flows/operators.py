@@ -76,7 +76,7 @@ class SpanLogic(StatefulLogic[Message, Span | DeadLetter, SpanState]):
             out: list[Span | DeadLetter] = list(self.builder.add(self.state, value))
         except Exception as e:  # noqa: BLE001 - one message must not stop its conversation
             reason = f"could not be added to a span ({type(e).__name__}: {e})"
-            return [refused(value, reason)], StatefulLogic.RETAIN
+            return [refused(value, reason, stage="spans")], StatefulLogic.RETAIN
         return out, StatefulLogic.RETAIN
 
     def on_eof(self) -> tuple[Iterable[Span | DeadLetter], bool]:

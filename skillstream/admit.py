@@ -100,8 +100,10 @@ def admit(state: Admitted, message: Message) -> None:
     state.watermark = message.ts if mark is None else max(mark, message.ts)
 
 
-def refused(message: Message, reason: str, now: datetime | None = None) -> DeadLetter:
-    """The dead letter of a message refused by ``refusal`` (or by the span builder).
+def refused(
+    message: Message, reason: str, now: datetime | None = None, stage: str = STAGE
+) -> DeadLetter:
+    """The dead letter of a message refused at ``stage`` (``admit``: by ``refusal``).
 
     Its id names where the message came from (source and position, or the message id when the
     message has no position), so a replay gives the same dead letter.
@@ -122,7 +124,7 @@ def refused(message: Message, reason: str, now: datetime | None = None) -> DeadL
         id=prefixed_id("dl", source, where),
         source=source,
         position=where,
-        stage=STAGE,
+        stage=stage,
         reason=reason,
         payload=payload[:PAYLOAD_CHARS],
         recorded_at=now or datetime.now(UTC),

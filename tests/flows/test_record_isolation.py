@@ -119,7 +119,7 @@ def test_a_message_the_span_builder_cannot_take_is_a_dead_letter_and_its_convers
     dead = [x for x in out if isinstance(x, DeadLetter)]
     got = [x for x in out if isinstance(x, Span)]
     assert len(dead) == 1 and "tokenizer cannot read this text" in dead[0].reason
-    assert dead[0].stage == "admit" and "unreadable text" in (dead[0].payload or "")
+    assert dead[0].stage == "spans" and "unreadable text" in (dead[0].payload or "")
     assert [m.message_id for s in got for m in s.messages] == [
         m.message_id for m in msgs if m.message_id != msgs[3].message_id
     ]
