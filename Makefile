@@ -1,7 +1,9 @@
 # The two commands of the README.
 #   make run    set up ./.venv and run the main job on the bundled sample (embedded defaults)
 #   make test   set up ./.venv with the test extras, check style, types and import contracts, and
-#               run the whole test suite (this is what CI runs)
+#               run the whole test suite (this is what CI runs); then the storage, LLM, CLI, core
+#               and connector tests again in ./.venv-lowest, on the lowest versions of the
+#               dependency ranges
 #   make lint   only the checks: ruff (lint and format), mypy, import-linter
 .PHONY: run test lint checks setup setup-test bench
 
@@ -12,6 +14,7 @@ run: setup
 test: setup-test
 	$(MAKE) --no-print-directory checks
 	.venv/bin/python -m pytest
+	bash scripts/test_lowest.sh
 
 lint: setup-test
 	$(MAKE) --no-print-directory checks
@@ -30,4 +33,4 @@ setup-test:
 	bash scripts/setup.sh test
 
 bench: setup
-	.venv/bin/python benchmarks/ingest.py --json benchmarks/results/ingest.json
+	.venv/bin/python benchmarks/ingest.py --data ../shared/data/locomo/locomo-dev.json --json benchmarks/results/ingest.json

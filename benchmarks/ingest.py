@@ -1,17 +1,27 @@
-"""End-to-end ingest throughput against embedding-only throughput, in the same run.
+"""Ingest throughput against the embedding bound of the same texts, and its flatness over history.
 
     python benchmarks/ingest.py --data ../shared/data/locomo/locomo-dev.json \
         --json benchmarks/results/ingest.json
 
-1. Reads every message of ``--data`` once (the same reader the flow uses) and embeds the turn texts
-   alone with the same model and batch size: ``embed_only_turns_per_s``.
-2. Runs the whole memory flow (Bytewax, rules backend, LanceDB + DuckDB sinks) into a fresh
-   temporary home: ``turns_per_s``.
-3. ``ratio`` = turns_per_s / embed_only_turns_per_s (1.0 means the flow costs no more than embedding
-   the turns), ``peak_rss_mb`` the process's peak resident memory.
+Three measurements, from one run, with the model loaded and the store libraries imported first:
 
-The model is loaded, and the store libraries imported, before either timing starts. Results go to
-``--json`` and a markdown table next to it (same name, ``.md``).
+1. **Flow.** The whole memory flow (Bytewax, rules backend, LanceDB + DuckDB sinks) over every
+   message of ``--data`` into a fresh temporary home: ``turns_per_s``. Every text the flow hands to
+   the embedding model is recorded (memories, summaries, task-skill texts, queries: everything).
+2. **Embedding bound.** The same recorded texts embedded alone, in the model's optimal batches
+   (length-sorted, ``embed_batch`` at a time): what the flow would cost if it did nothing but
+   embed. ``embed_bound_ratio`` = bound seconds / flow seconds: 1.0 means the flow spends all its
+   time in the model. ``turns_ratio`` is the older figure: the turn texts alone embedded against
+   the flow (it ignores that the flow embeds more than the turns).
+
+   Flow and bound are measured interleaved (flow, bound, turns, flow, bound, turns, ...;
+   ``--rounds``, at least three) and reported as medians with their min and max, so that a change
+   of load on a shared machine shows as spread instead of moving one side only.
+3. **History.** The messages of ``--data`` rewritten to belong to one owner and fed in ten
+   consecutive slices into one home, each slice a flow run of its own: turns/s of each tenth, and
+   ``history_flatness`` = last tenth / first tenth (1.0: an owner's growing history costs nothing).
+
+Results go to ``--json`` and a markdown table beside it.
 """
 
 from __future__ import annotations
@@ -21,102 +31,197 @@ import json
 import os
 import platform
 import resource
+import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+ROOT = Path(__file__).resolve().parent.parent
+LONG_OWNER = "long-lived-owner"
 
-def read_messages(path: str, fmt: str):
+
+class Recorder:
+    """Wraps the shared embedder's ``encode`` to keep every text the flow embeds."""
+
+    def __init__(self, embedder: Any) -> None:
+        self.embedder = embedder
+        self.inner = embedder.encode
+        self.texts: list[str] = []
+        embedder.encode = self.encode
+
+    def encode(self, texts: Sequence[str]) -> Any:
+        self.texts.extend(texts)
+        return self.inner(texts)
+
+
+def read_records(path: str, fmt: str) -> list[Any]:
     from skillstream.connectors.files import FileSource, read_all
 
     return [m for m in read_all(FileSource(path, format=fmt)) if hasattr(m, "text")]
 
 
-def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument(
-        "--data", default=str(Path(__file__).resolve().parent.parent / "data" / "sample")
-    )
-    p.add_argument("--format", default="auto")
-    p.add_argument("--json", dest="out", default="benchmarks/results/ingest.json")
-    p.add_argument("--workers", type=int, default=1)
-    args = p.parse_args(argv)
-
+def run_flow(settings: Any, source: Any) -> tuple[float, dict[str, int], int]:
+    """One flow run; returns its seconds, its progress counters and the memories stored."""
     from bytewax.testing import cluster_main
 
-    import skillstream.storage.sinks  # noqa: F401  (store libraries imported, like the model loaded, before timing)
-    from skillstream.connectors.files import FileSource
-    from skillstream.embed import get_embedder
     from skillstream.flows import progress
     from skillstream.flows.memory import build_flow
+    from skillstream.storage.home import open_index
+
+    progress.reset()
+    t0 = time.perf_counter()
+    parts = build_flow(settings, source, workers=1)
+    cluster_main(parts.flow, [], 0, worker_count_per_proc=1)
+    seconds = time.perf_counter() - t0
+    return seconds, progress.snapshot(), open_index(settings, parts.dim).count()
+
+
+def bound_seconds(embedder: Any, texts: list[str]) -> float:
+    """Seconds the model takes for ``texts`` in optimal batches (``forward`` sorts by length)."""
+    t0 = time.perf_counter()
+    embedder.forward(list(texts))
+    return time.perf_counter() - t0
+
+
+def spread(values: list[float], digits: int = 3) -> dict[str, float]:
+    return {
+        "median": round(statistics.median(values), digits),
+        "min": round(min(values), digits),
+        "max": round(max(values), digits),
+    }
+
+
+def long_history(records: list[Any], folder: Path, slices: int = 10) -> list[Path]:
+    """The records as one owner's history, in ``slices`` consecutive JSONL files."""
+    ordered = sorted(records, key=lambda m: (m.ts, m.conversation_id, m.position or 0))
+    paths = []
+    slices = max(1, min(slices, len(ordered)))
+    bounds = [len(ordered) * i // slices for i in range(slices + 1)]
+    for i in range(slices):
+        path = folder / f"history-{i:02d}.jsonl"
+        with path.open("w", encoding="utf-8") as f:
+            for m in ordered[bounds[i] : bounds[i + 1]]:
+                row = {
+                    "conversation_id": f"{LONG_OWNER}:{m.conversation_id}",
+                    "user_id": LONG_OWNER,
+                    "session_id": m.session_id,
+                    "message_id": m.message_id,
+                    "role": m.role,
+                    "name": m.speaker,
+                    "content": m.text,
+                    "timestamp": m.ts.isoformat(),
+                }
+                f.write(json.dumps(row) + "\n")
+        paths.append(path)
+    return paths
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--data", default=str(ROOT / "data" / "sample"))
+    p.add_argument("--format", default="auto")
+    p.add_argument("--json", dest="out", required=True, help="results file (and .md beside it)")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (at least 3)")
+    p.add_argument("--skip-history", action="store_true")
+    args = p.parse_args(argv)
+    if args.rounds < 3:
+        p.error("--rounds must be at least 3: the ratio is a median of interleaved rounds")
+
+    import skillstream.storage.sinks  # noqa: F401  (store libraries imported before timing)
+    from skillstream.connectors.files import FileSource
+    from skillstream.embed import get_embedder
     from skillstream.settings import Settings
 
-    settings_probe = Settings.load(home=tempfile.mkdtemp(prefix="ss-bench-probe-"))
-    embedder = get_embedder(settings_probe.embedding)
+    embedder = get_embedder(Settings.from_keys().embedding)
     embedder.encode(["warm up"])
+    records = read_records(args.data, args.format)
+    turns = [m.text for m in records]
+    recorder = Recorder(embedder)
 
-    messages = read_messages(args.data, args.format)
-    texts = [m.text for m in messages]
-    t0 = time.perf_counter()
-    embedder.encode(texts)
-    embed_s = time.perf_counter() - t0
+    flow_s: list[float] = []
+    bound_s: list[float] = []
+    turns_s: list[float] = []
+    counts: dict[str, int] = {}
+    memories = 0
+    for _ in range(args.rounds):
+        recorder.texts = []
+        with tempfile.TemporaryDirectory(prefix="ss-bench-") as home:
+            seconds, counts, memories = run_flow(
+                Settings.from_keys(home=home), FileSource(args.data, format=args.format)
+            )
+        flow_s.append(seconds)
+        embedded = list(recorder.texts)
+        bound_s.append(bound_seconds(embedder, embedded))
+        turns_s.append(bound_seconds(embedder, turns))
 
-    with tempfile.TemporaryDirectory(prefix="ss-bench-") as home:
-        settings = Settings.load(home=home)
-        progress.reset()
-        t0 = time.perf_counter()
-        parts = build_flow(
-            settings, FileSource(args.data, format=args.format), workers=args.workers
-        )
-        cluster_main(parts.flow, [], 0, worker_count_per_proc=args.workers)
-        flow_s = time.perf_counter() - t0
-        counts = progress.snapshot()
-        from skillstream.storage.lance import MemoryIndex
+    history: list[float] = []
+    if not args.skip_history:
+        with tempfile.TemporaryDirectory(prefix="ss-bench-history-") as tmp:
+            settings = Settings.from_keys(home=str(Path(tmp) / "home"))
+            for path in long_history(records, Path(tmp)):
+                n = sum(1 for _ in path.open(encoding="utf-8"))
+                seconds, _, _ = run_flow(settings, FileSource(str(path), format="jsonl"))
+                history.append(n / seconds)
 
-        n_memories = MemoryIndex(
-            settings.storage.lancedb, parts.dim, settings.storage.storage_options
-        ).count()
-
-    n = len(texts)
-    result = {
+    n = len(turns)
+    ratios = [b / f for b, f in zip(bound_s, flow_s, strict=True)]
+    old = [t / f for t, f in zip(turns_s, flow_s, strict=True)]
+    result: dict[str, Any] = {
         "data": str(args.data),
         "turns": n,
-        "memories": n_memories,
+        "memories": memories,
         "spans": counts.get("spans_done", 0),
-        "workers": args.workers,
-        "turns_per_s": round(n / flow_s, 1),
-        "embed_only_turns_per_s": round(n / embed_s, 1),
-        "ratio": round(embed_s / flow_s, 3),
-        "flow_seconds": round(flow_s, 2),
-        "embed_seconds": round(embed_s, 2),
+        "embedded_texts": len(embedded),
+        "rounds": args.rounds,
+        "turns_per_s": round(n / statistics.median(flow_s), 1),
+        "embed_bound_ratio": round(statistics.median(ratios), 3),
+        "turns_ratio": round(statistics.median(old), 3),
+        "embed_bound_ratio_spread": spread(ratios),
+        "turns_ratio_spread": spread(old),
+        "flow_seconds": spread(flow_s, 2),
+        "bound_seconds": spread(bound_s, 2),
+        "turns_seconds": spread(turns_s, 2),
+        "history_turns_per_s": [round(x, 1) for x in history],
+        "history_flatness": round(history[-1] / history[0], 3) if history else None,
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "machine": f"{platform.machine()} {os.cpu_count()} "
-        f"cores, Python {platform.python_version()}",
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "machine": f"{platform.machine()} {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}",
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
-    md = out.with_suffix(".md")
-    md.write_text(
+    rows = [
+        ("flow turns/s (median)", result["turns_per_s"]),
+        ("texts the flow embedded", result["embedded_texts"]),
+        ("embed_bound_ratio (bound s / flow s)", _fmt(result["embed_bound_ratio_spread"])),
+        ("turns_ratio (turns-only embedding s / flow s)", _fmt(result["turns_ratio_spread"])),
+        ("history turns/s by tenth", ", ".join(map(str, result["history_turns_per_s"]))),
+        ("history_flatness (last / first tenth)", result["history_flatness"]),
+        ("peak RSS (MB)", result["peak_rss_mb"]),
+        ("load average (1, 5, 15 min) at the end", result["load_average"]),
+    ]
+    out.with_suffix(".md").write_text(
         "# Ingest throughput\n\n"
-        f"Data: `{result['data']}` ({n} turns, {result['spans']} spans, {n_memories} memories), "
-        f"{result['workers']} worker(s), {result['machine']}, {result['measured_at']}.\n\n"
-        "| measure | value |\n|---|---|\n"
-        f"| end-to-end turns/s (rules backend, LanceDB + DuckDB) | {result['turns_per_s']} |\n"
-        f"| embedding-only turns/s (same texts, same "
-        f"model) | {result['embed_only_turns_per_s']} |\n"
-        f"| ratio | {result['ratio']} |\n"
-        f"| peak RSS (MB) | {result['peak_rss_mb']} |\n"
+        f"Data: `{result['data']}` ({n} turns, {result['spans']} spans, {memories} memories), "
+        f"{args.rounds} interleaved rounds, {result['machine']}, {result['measured_at']}.\n\n"
+        "| measure | value |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in rows)
     )
     json.dump(result, sys.stdout, indent=2)
     print()
     return result
+
+
+def _fmt(s: dict[str, float]) -> str:
+    return f"{s['median']} (min {s['min']}, max {s['max']})"
 
 
 if __name__ == "__main__":

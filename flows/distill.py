@@ -4,11 +4,11 @@
                                                             time, a session change, or end of input
              -> key by owner shard  -> distill (stateful batch; owners of a shard run concurrently,
                                        each owner's blocks strictly in order)
-             -> ("store", TaskSkillResult) into the store sink (LanceDB task_skills + catalog rows
+             -> TaskSkillResult values for the store sink (LanceDB task_skills + catalog rows
                 in the sink's one transaction; packages are published by the distill step)
 
-``attach_distill`` returns that last stream; ``flows.memory.build_flow`` merges it into the store
-sink's input when ``settings.distill`` is on.
+:func:`distil_task_skills` is that chain as one Bytewax operator; ``flows.memory.build_flow`` gives
+its output to the store sink when ``settings.distill`` is on, and your own flow can do the same.
 
 Event time only, as for spans: a backfill closes exactly the blocks a live run would. With a Kafka
 source that never ends, a conversation's last block closes when its next message arrives after the
@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import bytewax.operators as op
-from bytewax.dataflow import Stream
+from bytewax.dataflow import Stream, operator
 from bytewax.operators import StatefulBatchLogic, StatefulLogic
 
 from skillstream.distill.distiller import OwnerTaskSkills, TaskSkillDistiller
 from skillstream.distill.record import ConversationBlock, TaskSkill, TaskSkillResult
 from skillstream.flows import progress
-from skillstream.flows.operators import per_owner, shard_of
+from skillstream.flows.shards import per_owner, shard_of
 from skillstream.model import Message
 from skillstream.settings import Settings
 
@@ -148,47 +148,53 @@ def make_core(settings: Settings, embedder: Any) -> TaskSkillDistiller:
     )
 
 
-def attach_distill(
-    settings: Settings,
+@operator
+def distil_task_skills(
+    step_id: str,
     messages: Stream[Message],
-    embedder: Any,
+    settings: Settings,
     *,
+    embedder: Any = None,
     workers: int = 1,
-    core: TaskSkillDistiller | None = None,
-) -> Stream[tuple[str, TaskSkillResult]]:
-    """Wire distillation onto a stream of validated messages.
+    distiller: TaskSkillDistiller | None = None,
+) -> Stream[TaskSkillResult]:
+    """Task-skill distillation for a stream of validated messages.
 
     Args:
+        step_id: Unique id of this step in the flow.
+        messages: ``skillstream.model.Message`` values (one conversation's messages in order).
         settings: ``idle_gap_s``, ``shards``, ``concurrency`` and the ``distill_*`` settings.
-        messages: The flow's valid messages.
-        embedder: The flow's embedder.
+        embedder: The flow's embedder (default: the settings' shared one).
         workers: Bytewax workers (for the default number of shards).
-        core: A ready distillation step (tests); else built from the settings.
+        distiller: A ready distillation step (tests); else built from the settings.
 
     Returns:
-        ``("store", result)`` pairs for the store sink: every changed task skill, and failures
-        (their LLM calls are accounted).
+        The results the store sink writes: every changed task skill, and failures (their LLM
+        calls are accounted).
     """
-    core = core or make_core(settings, embedder)
+    if distiller is None:
+        if embedder is None:
+            from skillstream.embed import get_embedder
+
+            embedder = get_embedder(settings.embedding)
+        distiller = make_core(settings, embedder)
+    step = distiller
     shards = settings.flow.shards or max(1, workers)
     pool = ThreadPoolExecutor(
         max_workers=max(1, settings.flow.concurrency), thread_name_prefix="distill"
     )
-    by_conv = op.key_on("distill-by-conversation", messages, lambda m: m.conversation_id)
-    keyed_blocks = op.stateful(
-        "distill-blocks", by_conv, lambda resume: BlockLogic(settings, resume)
-    )
-    blocks = op.key_rm("distill-blocks-unkeyed", keyed_blocks)
-    by_shard = op.key_on("distill-by-owner-shard", blocks, lambda b: shard_of(b.owner_id, shards))
+    by_conv = op.key_on("by-conversation", messages, lambda m: m.conversation_id)
+    keyed_blocks = op.stateful("blocks", by_conv, lambda resume: BlockLogic(settings, resume))
+    blocks = op.key_rm("blocks-unkeyed", keyed_blocks)
+    by_shard = op.key_on("by-owner-shard", blocks, lambda b: shard_of(b.owner_id, shards))
     keyed_results = op.stateful_batch(
-        "distill", by_shard, lambda resume: DistillLogic(core, pool, resume)
+        "distill", by_shard, lambda resume: DistillLogic(step, pool, resume)
     )
     results = op.key_rm("distill-unkeyed", keyed_results)
     op.inspect("count-task-skills", results, _count)
-    keep = op.filter(
-        "distill-written", results, lambda r: r.changed or bool(r.llm_calls) or r.action == "failed"
+    return op.filter(
+        "written", results, lambda r: r.changed or bool(r.llm_calls) or r.action == "failed"
     )
-    return op.map("distill-to-store", keep, lambda r: ("store", r))
 
 
 def _count(step_id: str, r: TaskSkillResult) -> None:

@@ -1,12 +1,15 @@
 """The streaming memory dataflow.
 
     source (files | kafka) -> parse + validate ---------------------------> dead letters
-                           -> key by conversation -> admit (stateful) ---------> dead letters
-                           -> spans (stateful) ----------------------------------> dead letters
-                           -> key by owner shard -> extract (stateful, owners concurrent)
-                           -> store sink (LanceDB memories, DuckDB catalog; one writer)
+                           -> admit_messages (per conversation: time window, ids) -> dead letters
+                           -> extract_memories: key by conversation -> spans (stateful)
+                                                -> key by owner shard -> extract (stateful)
+                           -> distil_task_skills (when distillation is on)
+                           -> store (LanceDB memories, DuckDB catalog; one writer)
 
-Run it with the CLI (``skillstream run``) or with Bytewax directly::
+The flow is built from the public operators of ``skillstream.flows.operators``; a flow of your own
+can use the same ones between its own steps. Run it with the CLI (``skillstream run``) or with
+Bytewax directly::
 
     python -m bytewax.run "skillstream.flows.memory:get_flow('data/sample')" -w 2
 
@@ -17,26 +20,29 @@ from __future__ import annotations
 
 import logging
 import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import bytewax.operators as op
-from bytewax.dataflow import Dataflow, Stream
+from bytewax.dataflow import Dataflow
 from bytewax.inputs import Source
-from bytewax.operators import KeyedStream
 
 from skillstream.embed import get_embedder
 from skillstream.extract import Executor
 from skillstream.flows import progress
-from skillstream.flows.maintenance import maintenance_clock
-from skillstream.flows.operators import AdmitLogic, ExtractLogic, SpanLogic, shard_of
-from skillstream.model import DeadLetter, Message, Span, SpanResult
-from skillstream.services.pipeline import build_pipeline, make_executor
+from skillstream.flows.operators import (
+    admit_messages,
+    distil_task_skills,
+    extract_memories,
+    memory_pipeline,
+    read_done_spans,
+    store,
+)
+from skillstream.model import DeadLetter, Message
 from skillstream.settings import Settings
-from skillstream.spans import SpanBuilder
-from skillstream.tokens import get_counter
+
+__all__ = ["FlowParts", "build_flow", "default_sample", "get_flow", "read_done_spans"]
 
 log = logging.getLogger(__name__)
 
@@ -48,20 +54,6 @@ class FlowParts:
     flow: Dataflow
     done_spans: frozenset[str]
     dim: int
-
-
-def read_done_spans(settings: Settings) -> frozenset[str]:
-    """Span ids already in the ledger (read once, before the flow runs)."""
-    path = Path(settings.storage.catalog)
-    if not path.exists():
-        return frozenset()
-    from skillstream.storage.catalog import Catalog
-
-    cat = Catalog(str(path), read_only=True)
-    try:
-        return frozenset(cat.processed_span_ids())
-    finally:
-        cat.close()
 
 
 def build_flow(
@@ -80,100 +72,34 @@ def build_flow(
     stopped between the sink's two writes) are rolled back first; in a cluster only the process
     that owns the store sink (process 0) should do it, before it joins the cluster.
     """
-    from skillstream.storage.lance import MemoryIndex
-
     embedder = get_embedder(settings.embedding)
-    counter = get_counter(settings.embedding.model)
-    executor = executor or make_executor(settings)
     done = read_done_spans(settings)
-    pool = ThreadPoolExecutor(
-        max_workers=max(1, settings.flow.concurrency), thread_name_prefix="extract"
-    )
-    index_cache: dict[str, Any] = {}
-
-    def index() -> MemoryIndex:
-        idx = index_cache.get("idx")
-        if idx is None:
-            idx = index_cache["idx"] = MemoryIndex(
-                settings.storage.lancedb, embedder.dim, settings.storage.storage_options
-            )
-        return idx
-
-    if reconcile:
-        from skillstream.storage.reconcile import reconcile_home
-
-        reconcile_home(settings, embedder.dim, embedder.encode)
-
-    def hydrate(owner_id: str):
-        return index().owner_memories(owner_id)
-
-    pipeline = build_pipeline(
-        settings, embedder, executor=executor, hydrate=hydrate, done_spans=done
-    )
-    builder = SpanBuilder(counter.count, settings.spans.span_tokens, settings.spans.idle_gap)
-    shards = settings.flow.shards or max(1, workers)
-
-    from skillstream.storage.sinks import ResultSink
+    pipeline = memory_pipeline(settings, embedder, executor=executor, done_spans=done)
 
     flow = Dataflow(flow_id)
     items = op.input("read", flow, source)
     split = op.branch("valid", items, lambda x: isinstance(x, Message))
+    messages = split.trues
     dead = op.filter("dead", split.falses, lambda x: isinstance(x, DeadLetter))
-    op.inspect("count-messages", split.trues, progress.counter("messages"))
+    op.inspect("count-messages", messages, progress.counter("messages"))
     op.inspect("count-dead", dead, progress.counter("dead_letters"))
-    by_conv = op.key_on("by-conversation", split.trues, lambda m: m.conversation_id)
-    # each conversation admits its messages (timestamp window, unique ids) or refuses them
-    window = settings.spans.time_window
-    judged = op.stateful("admit", by_conv, lambda resume: AdmitLogic(window, resume))
-    admitted = op.branch("admitted", judged, lambda kv: isinstance(kv[1], Message))
-    keyed_messages = cast("KeyedStream[Message]", admitted.trues)
-    messages = op.key_rm("admitted-unkeyed", keyed_messages)
-    keyed_spans = op.stateful("spans", keyed_messages, lambda resume: SpanLogic(builder, resume))
-    # a message the span builder cannot take (its text cannot be tokenised) is refused too
-    built = op.branch("built", op.key_rm("spans-unkeyed", keyed_spans), _is_span)
-    spans = cast("Stream[Span]", built.trues)
-    refused = op.merge("refused", op.key_rm("refused-unkeyed", admitted.falses), built.falses)
-    op.inspect("count-refused", refused, progress.counter("dead_letters"))
-    by_shard = op.key_on("by-owner-shard", spans, lambda s: shard_of(s.owner_id, shards))
-    by_shard = maintenance_clock(
-        "maintenance-clock", by_shard, pipeline.options.rules.maintenance_interval
-    )
-    keyed_results = op.stateful_batch(
-        "extract", by_shard, lambda resume: ExtractLogic(pipeline, pool, resume)
-    )
-    results = op.key_rm("results-unkeyed", keyed_results)
-    op.inspect("count-spans", results, _count_result)
-    to_store = op.merge(
-        "to-store",
-        op.map("results-to-store", results, lambda r: ("store", r)),
-        op.map("dead-to-store", dead, lambda d: ("store", d)),
-        op.map("refused-to-store", refused, lambda d: ("store", d)),
-        *_task_skills(settings, messages, embedder, workers),
-    )
-    op.output("store", to_store, ResultSink(settings, embedder.dim))
+    admission = admit_messages("admit", messages, settings)
+    messages = admission.admitted
+    results = extract_memories("memories", messages, settings, workers=workers, pipeline=pipeline)
+    streams = [results, dead, admission.refused]
+    if settings.distillation.enabled:
+        streams.append(
+            distil_task_skills(
+                "task-skills", messages, settings, embedder=embedder, workers=workers
+            )
+        )
+    store("store", *streams, settings=settings, dim=embedder.dim, reconcile=reconcile)
     if events_to:
         from skillstream.connectors.kafka import memory_events_sink
 
-        op.output("events", results, memory_events_sink(events_to, settings))
+        changes = op.filter("changes", results, lambda r: not isinstance(r, DeadLetter))
+        op.output("events", changes, memory_events_sink(events_to, settings))
     return FlowParts(flow, done, embedder.dim)
-
-
-def _task_skills(settings: Settings, messages, embedder, workers: int) -> list:
-    """Task-skill distillation as a stream for the store sink, when distillation is enabled."""
-    if not settings.distillation.enabled:
-        return []
-    from skillstream.flows.distill import attach_distill
-
-    return [attach_distill(settings, messages, embedder, workers=workers)]
-
-
-def _is_span(item: Span | DeadLetter) -> bool:
-    return isinstance(item, Span)
-
-
-def _count_result(step_id: str, r: SpanResult) -> None:
-    progress.bump(f"spans_{r.status}")
-    progress.bump("memory_changes", len(r.memories))
 
 
 def get_flow(source: str | None = None, format: str = "auto", **overrides: Any) -> Dataflow:

@@ -1,44 +1,70 @@
-"""Bytewax operator logic: thin wrappers that call the core (spans, pipeline)."""
+"""Bytewax operators of skillstream, for its own flow and for yours.
+
+The three public composites are what ``skillstream run`` is built from (``flows.memory``), and a
+dataflow of your own can put them between its own steps:
+
+* :func:`extract_memories`: validated ``Message`` values -> spans -> extraction ->
+  ``SpanResult`` values (and the lifecycle's ``MaintenanceResult`` values);
+* :func:`distil_task_skills`: ``Message`` values -> conversation blocks -> task skills
+  (``TaskSkillResult`` values);
+* :func:`store`: any number of such streams (and ``DeadLetter`` values) into the home's stores.
+
+Example (a flow with its own steps around them)::
+
+    flow = Dataflow("my-flow")
+    raw = op.input("in", flow, my_source)
+    messages = op.filter_map("to-messages", raw, my_parser)
+    results = extract_memories("memories", messages, settings)
+    skills = distil_task_skills("skills", messages, settings)
+    store("store", results, skills, settings=settings)
+
+The memory ids are the same as a ``skillstream run`` of the same messages with the same settings.
+
+Below them are the stateful logics they use (spans per conversation, extraction per owner shard).
+"""
 
 from __future__ import annotations
 
-import zlib
-from collections.abc import Callable, Iterable
+import logging
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
 
+import bytewax.operators as op
+from bytewax.dataflow import Stream, operator
 from bytewax.operators import StatefulBatchLogic, StatefulLogic
 
 from skillstream.admit import Admitted, TimeWindow, admit, refusal, refused
+from skillstream.embed import TextEmbedder, get_embedder
+from skillstream.extract import Executor
+from skillstream.flows import progress
+from skillstream.flows.distill import distil_task_skills
+from skillstream.flows.maintenance import maintenance_clock
+from skillstream.flows.shards import per_owner, shard_of
 from skillstream.model import DeadLetter, Message, Span, SpanResult
 from skillstream.pipeline import MemoryPipeline, OwnerState
+from skillstream.settings import Settings
 from skillstream.spans import SpanBuilder, SpanState
+from skillstream.tokens import get_counter
 
-T = TypeVar("T")
-R = TypeVar("R")
+__all__ = [
+    "Admission",
+    "AdmitLogic",
+    "ExtractLogic",
+    "SpanLogic",
+    "admit_messages",
+    "distil_task_skills",
+    "extract_memories",
+    "memory_pipeline",
+    "per_owner",
+    "read_done_spans",
+    "shard_of",
+    "store",
+]
 
-
-def per_owner(
-    pool: ThreadPoolExecutor,
-    values: list[T],
-    owner_of: Callable[[T], str],
-    run: Callable[[str, list[T]], R],
-) -> list[tuple[str, R]]:
-    """Group ``values`` by owner (keeping their order) and run the groups on ``pool``.
-
-    Different owners run at the same time; one owner's values go to one ``run`` call, in order.
-    Returns ``(owner, result)`` in the order owners first appear.
-    """
-    groups: dict[str, list[T]] = {}
-    for v in values:
-        groups.setdefault(owner_of(v), []).append(v)
-    futures = {owner: pool.submit(run, owner, items) for owner, items in groups.items()}
-    return [(owner, futures[owner].result()) for owner in groups]
-
-
-def shard_of(key: str, shards: int) -> str:
-    """A stable shard name for a key (crc32, not ``hash()``, which differs between processes)."""
-    return str(zlib.crc32(key.encode("utf-8")) % max(1, shards))
+log = logging.getLogger(__name__)
 
 
 class AdmitLogic(StatefulLogic[Message, Message | DeadLetter, Admitted]):
@@ -86,6 +112,39 @@ class SpanLogic(StatefulLogic[Message, Span | DeadLetter, SpanState]):
         return self.state.copy()
 
 
+@dataclass(frozen=True)
+class Admission:
+    """What :func:`admit_messages` returns: the admitted messages and the refused ones."""
+
+    admitted: Stream[Message]
+    refused: Stream[DeadLetter]
+
+
+@operator
+def admit_messages(step_id: str, messages: Stream[Message], settings: Settings) -> Admission:
+    """Each conversation admits its messages or refuses them (``skillstream.admit``: the
+    timestamp window of ``settings`` and unique message ids).
+
+    Put it before :func:`extract_memories` and :func:`distil_task_skills`; give ``refused`` (dead
+    letters) to :func:`store`.
+    """
+    window = settings.spans.time_window
+    by_conv = op.key_on("by-conversation", messages, lambda m: m.conversation_id)
+    judged = op.stateful("admit", by_conv, lambda resume: AdmitLogic(window, resume))
+    split = op.branch("admitted", op.key_rm("unkeyed", judged), _is_message)
+    refused_letters = cast("Stream[DeadLetter]", split.falses)
+    op.inspect("count-refused", refused_letters, progress.counter("dead_letters"))
+    return Admission(cast("Stream[Message]", split.trues), refused_letters)
+
+
+def _is_message(item: Message | DeadLetter) -> bool:
+    return isinstance(item, Message)
+
+
+def _is_span(item: Span | DeadLetter) -> bool:
+    return isinstance(item, Span)
+
+
 class ExtractLogic(StatefulBatchLogic[Span, SpanResult, dict]):
     """Extraction for one shard of owners.
 
@@ -116,3 +175,152 @@ class ExtractLogic(StatefulBatchLogic[Span, SpanResult, dict]):
 
     def snapshot(self) -> dict[str, Any]:
         return {owner: st.copy() for owner, st in self.owners.items()}
+
+
+def read_done_spans(settings: Settings) -> frozenset[str]:
+    """Span ids already in the ledger of the settings' home (read once, before a flow runs)."""
+    path = Path(settings.storage.catalog)
+    if not path.exists():
+        return frozenset()
+    from skillstream.storage.catalog import Catalog
+
+    cat = Catalog(str(path), read_only=True)
+    try:
+        return frozenset(cat.processed_span_ids())
+    finally:
+        cat.close()
+
+
+def memory_pipeline(
+    settings: Settings,
+    embedder: TextEmbedder | None = None,
+    *,
+    executor: Executor | None = None,
+    done_spans: frozenset[str] | None = None,
+) -> MemoryPipeline:
+    """The memory pipeline a flow extracts with: owners hydrated from the home's LanceDB table
+    (opened on first need), spans of the ledger skipped.
+
+    Args:
+        settings: The home and every extraction setting.
+        embedder: The embedding model (default: the settings' shared one).
+        executor: The executor (default: the configured backend's).
+        done_spans: Span ids to skip (default: read from the home's ledger now).
+    """
+    from skillstream.services.pipeline import build_pipeline
+    from skillstream.storage.home import open_index
+    from skillstream.storage.lance import MemoryIndex
+
+    embedder = embedder or get_embedder(settings.embedding)
+    dim = embedder.dim
+    cache: dict[str, MemoryIndex] = {}
+
+    def hydrate(owner_id: str) -> Any:
+        idx = cache.get("idx")
+        if idx is None:
+            idx = cache["idx"] = open_index(settings, dim)
+        return idx.owner_memories(owner_id)
+
+    done = read_done_spans(settings) if done_spans is None else done_spans
+    return build_pipeline(settings, embedder, executor=executor, hydrate=hydrate, done_spans=done)
+
+
+@operator
+def extract_memories(
+    step_id: str,
+    messages: Stream[Message],
+    settings: Settings,
+    *,
+    workers: int = 1,
+    executor: Executor | None = None,
+    pipeline: MemoryPipeline | None = None,
+) -> Stream[Any]:
+    """Spans and memory extraction for a stream of validated messages.
+
+    Messages are keyed by conversation and cut into spans (token budget and idle gap of
+    ``settings``); spans are keyed by owner shard, get the lifecycle's maintenance ticks, and are
+    extracted with owners of a shard running concurrently and each owner's spans in order.
+
+    Args:
+        step_id: Unique id of this step in your flow.
+        messages: ``skillstream.model.Message`` values (one conversation's messages in order).
+        settings: The home (its ledger and memories) and the extraction settings.
+        workers: Bytewax workers of the flow (the default number of owner shards).
+        executor: The executor to extract with (default: the configured backend's).
+        pipeline: A ready pipeline (default: :func:`memory_pipeline` for ``settings``).
+
+    Returns:
+        ``SpanResult`` values, one per span (``status`` ``done``, ``skipped`` or ``failed``),
+        ``MaintenanceResult`` values, and a ``DeadLetter`` for a message the span builder could
+        not take; give them to :func:`store`.
+    """
+    if pipeline is None:
+        pipeline = memory_pipeline(settings, executor=executor)
+    counter = get_counter(settings.embedding.model)
+    builder = SpanBuilder(counter.count, settings.spans.span_tokens, settings.spans.idle_gap)
+    shards = settings.flow.shards or max(1, workers)
+    pool = ThreadPoolExecutor(
+        max_workers=max(1, settings.flow.concurrency), thread_name_prefix="extract"
+    )
+    core = pipeline
+    by_conv = op.key_on("by-conversation", messages, lambda m: m.conversation_id)
+    keyed_spans = op.stateful("spans", by_conv, lambda resume: SpanLogic(builder, resume))
+    # a message the span builder cannot take (its text cannot be tokenised) is a dead letter
+    built = op.branch("built", op.key_rm("spans-unkeyed", keyed_spans), _is_span)
+    spans = cast("Stream[Span]", built.trues)
+    op.inspect("count-refused", built.falses, progress.counter("dead_letters"))
+    by_shard = op.key_on("by-owner-shard", spans, lambda s: shard_of(s.owner_id, shards))
+    by_shard = maintenance_clock(
+        "maintenance-clock", by_shard, core.options.rules.maintenance_interval
+    )
+    keyed_results = op.stateful_batch(
+        "extract", by_shard, lambda resume: ExtractLogic(core, pool, resume)
+    )
+    results = op.key_rm("results-unkeyed", keyed_results)
+    op.inspect("count-spans", results, _count_result)
+    return op.merge("with-refused", results, built.falses)
+
+
+@operator
+def store(
+    step_id: str,
+    *ups: Stream[Any],
+    settings: Settings,
+    dim: int | None = None,
+    reconcile: bool = True,
+) -> None:
+    """Write results into the home's stores (LanceDB and the DuckDB catalog, one writer).
+
+    Takes the outputs of :func:`extract_memories` and :func:`distil_task_skills` and
+    ``DeadLetter`` values; every write is an upsert under deterministic ids, so a replay after a
+    crash stores nothing twice.
+
+    Args:
+        step_id: Unique id of this step in your flow.
+        *ups: The streams to store.
+        settings: The home.
+        dim: Embedding width (default: the settings' embedding model's).
+        reconcile: First roll back LanceDB rows that the catalog never committed (a run that
+            stopped between the two writes). In a cluster, only process 0 should.
+    """
+    from skillstream.storage.sinks import ResultSink
+
+    if dim is None or reconcile:
+        embedder = get_embedder(settings.embedding)
+        dim = dim or embedder.dim
+        if reconcile:
+            from skillstream.storage.reconcile import reconcile_home
+
+            reconcile_home(settings, dim, embedder.encode)
+    keyed = [op.map(f"key-{i}", up, _to_store) for i, up in enumerate(ups)]
+    merged = keyed[0] if len(keyed) == 1 else op.merge("merge", *keyed)
+    op.output("sink", merged, ResultSink(settings, dim))
+
+
+def _to_store(item: Any) -> tuple[str, Any]:
+    return ("store", item)
+
+
+def _count_result(step_id: str, r: SpanResult) -> None:
+    progress.bump(f"spans_{r.status}")
+    progress.bump("memory_changes", len(r.memories))

@@ -2,21 +2,25 @@
 # Create ./.venv (Python 3.11) and install skillstream into it.
 #   scripts/setup.sh          runtime only
 #   scripts/setup.sh test     plus what the test suite needs (S3 server, Kafka broker, llama.cpp)
+# VENV (default .venv) names the environment's folder; CONSTRAINTS (default
+# scripts/constraints/pinned.txt) the versions to take within pyproject's ranges.
 # torch is installed first, pinned to the CPU build (an unpinned torch pulls a multi-GB CUDA build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null 2>&1 || PY=python3
-if [ ! -x .venv/bin/python ]; then
-  "$PY" -m venv .venv
+VENV=${VENV:-.venv}
+CONSTRAINTS=${CONSTRAINTS:-scripts/constraints/pinned.txt}
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
 fi
-. .venv/bin/activate
+. "$VENV/bin/activate"
 python -m pip install -q --upgrade pip
 python -c "import torch, sys; sys.exit(0 if torch.__version__.startswith('2.13.0') else 1)" 2>/dev/null \
   || python -m pip install -q "torch==2.13.0"
 if [ "${1:-}" = "test" ]; then
-  python -m pip install -q -e ".[test]"
+  python -m pip install -q -e ".[test]" -c "$CONSTRAINTS"
   bash scripts/install_llama.sh
 else
-  python -m pip install -q -e .
+  python -m pip install -q -e . -c "$CONSTRAINTS"
 fi

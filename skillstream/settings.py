@@ -54,6 +54,8 @@ CONFIG_FILE = "skillstream.toml"
 OPENAI_BASE_URL_ENV = "OPENAI_BASE_URL"
 API_KEY_ENV = ("SKILLSTREAM_LLM_API_KEY", "OPENAI_API_KEY")
 """Where the LLM API key is read, first set wins; a secret, so never part of ``Settings``."""
+EMBED_API_KEY_ENV = ("SKILLSTREAM_EMBED_API_KEY", *API_KEY_ENV)
+"""Where the embedding endpoint's API key is read, first set wins; never part of ``Settings``."""
 
 BOOL_WORDS = {"true": True, "false": False, "1": True, "0": False}
 BOOL_WORDS.update({"yes": True, "no": False, "on": True, "off": False})
@@ -117,6 +119,7 @@ Float = Annotated[float, BeforeValidator(_number)]
 Map = Annotated[dict[str, Any], BeforeValidator(_mapping)]
 
 Backend = Literal["rules", "openai"]
+EmbedBackend = Literal["local", "openai"]
 ResponseFormat = Literal["json_schema", "json_object", "text"]
 Selection = Literal["auto", "all", "top_k", "gumbel"]
 Fusion = Literal["mean", "weighted"]
@@ -174,6 +177,22 @@ class StorageSettings(_Group):
         "Options for LanceDB and fsspec: JSON object in SKILLSTREAM_STORAGE_OPTIONS; default none.",
         repr=False,
     )
+    index_scalar_rows: Int = _key(
+        "index_scalar_rows",
+        20_000,
+        "Rows of the memories table from which its filter columns (owner_id, status, scope, "
+        "session_id, event_ts) get scalar indexes; below, filters scan. "
+        "SKILLSTREAM_INDEX_SCALAR_ROWS; default 20000; 0 never.",
+        ge=0,
+    )
+    index_vector_rows: Int = _key(
+        "index_vector_rows",
+        100_000,
+        "Rows of the memories table from which its vectors get an approximate (ANN) index for "
+        "searches across many owners; below, and for searches within one owner, vector search "
+        "is exact. SKILLSTREAM_INDEX_VECTOR_ROWS; default 100000; 0 never.",
+        ge=0,
+    )
     skills_uri: str = _key(
         "skills_uri",
         "",
@@ -224,6 +243,33 @@ class EmbeddingSettings(_Group):
     )
     batch: Int = _key(
         "embed_batch", 64, "Texts per embedding batch. SKILLSTREAM_EMBED_BATCH; default 64.", ge=1
+    )
+    backend: Annotated[EmbedBackend, BeforeValidator(_name)] = _key(
+        "embed_backend",
+        "local",
+        "Where vectors come from: 'local' (the sentence-transformers model embed_model names) or "
+        "'openai' (an OpenAI-compatible /v1/embeddings endpoint; embed_model is then the model "
+        "name sent to it). SKILLSTREAM_EMBED_BACKEND; default local.",
+    )
+    base_url: str = _key(
+        "embed_base_url",
+        "",
+        "The embeddings endpoint when embed_backend is openai, e.g. http://127.0.0.1:8080/v1. "
+        "SKILLSTREAM_EMBED_BASE_URL, else OPENAI_BASE_URL; default none (the OpenAI API). The key "
+        "comes from SKILLSTREAM_EMBED_API_KEY, else the LLM's key.",
+    )
+    dimensions: Int = _key(
+        "embed_dimensions",
+        0,
+        "Vector width asked of the endpoint (models that can shorten their vectors); 0 keeps "
+        "the model's own width. SKILLSTREAM_EMBED_DIMENSIONS; default 0.",
+        ge=0,
+    )
+    timeout_s: Float = _key(
+        "embed_timeout_s",
+        60.0,
+        "Seconds one embeddings request may take. SKILLSTREAM_EMBED_TIMEOUT_S; default 60.",
+        gt=0,
     )
 
 
@@ -731,6 +777,18 @@ def llm_api_key() -> str:
     Read when a backend is built and handed to its client only; never stored in ``Settings``.
     """
     for name in API_KEY_ENV:
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value
+    return ""
+
+
+def embed_api_key() -> str:
+    """The embeddings endpoint's API key (``EMBED_API_KEY_ENV``, first set wins; ``""``: none).
+
+    Read when the embedder is built and handed to its client only; never stored in ``Settings``.
+    """
+    for name in EMBED_API_KEY_ENV:
         value = os.environ.get(name, "").strip()
         if value:
             return value

@@ -18,6 +18,8 @@ from collections.abc import Iterable
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
+from skillstream.vocab import MemoryType
+
 if TYPE_CHECKING:
     from skillstream.lifecycle.policy import Policy, Reader
 
@@ -86,6 +88,11 @@ def is_in(column: str, values: Iterable[Any]) -> str:
     if not items:
         return "FALSE"
     return f"{lance_column(column)} IN ({', '.join(literal(v) for v in items)})"
+
+
+def not_skill_item() -> str:
+    """Rows that are not a task skill's ``SkillMemory`` item (see ``distill.memory_item``)."""
+    return f"memory_type IS NULL OR memory_type <> {literal(MemoryType.SKILL.value)}"
 
 
 def where_all(*clauses: str | None) -> str | None:

@@ -14,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from skillstream.embed import identity
 from skillstream.settings import Settings
 from skillstream.storage.artifacts import ArtifactStore
 from skillstream.storage.catalog import Catalog
-from skillstream.storage.lance import MemoryIndex
+from skillstream.storage.lance import MEMORY_INDEXES, IndexPolicy, MemoryIndex
 
 
 @dataclass
@@ -44,6 +45,32 @@ class Stores:
         self.close()
 
 
+def open_index(settings: Settings, dim: int, *, create: bool = True) -> MemoryIndex:
+    """The home's LanceDB memories table, checked against the configured embedding model.
+
+    Args:
+        settings: Where the table is and which model embeds its texts.
+        dim: Embedding width of the configured model.
+        create: Create the table when missing (``False``: a missing table reads as empty).
+
+    Raises:
+        ConfigError: when the table's vectors come from another model (see ``MemoryIndex``).
+    """
+    indexes = IndexPolicy(
+        scalar_rows=settings.storage.index_scalar_rows,
+        vector_rows=settings.storage.index_vector_rows,
+        scalar=MEMORY_INDEXES,
+    )
+    return MemoryIndex(
+        settings.storage.lancedb,
+        dim,
+        storage_options(settings),
+        create=create,
+        embedding=identity(settings.embedding),
+        indexes=indexes,
+    )
+
+
 def storage_options(settings: Settings) -> dict | None:
     """The settings' storage options as a dict, or ``None`` when there are none."""
     options = settings.storage.storage_options
@@ -64,7 +91,7 @@ def open_stores(settings: Settings, dim: int, read_only: bool = False) -> Stores
         The stores, with the LanceDB tables attached to the catalog's SQL views.
     """
     options = storage_options(settings)
-    index = MemoryIndex(settings.storage.lancedb, dim, options, create=not read_only)
+    index = open_index(settings, dim, create=not read_only)
     catalog = Catalog(settings.storage.catalog, read_only=read_only)
     try:
         catalog.attach_lance(settings.storage.lancedb, options, db=index.db)

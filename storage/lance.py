@@ -12,6 +12,14 @@ key as LanceDB's unenforced primary key.
 
 Connections use ``read_consistency_interval=0``: every read sees the latest committed version,
 including versions written by other processes.
+
+Indexes appear when they pay (:class:`IndexPolicy`, applied by :meth:`LanceTable.optimize`): scalar
+indexes on the filter columns once a table holds ``scalar_rows`` rows, so an owner's rows are found
+without a scan; an approximate vector index (IVF-HNSW with scalar quantisation) once it holds
+``vector_rows``. A search whose filter keeps few rows (an owner's, up to ``exact_rows``) stays
+exact: it ranks them with a flat scan, which at that size is faster than the index and never
+misses a neighbour that the partitions the index visits would not hold. A search over more rows
+uses the vector index, with a refine step that re-ranks its candidates by exact distance.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -27,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 from skillstream import tables as declared
-from skillstream.errors import InputError
+from skillstream.errors import ConfigError, InputError
 from skillstream.model import Memory
 from skillstream.storage import filters
 from skillstream.storage.options import lance_options
@@ -37,6 +46,42 @@ from skillstream.vocab import MemoryStatus
 log = logging.getLogger(__name__)
 
 _CREATE_ATTEMPTS = 5
+_ANN_RECHECK_S = 30.0
+
+
+@dataclass(frozen=True)
+class IndexPolicy:
+    """When a table's scalar and vector indexes are created (``0``: never).
+
+    Args:
+        scalar_rows: Rows from which the ``scalar`` columns get their indexes.
+        vector_rows: Rows from which the vector column gets an ANN index.
+        scalar: Column -> index type (``BTREE`` for many distinct values, ``BITMAP`` for few).
+        exact_rows: A filtered search whose filter keeps at most this many rows ranks them
+            exactly (a flat scan), even when there is an ANN index.
+        nprobes: IVF partitions an ANN search visits.
+        refine_factor: ANN candidates fetched per hit and re-ranked exactly.
+    """
+
+    scalar_rows: int = 20_000
+    vector_rows: int = 100_000
+    scalar: tuple[tuple[str, str], ...] = ()
+    exact_rows: int = 20_000
+    nprobes: int = 24
+    refine_factor: int = 4
+
+
+MEMORY_INDEXES = (
+    ("owner_id", "BTREE"),
+    ("session_id", "BTREE"),
+    ("event_ts", "BTREE"),
+    ("status", "BITMAP"),
+    ("scope", "BITMAP"),
+)
+"""The filter columns of the memories table and their scalar index types."""
+
+EMBEDDING_METADATA = b"skillstream.embedding"
+"""Schema metadata key of the memories table: the embedding model its vectors come from."""
 
 
 def connect(uri: str, storage_options: dict | None = None) -> Any:
@@ -63,6 +108,7 @@ class LanceTable:
         vector_column: Name of the fixed-size-list vector column, if any.
         create: Create the table (and its indices) when missing. With ``False`` a missing table
             reads as empty and writes raise.
+        indexes: When scalar and vector indexes appear (default: none beyond full-text).
     """
 
     def __init__(
@@ -76,6 +122,7 @@ class LanceTable:
         version_column: str | None = None,
         vector_column: str | None = "vector",
         create: bool = True,
+        indexes: IndexPolicy | None = None,
     ) -> None:
         self.db = db
         self.name = name
@@ -88,6 +135,9 @@ class LanceTable:
         self.version_column = version_column
         self.vector_column = vector_column if vector_column in schema.names else None
         self.create = create
+        self.indexes = indexes or IndexPolicy(scalar_rows=0, vector_rows=0)
+        self._ann = False
+        self._ann_checked = -_ANN_RECHECK_S
         self._tbl: Any = self._open() if create else None
 
     # ------------------------------------------------------------------ opening
@@ -190,11 +240,74 @@ class LanceTable:
         """Delete the rows matching a filter (build it with :mod:`skillstream.storage.filters`)."""
         self._require().delete(where)
 
-    def optimize(self) -> None:
-        """Compact files and fold rows written since the last call into the indices."""
+    def optimize(self) -> list[str]:
+        """Create the indexes the table's size now calls for (``IndexPolicy``), then compact files
+        and fold rows written since the last call into every index.
+
+        Returns:
+            The columns that got a new index.
+        """
         tbl = self.table
-        if tbl is not None:
-            tbl.optimize()
+        if tbl is None:
+            return []
+        made = self.ensure_indexes()
+        tbl.optimize()
+        return made
+
+    def indexed_columns(self) -> dict[str, str]:
+        """Indexed column -> index type (``BTree``, ``Bitmap``, ``FTS``, ``IvfHnswSq``, ...)."""
+        tbl = self.table
+        if tbl is None:
+            return {}
+        return {ix.columns[0]: str(ix.index_type) for ix in tbl.list_indices()}
+
+    def ensure_indexes(self) -> list[str]:
+        """Create the scalar and vector indexes the policy asks for at the table's current size.
+
+        Another process creating the same index at the same moment is not an error.
+
+        Returns:
+            The columns that got a new index.
+        """
+        tbl = self.table
+        policy = self.indexes
+        if tbl is None or not (policy.scalar_rows or policy.vector_rows):
+            return []
+        rows = tbl.count_rows()
+        have = self.indexed_columns()
+        made: list[str] = []
+        if policy.scalar_rows and rows >= policy.scalar_rows:
+            for column, kind in policy.scalar:
+                if column in self.schema.names and column not in have:
+                    config = lancedb.index.Bitmap() if kind == "BITMAP" else lancedb.index.BTree()
+                    if self._create_index(tbl, column, config):
+                        made.append(column)
+        vector = self.vector_column
+        if vector and policy.vector_rows and rows >= policy.vector_rows and vector not in have:
+            if self._create_index(tbl, vector, lancedb.index.IvfHnswSq(distance_type="l2")):
+                made.append(vector)
+                self._ann_checked = -_ANN_RECHECK_S
+        if made:
+            log.info("%s: indexed %s at %d rows", self.name, ", ".join(made), rows)
+        return made
+
+    def _has_ann(self) -> bool:
+        """Whether the vector column has an ANN index (a ``True`` is kept; a ``False`` is looked
+        up again after ``_ANN_RECHECK_S``, so a search does not list the indexes every time)."""
+        now = time.monotonic()
+        if not self._ann and now - self._ann_checked > _ANN_RECHECK_S:
+            self._ann = self.vector_column in self.indexed_columns()
+            self._ann_checked = now
+        return self._ann
+
+    def _create_index(self, tbl: Any, column: str, config: Any) -> bool:
+        try:
+            tbl.create_index(column, config=config, replace=False)
+            return True
+        except (RuntimeError, ValueError) as e:
+            if column in self.indexed_columns():  # another writer made it first
+                return False
+            raise InputError(f"could not index {self.name}.{column}: {e}") from e
 
     # ------------------------------------------------------------------ reading
     def count(self, where: str | None = None) -> int:
@@ -236,7 +349,8 @@ class LanceTable:
         * ``text`` only: BM25 full-text search over ``fts_columns``; ``score`` is BM25.
 
         Higher ``score`` is better in every mode. ``where`` is applied before ranking (prefilter),
-        so up to ``k`` matching rows come back.
+        so up to ``k`` matching rows come back. Vector ranking is exact (a flat scan) unless the
+        table has an ANN index and the filter keeps more than ``IndexPolicy.exact_rows`` rows.
 
         Args:
             text: Query text (not SQL: it is tokenized by the full-text index).
@@ -271,6 +385,11 @@ class LanceTable:
             score_col, to_score = "_score", None
         if where:
             q = q.where(where, prefilter=True)
+        if vector is not None and self._has_ann():
+            if where and tbl.count_rows(where) <= self.indexes.exact_rows:
+                q = q.bypass_vector_index()
+            else:
+                q = q.nprobes(self.indexes.nprobes).refine_factor(self.indexes.refine_factor)
         hits = q.limit(k).to_arrow()
         raw = hits.column(score_col) if score_col in hits.column_names else pa.nulls(hits.num_rows)
         score = raw.cast(pa.float64())
@@ -307,6 +426,11 @@ class MemoryIndex:
         storage_options: One options dict (see :mod:`skillstream.storage.options`).
         table: Table name.
         create: Create the table and its full-text index on ``text`` when missing.
+        embedding: The embedding model's identity (``skillstream.embed.identity``). A new table
+            records it; an existing table made with another model, or with vectors of another
+            width, is refused with ``ConfigError`` (vectors of two models are not comparable).
+        indexes: When the filter columns and the vectors get their indexes (default: the
+            ``IndexPolicy`` defaults on ``MEMORY_INDEXES``).
 
     Example:
         >>> index = MemoryIndex("./.skillstream/lancedb", dim=384)  # doctest: +SKIP
@@ -321,19 +445,29 @@ class MemoryIndex:
         table: str = "memories",
         *,
         create: bool = True,
+        embedding: str | None = None,
+        indexes: IndexPolicy | None = None,
     ) -> None:
         self.uri = uri
         self.dim = dim
         self.db = connect(uri, storage_options)
+        schema = declared.memories_lance(dim)
+        if embedding:
+            schema = schema.with_metadata(
+                {**(schema.metadata or {}), EMBEDDING_METADATA: embedding.encode()}
+            )
         self.table = LanceTable(
             self.db,
             table,
-            declared.memories_lance(dim),
+            schema,
             key="id",
             fts_columns=("text",),
             version_column="version",
             create=create,
+            indexes=indexes or IndexPolicy(scalar=MEMORY_INDEXES),
         )
+        if self.table.table is not None:
+            check_embedding(self.table.table.schema, dim, embedding)
 
     # ------------------------------------------------------------------ writing
     def upsert(self, memories: Iterable[Memory]) -> int:
@@ -370,9 +504,10 @@ class MemoryIndex:
             schema.field("vector"), pa.FixedSizeListArray.from_arrays(flat, self.dim)
         )
 
-    def optimize(self) -> None:
-        """Fold recently written rows into the full-text index and compact files."""
-        self.table.optimize()
+    def optimize(self) -> list[str]:
+        """Create the indexes the table's size calls for, compact, and fold new rows into them
+        (see ``LanceTable.optimize``); returns the newly indexed columns."""
+        return self.table.optimize()
 
     # ------------------------------------------------------------------ reading
     def count(self, where: str | None = None) -> int:
@@ -380,10 +515,15 @@ class MemoryIndex:
         return self.table.count(where)
 
     def owner_memories(self, owner_id: str, statuses: Iterable[str] | None = None) -> list[Memory]:
-        """Every memory of one owner (any status unless ``statuses`` is given), with vectors."""
+        """Every memory of one owner (any status unless ``statuses`` is given), with vectors.
+
+        Task skills' ``SkillMemory`` items are left out: the extraction state and maintenance
+        work on the memories extraction made (see ``distill.memory_item``).
+        """
         where = filters.where_all(
             filters.eq("owner_id", owner_id),
             filters.is_in("status", statuses) if statuses is not None else None,
+            filters.not_skill_item(),
         )
         return [memory_from_row(r) for r in self.table.scan(where).to_pylist()]
 
@@ -421,6 +561,28 @@ class MemoryIndex:
     def to_lance(self) -> Any:
         """The memories as a pinned ``lance`` dataset (for DuckDB), or ``None`` if missing."""
         return self.table.to_lance()
+
+
+def check_embedding(schema: pa.Schema, dim: int, embedding: str | None) -> None:
+    """Refuse a memories table whose vectors come from another model than the configured one.
+
+    A table made before homes recorded their model carries no name: only its width is checked.
+    """
+    width = schema.field("vector").type.list_size
+    stored = (schema.metadata or {}).get(EMBEDDING_METADATA, b"").decode() or None
+    if embedding and stored and stored != embedding:
+        raise ConfigError(
+            f"this home's memories were embedded with {stored!r}, and the embedding settings "
+            f"now name {embedding!r}: vectors of two models cannot be searched together. Use "
+            "the home's model (SKILLSTREAM_EMBED_BACKEND / SKILLSTREAM_EMBED_MODEL) or a new home"
+        )
+    if width != dim:
+        raise ConfigError(
+            f"this home's memories have {width}-dimensional vectors"
+            + (f" (model {stored!r})" if stored else "")
+            + f", and the configured embedding model gives {dim}: use the home's model or a "
+            "new home"
+        )
 
 
 def memory_from_row(row: dict[str, Any]) -> Memory:

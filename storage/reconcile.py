@@ -33,6 +33,7 @@ from skillstream.embed import Embed
 from skillstream.settings import Settings
 from skillstream.storage import filters
 from skillstream.storage.catalog import Catalog
+from skillstream.storage.home import open_index
 from skillstream.storage.lance import LanceTable, MemoryIndex, memory_from_row
 
 log = logging.getLogger(__name__)
@@ -139,9 +140,7 @@ def reconcile_task_skills(cat: Catalog | None, db: Any, embed: Embed) -> Reconci
 
 def reconcile_home(settings: Settings, dim: int, embed: Embed) -> dict[str, Reconciled]:
     """Reconcile every LanceDB table of a home that has a committed copy in the catalog."""
-    index = MemoryIndex(
-        settings.storage.lancedb, dim, settings.storage.storage_options, create=False
-    )
+    index = open_index(settings, dim, create=False)
     path = Path(settings.storage.catalog)
     cat = Catalog(str(path), read_only=True) if path.exists() else None
     try:

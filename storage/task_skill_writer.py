@@ -4,7 +4,9 @@
 here twice: first :func:`write_lance` upserts the new task-skill versions into LanceDB
 ``task_skills`` (before the catalog transaction, like memories), then :func:`catalog_rows` gives
 the ``task_skills`` and ``task_skill_versions`` rows that go into the same DuckDB transaction as the
-rest of the batch. Their LLM calls are written with everyone else's.
+rest of the batch. Their LLM calls are written with everyone else's. Each stored task skill is also
+a ``SkillMemory`` item of the memories table (:func:`memory_items`, with one lifecycle event per
+version, :func:`memory_events`), written with the batch's memories, so memory search finds it.
 
 Replays are harmless: a task-skill version has a deterministic id (skill id and version), LanceDB
 and the catalog upsert by key, and a stored row is never replaced by a lower version.
@@ -15,7 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from skillstream.distill.memory_item import skill_event, skill_memory
 from skillstream.distill.record import TaskSkill, TaskSkillResult
+from skillstream.model import Memory, MemoryEvent
 from skillstream.storage.task_skills import (
     TABLE,
     VERSIONS,
@@ -67,3 +71,17 @@ def catalog_rows(results: list[TaskSkillResult], stored: list[TaskSkill]) -> dic
     if versions:
         out[VERSIONS] = versions
     return out
+
+
+def memory_items(stored: list[TaskSkill]) -> list[Memory]:
+    """The ``SkillMemory`` items of the stored task skills (for the memories table)."""
+    return [skill_memory(s) for s in stored if s.vector]
+
+
+def memory_events(results: list[TaskSkillResult]) -> list[MemoryEvent]:
+    """One lifecycle event of the memory item per changed task-skill version."""
+    return [
+        skill_event(r.skill, r.action)
+        for r in results
+        if r.changed and r.skill is not None and r.skill.vector
+    ]

@@ -5,8 +5,9 @@ it inside a dataflow, and the CLI, the task-skill API and lifecycle maintenance 
 
 Order of a write (one call, any number of results):
 
-1. every memory the results touched, de-duplicated by id (highest ``version`` wins), in one
-   LanceDB upsert;
+1. the task skills' new versions into LanceDB ``task_skills``; then every memory the results
+   touched, with each stored task skill's ``SkillMemory`` item (``distill.memory_item``),
+   de-duplicated by id (highest ``version`` wins), in one LanceDB upsert;
 2. one DuckDB transaction: ``memory_meta`` upsert, ``memory_events`` insert-if-new,
    ``llm_calls`` upsert, the typed ``rows`` of the results (each row class to its table, see
    ``skillstream.tables``) and the task-skill tables, ``dead_letters``, and last the span ledger
@@ -124,11 +125,14 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
         return summary
 
     changes: list[SpanResult | MaintenanceResult] = [*results, *maintained]
-    memories = latest_memories(m for r in changes for m in r.memories)
-    summary.memories = stores.index.upsert(memories)
     stored_skills = task_skill_writer.write_lance(stores, task_skills)
+    memories = latest_memories(
+        [*(m for r in changes for m in r.memories), *task_skill_writer.memory_items(stored_skills)]
+    )
+    summary.memories = stores.index.upsert(memories)
 
     events = [e for r in changes for e in r.events]
+    events += task_skill_writer.memory_events(task_skills)
     calls = [c for r in results for c in r.llm_calls]
     by_table: dict[str, list[Any]] = {}
     for r in changes:

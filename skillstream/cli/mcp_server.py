@@ -1,6 +1,7 @@
-"""The MCP server for task skills (``skillstream mcp``), built on the ``mcp`` package (2.x).
+"""The MCP server for task skills and memories (``skillstream mcp``), built on the ``mcp`` package.
 
-Tools, all scoped to one owner:
+It needs the SDK's 2.x line (``mcp.server.mcpserver.MCPServer``; the ``mcp`` extra pins
+``mcp>=2.3,<3``). Tools, all scoped to one owner:
 
 * ``skill_list``: names and descriptions of the owner's task skills (the index an agent keeps in
   its prompt; progressive disclosure);
@@ -9,15 +10,22 @@ Tools, all scoped to one owner:
   (sections such as ``## Procedure``, ``## Pitfalls``, ``## Verification``); a new version;
 * ``skill_patch``: replace or append one section; a new version;
 * ``skill_delete``: soft delete (history and packages stay);
-* ``memory_search``: hybrid search over the owner's memories.
+* ``skill_search``: task skills by name, description and triggers;
+* ``memory_search``: hybrid search over the owner's memories (task skills come back too, marked
+  ``memory_type`` ``SkillMemory``);
+* ``memory_add``: store messages of a conversation now (spans, extraction, task skills), as the
+  owner.
 
-Errors (an unknown name, an invalid section) come back as tool errors with the message saying what
-to do. The server talks over stdio; ``build_server`` gives the server object for in-process use.
+Errors (an unknown name, an invalid section, a home with nothing stored yet, a bad message) come
+back as tool errors with the message saying what to do, never as an empty result. The server talks
+over stdio; ``build_server`` gives the server object for in-process use.
 """
 
 from __future__ import annotations
 
 import functools
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -55,6 +63,8 @@ def build_server(settings: Settings, owner: str, *, api: TaskSkillAPI | None = N
                 return fn(*args, **kwargs)
             except SkillstreamError as e:
                 raise ToolError(str(e)) from e
+            except (ValueError, OSError) as e:  # a store that is missing or unreadable
+                raise ToolError(f"{fn.__name__} failed: {type(e).__name__}: {e}") from e
 
         server.add_tool(wrapped)
         return wrapped
@@ -114,22 +124,75 @@ def build_server(settings: Settings, owner: str, *, api: TaskSkillAPI | None = N
         return {"name": skill.name, "version": skill.version, "status": skill.status}
 
     @tool
+    def skill_search(query: str, k: int = 5) -> list[dict[str, Any]]:
+        """Find the user's task skills for a task: name, description and score, best first."""
+        _require_home(settings)
+        return [
+            {"name": h["name"], "description": h["description"], "score": h["score"]}
+            for h in api.search(query, owner, k)
+        ]
+
+    @tool
     def memory_search(query: str, k: int = 5) -> list[dict[str, Any]]:
-        """Search the user's memories (facts, events, preferences, plans) by meaning and keyword."""
+        """Search the user's memories (facts, events, preferences, plans) by meaning and keyword.
+        Task skills come back too, with memory_type 'SkillMemory' (load them with skill_view)."""
         from skillstream.services.search import search_memories
 
-        try:
-            hits = search_memories(settings, query, owner=owner, k=k)
-        except (ValueError, FileNotFoundError):
-            return []
+        _require_home(settings)
+        hits = search_memories(settings, query, owner=owner, k=k)
         return [
             {
+                "id": h.get("id"),
                 "text": h.get("text"),
                 "kind": h.get("kind"),
+                "memory_type": h.get("memory_type"),
                 "score": h.get("score"),
                 "event_ts": h["event_ts"].isoformat() if h.get("event_ts") else None,
             }
             for h in hits
         ]
 
+    @tool
+    def memory_add(messages: list[dict[str, Any]], conversation_id: str = "mcp") -> dict[str, Any]:
+        """Remember a conversation: extract memories (and task skills) from its messages now.
+        Each message needs 'role' (user or assistant) and 'content'; 'timestamp' (ISO 8601,
+        default now), 'session_id' and 'message_id' are optional. Send a whole exchange at once."""
+        from skillstream.api import Home
+
+        if not messages:
+            raise InputError("memory_add needs at least one message")
+        now = datetime.now(UTC).isoformat()
+        records = []
+        for i, m in enumerate(messages):
+            if not isinstance(m, dict):
+                raise InputError(f"message {i} is not an object with 'role' and 'content'")
+            records.append(
+                {
+                    **m,
+                    "conversation_id": m.get("conversation_id") or conversation_id,
+                    "user_id": owner,
+                    "timestamp": m.get("timestamp") or now,
+                }
+            )
+        added = Home(settings, owner).add(records)
+        if added.dead_letters and not added.messages:
+            raise InputError("no message could be stored: " + "; ".join(added.refused))
+        return {
+            "messages": added.messages,
+            "refused": added.refused,
+            "spans": len(added.results),
+            "memory_ids": added.memory_ids,
+            "task_skills": added.task_skills,
+        }
+
     return server
+
+
+def _require_home(settings: Settings) -> None:
+    """A read of a home where nothing was stored yet is an error the agent can act on."""
+    home = settings.storage.home
+    if "://" not in home and not Path(settings.storage.lancedb).exists():
+        raise InputError(
+            f"nothing is stored in {home} yet: add messages with memory_add, or run "
+            "'skillstream run' on chat logs first"
+        )

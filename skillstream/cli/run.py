@@ -304,8 +304,8 @@ def _finish(settings, dim: int, process_id: int | None) -> None:
     if process_id not in (None, 0):
         return
     try:
-        from skillstream.storage.lance import MemoryIndex
+        from skillstream.storage.home import open_index
 
-        MemoryIndex(settings.storage.lancedb, dim, settings.storage.storage_options).optimize()
+        open_index(settings, dim).optimize()
     except Exception as e:  # noqa: BLE001 - an index refresh must not fail a finished run
         log.warning("could not optimise the memory index: %s", e)

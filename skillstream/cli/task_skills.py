@@ -140,7 +140,7 @@ def import_cmd(ctx, zip_path, owner):
 @click.option("--owner", envvar="SKILLSTREAM_OWNER", required=True, help=OWNER_HELP)
 @click.pass_context
 def mcp_cmd(ctx, owner):
-    """Serve the task-skill tools (and memory_search) over MCP on stdio, for one owner."""
+    """Serve task-skill and memory tools (search, add) over MCP on stdio, for one owner."""
     from skillstream.cli.mcp_server import build_server
 
     build_server(settings_from(ctx), owner).run("stdio")

@@ -198,9 +198,8 @@ def build_home(settings: Settings, input_path: Path, system: str) -> Build:
     from skillstream.connectors.files import FileSource
     from skillstream.flows import progress
     from skillstream.flows.memory import build_flow
-    from skillstream.storage import filters
     from skillstream.storage.catalog import Catalog
-    from skillstream.storage.lance import MemoryIndex
+    from skillstream.storage.home import open_index
 
     home = Path(settings.storage.home)
     if home.exists():
@@ -221,9 +220,7 @@ def build_home(settings: Settings, input_path: Path, system: str) -> Build:
     out.dead_letters = counts.get("dead_letters", 0)
     out.spans = counts.get("spans_done", 0)
     out.spans_failed = counts.get("spans_failed", 0)
-    index = MemoryIndex(settings.storage.lancedb, parts.dim)
-    out.items = index.count(filters.eq("status", MemoryStatus.ACTIVATED))
-    out.items_total = index.count()
+    out.items, out.items_total = count_items(open_index(settings, parts.dim))
     cat = Catalog(settings.storage.catalog, read_only=True)
     try:
         rows = cat.sql("SELECT prompt_tokens, completion_tokens, status, cached FROM llm_calls")
@@ -232,6 +229,16 @@ def build_home(settings: Settings, input_path: Path, system: str) -> Build:
     for r in rows.to_pylist():
         out.usage.row(bool(r["cached"]), r["status"], r["prompt_tokens"], r["completion_tokens"])
     return out
+
+
+def count_items(index: Any) -> tuple[int, int]:
+    """Extracted memories of a home: ``(activated, all)``. Task skills' ``SkillMemory`` items
+    are not extracted memories and count in neither figure."""
+    from skillstream.storage import filters
+
+    extracted = filters.not_skill_item()
+    live = filters.where_all(filters.eq("status", MemoryStatus.ACTIVATED), extracted)
+    return index.count(live), index.count(extracted)
 
 
 def load_questions(
@@ -334,7 +341,7 @@ class LocomoEval:
         grader: QAGrader | None,
     ) -> None:
         from skillstream.services.search import MemorySearch
-        from skillstream.storage.lance import MemoryIndex
+        from skillstream.storage.home import open_index
 
         sid = str(sample["sample_id"])
         folder = root / _safe_name(sid)
@@ -351,7 +358,7 @@ class LocomoEval:
             settings = home_settings(self.settings, folder / system, llm, summaries=summaries)
             built = build_home(settings, input_path, system)
             self.builds[system].append(built)
-            index = MemoryIndex(settings.storage.lancedb, embedder.dim)
+            index = open_index(settings, embedder.dim)
             t0 = time.perf_counter()
             with MemorySearch(settings, record=False, index=index) as searcher:
                 searcher.embedder = vectors  # type: ignore[assignment]
@@ -386,7 +393,7 @@ class LocomoEval:
         depth = max(max(self.options.ks), self.qa_k)
 
         def one(q: Question) -> list[dict[str, Any]]:
-            return searcher.search(q.qa.question, owner=owner, k=depth, now=now)
+            return searcher.search(q.qa.question, owner=owner, k=depth, now=now, task_skills=False)
 
         threads = max(1, self.options.search_threads)
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="eval-search") as pool:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from skillstream.apply import ApplyOptions
-from skillstream.embed import Embedder
+from skillstream.embed import TextEmbedder
 from skillstream.extract import Executor, MemorySkill
 from skillstream.lifecycle.maintenance import Maintenance
 from skillstream.lifecycle.params import LifecycleParams
@@ -64,7 +64,7 @@ def load_memory_skills(settings: Settings, catalog: Any = None) -> list[MemorySk
         cat.close()
 
 
-def apply_options(settings: Settings, embedder: Embedder | None = None) -> ApplyOptions:
+def apply_options(settings: Settings, embedder: TextEmbedder | None = None) -> ApplyOptions:
     """How operations are applied: the settings' lifecycle parameters; with ``embedder``,
     near-duplicates merge as they arrive."""
     return ApplyOptions.from_settings(
@@ -72,7 +72,7 @@ def apply_options(settings: Settings, embedder: Embedder | None = None) -> Apply
     )
 
 
-def make_maintenance(settings: Settings, embedder: Embedder) -> Maintenance | None:
+def make_maintenance(settings: Settings, embedder: TextEmbedder) -> Maintenance | None:
     """The pipeline's maintenance hook for ``settings`` (``None`` when maintenance is off)."""
     params = LifecycleParams.from_settings(settings.lifecycle, settings.spans.idle_gap)
     if params.maintenance_interval is None:
@@ -84,7 +84,7 @@ def make_maintenance(settings: Settings, embedder: Embedder) -> Maintenance | No
 
 def build_pipeline(
     settings: Settings,
-    embedder: Embedder,
+    embedder: TextEmbedder,
     *,
     executor: Executor | None = None,
     hydrate: Hydrate | None = None,

@@ -33,7 +33,7 @@ from skillstream.lifecycle.ranking import rank
 from skillstream.lifecycle.states import SEARCHABLE
 from skillstream.redact import redactor_for
 from skillstream.settings import Settings
-from skillstream.storage.filters import read_filter
+from skillstream.storage.filters import not_skill_item, read_filter, where_all
 
 log = logging.getLogger(__name__)
 
@@ -55,14 +55,12 @@ class MemorySearch:
     def __init__(
         self, settings: Settings, *, record: bool = True, index: Any = None, catalog: Any = None
     ) -> None:
-        from skillstream.storage.lance import MemoryIndex
+        from skillstream.storage.home import open_index
 
         self.settings = settings
         self.rules = LifecycleParams.from_settings(settings.lifecycle, settings.spans.idle_gap)
         self.embedder = get_embedder(settings.embedding)
-        self.index = index or MemoryIndex(
-            settings.storage.lancedb, self.embedder.dim, settings.storage.storage_options
-        )
+        self.index = index or open_index(settings, self.embedder.dim)
         self.redactor = redactor_for(settings.lifecycle.policies)
         self.catalog = catalog
         self._own_catalog = False
@@ -104,11 +102,14 @@ class MemorySearch:
         strategy: str = "hybrid",
         now: datetime | None = None,
         statuses: tuple[str, ...] = SEARCHABLE,
+        task_skills: bool = True,
     ) -> list[dict[str, Any]]:
         """Search for ``reader = (owner, agent, session)``; hits best first.
 
         Each hit has every memory column except the vector, ``score`` (the combined rank score),
-        ``relevance`` and ``recency``.
+        ``relevance`` and ``recency``. Task skills are hits too (``memory_type`` ``SkillMemory``,
+        ``kind`` ``task_skill``, tagged ``task-skill``; see ``distill.memory_item``) unless
+        ``task_skills`` is false.
 
         Raises:
             InputError: for an unknown strategy or a k outside 1..``MAX_K``.
@@ -125,7 +126,7 @@ class MemorySearch:
             text,
             vector,
             k=max(CANDIDATES_PER_HIT * k, 20),
-            where=read_filter(reader, policy),
+            where=where_all(read_filter(reader, policy), None if task_skills else not_skill_item()),
             statuses=statuses,
         )
         allowed = [h for h in found if can_read(reader, policy, h)]
@@ -172,9 +173,17 @@ def search_memories(
     strategy: str = "hybrid",
     now: datetime | None = None,
     record: bool = True,
+    task_skills: bool = True,
 ) -> list[dict[str, Any]]:
     """One search (see :class:`MemorySearch`); hits carry text, score and provenance."""
     with MemorySearch(settings, record=record, index=index) as s:
         return s.search(
-            query, owner=owner, agent=agent, session=session, k=k, strategy=strategy, now=now
+            query,
+            owner=owner,
+            agent=agent,
+            session=session,
+            k=k,
+            strategy=strategy,
+            now=now,
+            task_skills=task_skills,
         )

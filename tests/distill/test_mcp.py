@@ -15,7 +15,16 @@ from skillstream.settings import Settings
 
 pytestmark = pytest.mark.slow
 
-TOOLS = ["memory_search", "skill_delete", "skill_list", "skill_patch", "skill_save", "skill_view"]
+TOOLS = [
+    "memory_add",
+    "memory_search",
+    "skill_delete",
+    "skill_list",
+    "skill_patch",
+    "skill_save",
+    "skill_search",
+    "skill_view",
+]
 
 
 def payload(result) -> object:
@@ -120,7 +129,13 @@ def test_the_server_lists_its_tools_and_each_call_works(tmp_path, embedder):
     assert (saved["name"], saved["version"]) == ("rotate-keys", 1)
     assert saved["package_url"].endswith("omar/rotate-keys/v1/rotate-keys.zip")
     assert (patched["name"], patched["version"]) == ("rotate-keys", 2)
-    assert memories[0]["text"] == "Omar deploys the Flask app to staging every two weeks."
+    # the fact and the task skill both answer; the task skill comes back marked as one
+    by_text = {m["text"]: m for m in memories}
+    assert by_text["Omar deploys the Flask app to staging every two weeks."]["kind"] == "fact"
+    skill = by_text[
+        "Deploy flask app: Deploy the Flask app to staging. Use it for staging deploys."
+    ]
+    assert (skill["kind"], skill["memory_type"]) == ("task_skill", "SkillMemory")
     assert deleted == {"name": "rotate-keys", "version": 3, "status": "deleted"}
     assert [s["name"] for s in after] == ["deploy-flask-app"]
     assert (

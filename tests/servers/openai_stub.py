@@ -3,6 +3,9 @@
 ``OpenAIStub`` binds ``127.0.0.1`` on a free port and serves, from a thread,
 
 * ``POST /v1/chat/completions``: the next scripted answer, in OpenAI's JSON shape with ``usage``;
+* ``POST /v1/embeddings``: a bag-of-words vector per input (``embedding_dim`` wide, each word
+  hashed to one coordinate), so texts that share words are near each other; it honours
+  ``dimensions``; a model named ``missing`` answers 404;
 * ``GET /v1/models``: one model.
 
 Script it with a queue of answers (``push``) or a function ``request_json -> answer``. An answer is
@@ -24,7 +27,9 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import threading
 import time
 from collections import deque
@@ -105,6 +110,7 @@ class OpenAIStub:
         default: Served when the queue is empty; ``None`` answers HTTP 500 "no scripted answer".
         latency_s: Extra time every chat request takes, inside the in-flight window.
         model: The model id ``/v1/models`` lists.
+        embedding_dim: Width of the vectors ``/v1/embeddings`` returns.
     """
 
     def __init__(
@@ -114,12 +120,16 @@ class OpenAIStub:
         default: Answer | None = None,
         latency_s: float = 0.0,
         model: str = STUB_MODEL,
+        embedding_dim: int = 32,
     ) -> None:
         self._script: Script | None = answers if callable(answers) else None
         self._queue: deque[Answer] = deque() if callable(answers) else deque(answers or ())
         self.default = default
         self.latency_s = latency_s
         self.model = model
+        self.embedding_dim = embedding_dim
+        self.embedding_requests: list[dict[str, Any]] = []
+        """JSON bodies of the embeddings requests, in arrival order."""
         self.requests: list[dict[str, Any]] = []
         """JSON bodies of the chat requests, in arrival order."""
         self.headers: list[dict[str, str]] = []
@@ -244,6 +254,32 @@ class OpenAIStub:
             },
         }
 
+    def _embeddings(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        texts = body.get("input")
+        texts = [texts] if isinstance(texts, str) else texts
+        if not isinstance(texts, list) or not texts or any(not t for t in texts):
+            return 400, json.loads(_error_body("input must be non-empty strings", "invalid"))
+        if body.get("model") == "missing":
+            return 404, json.loads(_error_body("model 'missing' not found", "model_not_found"))
+        dim = int(body.get("dimensions") or self.embedding_dim)
+        data = [
+            {"object": "embedding", "index": i, "embedding": bag_of_words(str(t), dim)}
+            for i, t in enumerate(texts)
+        ]
+        tokens = sum(_count_tokens(str(t)) for t in texts)
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        return 200, {"object": "list", "data": data, "model": body.get("model"), "usage": usage}
+
+
+def bag_of_words(text: str, dim: int) -> list[float]:
+    """Each lower-cased word adds 1 to the coordinate its hash picks (plus a constant, so that no
+    vector is all zeros)."""
+    vector = [0.0] * dim
+    vector[0] = 0.1
+    for word in re.findall(r"\w+", text.lower()):
+        vector[int(hashlib.md5(word.encode()).hexdigest(), 16) % dim] += 1.0
+    return vector
+
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
@@ -289,6 +325,13 @@ class _Handler(BaseHTTPRequestHandler):
         stub = self.server.stub
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        if self.path.rstrip("/") in ("/v1/embeddings", "/embeddings"):
+            body = json.loads(raw or b"{}")
+            with stub._lock:
+                stub.embedding_requests.append(body)
+            status, payload = stub._embeddings(body)
+            self._send(status, json.dumps(payload))
+            return
         if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
             self._send(404, _error_body(f"no route {self.path}", "not_found"))
             return

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The suites that exercise pyarrow, lancedb and openai, on the LOWEST versions pyproject.toml
+# admits (scripts/constraints/lowest.txt), in an environment of their own (.venv-lowest), so the
+# ranges in pyproject.toml are tested at both ends: `make test` runs the whole suite on the pinned
+# (newest tested) versions, then this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=.venv-lowest CONSTRAINTS=scripts/constraints/lowest.txt bash scripts/setup.sh test
+.venv-lowest/bin/python - <<'PY'
+import importlib.metadata as md
+print("lowest versions:", ", ".join(f"{p} {md.version(p)}" for p in ("pyarrow", "lancedb", "openai")))
+PY
+.venv-lowest/bin/python -m pytest -q -p no:cacheprovider \
+  tests/storage tests/llm tests/cli tests/core tests/connectors

@@ -1,0 +1,528 @@
+"""The Python API of skillstream: a home, opened once, and what you do with it.
+
+:func:`open` gives a :class:`Home`; its methods are the commands of the CLI for a program:
+
+* :meth:`Home.run`: a backfill of chat-log files through the memory flow;
+* :meth:`Home.add`: extraction and storage of a few messages now, for an application;
+* :meth:`Home.search`: memory search (task skills come back as ``SkillMemory`` hits);
+* :meth:`Home.sql`: DuckDB SQL over the catalog and the memory tables;
+* :meth:`Home.history`: a memory's lifecycle events;
+* :attr:`Home.task_skills`: list, show, save, patch, delete and export task skills.
+
+Tables come back as a :class:`Result`: Arrow underneath, ``.pl()`` for a Polars frame.
+
+This module is imported only when one of its names is first used (``import skillstream`` stays
+cheap); the flows, the stores and the models load when a method needs them.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from skillstream.errors import InputError
+from skillstream.model import DeadLetter, Message
+from skillstream.settings import Settings
+
+if TYPE_CHECKING:
+    import polars
+    import pyarrow
+
+    from skillstream.distill.record import TaskSkill
+
+__all__ = ["Added", "Home", "Result", "TaskSkills", "open"]
+
+
+class Result:
+    """A table of results: Arrow underneath, rows as dicts, a Polars frame on demand.
+
+    >>> r = Result.from_rows([{"name": "a", "n": 1}, {"name": "b", "n": 2}])
+    >>> len(r), r[1]["name"], r.pl().shape
+    (2, 'b', (2, 2))
+    """
+
+    def __init__(self, table: pyarrow.Table) -> None:
+        self.arrow: pyarrow.Table = table
+        """The result as a ``pyarrow.Table``."""
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[Mapping[str, Any]]) -> Result:
+        """A result holding ``rows`` (dicts with the same keys)."""
+        import pyarrow as pa
+
+        return cls(pa.Table.from_pylist([dict(r) for r in rows]))
+
+    def to_arrow(self) -> pyarrow.Table:
+        """The result as a ``pyarrow.Table``."""
+        return self.arrow
+
+    def to_polars(self) -> polars.DataFrame:
+        """The result as a Polars ``DataFrame`` (zero-copy where Arrow allows)."""
+        import polars as pl
+
+        frame = pl.from_arrow(self.arrow)
+        assert isinstance(frame, pl.DataFrame)
+        return frame
+
+    def pl(self) -> polars.DataFrame:
+        """Short for :meth:`to_polars`."""
+        return self.to_polars()
+
+    def to_pylist(self) -> builtins.list[dict[str, Any]]:
+        """The rows as dicts."""
+        rows: builtins.list[dict[str, Any]] = self.arrow.to_pylist()
+        return rows
+
+    @property
+    def columns(self) -> builtins.list[str]:
+        """Column names."""
+        return list(self.arrow.column_names)
+
+    def __len__(self) -> int:
+        return int(self.arrow.num_rows)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.to_pylist())
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return self.to_pylist()[i]
+
+    def __repr__(self) -> str:
+        return f"Result({len(self)} rows: {', '.join(self.columns)})"
+
+
+class Added:
+    """What :meth:`Home.add` stored: counts, the span results and the memory ids they touched."""
+
+    def __init__(
+        self,
+        messages: int,
+        dead: builtins.list[DeadLetter],
+        results: builtins.list[Any],
+        skills: int,
+    ) -> None:
+        self.messages = messages
+        """Valid messages taken."""
+        self.dead_letters = len(dead)
+        """Records refused (stored in ``dead_letters`` with their reason)."""
+        self.refused = [d.reason for d in dead]
+        """Why each refused record was refused."""
+        self.results = results
+        """One ``SpanResult`` per span, in the order the flow finished them."""
+        self.task_skills = skills
+        """Task-skill versions written."""
+
+    @property
+    def memory_ids(self) -> builtins.list[str]:
+        """Ids of the memories the spans created or changed, first seen first."""
+        seen: dict[str, None] = {}
+        for r in self.results:
+            for m in getattr(r, "memories", []):
+                seen.setdefault(m.id, None)
+        return list(seen)
+
+    @property
+    def failed(self) -> builtins.list[str]:
+        """Span ids whose extraction failed (kept in ``failed_spans`` for a retry)."""
+        return [r.span.span_id for r in self.results if getattr(r, "status", "") == "failed"]
+
+    def __repr__(self) -> str:
+        return (
+            f"Added(messages={self.messages}, dead_letters={self.dead_letters}, "
+            f"spans={len(self.results)}, memories={len(self.memory_ids)}, "
+            f"task_skills={self.task_skills})"
+        )
+
+
+class TaskSkills:
+    """The task skills of a home (``Home.task_skills``); a thin face of the task-skill service.
+
+    Args:
+        settings: The home.
+        owner: The owner every call defaults to (``None``: any owner for reads, ``default`` for
+            writes).
+    """
+
+    def __init__(self, settings: Settings, owner: str | None = None) -> None:
+        from skillstream.services.task_skills import TaskSkillAPI
+
+        self._api = TaskSkillAPI(settings, owner=owner)
+
+    def list(self, owner: str | None = None, *, include_archived: bool = False) -> Result:
+        """Owner, name, description and version of each published task skill."""
+        rows = self._api.list(owner, include_archived=include_archived)
+        if not rows:
+            import pyarrow as pa
+
+            return Result(
+                pa.table(
+                    {
+                        "owner_id": pa.array([], pa.string()),
+                        "name": pa.array([], pa.string()),
+                        "description": pa.array([], pa.string()),
+                        "version": pa.array([], pa.int64()),
+                    }
+                )
+            )
+        return Result.from_rows(rows)
+
+    def show(self, name: str, owner: str | None = None) -> TaskSkill:
+        """One task skill by name (counts as a use). ``render_skill_md`` gives its SKILL.md."""
+        return self._api.show(name, owner)
+
+    def markdown(self, name: str, owner: str | None = None) -> str:
+        """A task skill's ``SKILL.md`` text (does not count as a use)."""
+        from skillstream.distill.package import render_skill_md
+
+        return render_skill_md(self._api.get(name, owner))
+
+    def save(
+        self,
+        name: str,
+        description: str,
+        content: str,
+        owner: str | None = None,
+    ) -> TaskSkill:
+        """Create a task skill, or store a new version of the owner's one of that name.
+
+        Args:
+            name: Lower-case words joined by hyphens (``deploy-flask-app``).
+            description: What it does and when to use it.
+            content: The ``SKILL.md`` body: sections such as ``## Procedure`` (numbered steps),
+                ``## Pitfalls and experience``, ``## User preferences``, ``## Verification``.
+            owner: The owner (default: the home's owner, else ``default``).
+
+        Raises:
+            InputError: when the skill would not be valid (the message says why).
+        """
+        import yaml
+
+        from skillstream.distill.package import skill_from_files, validate_skill_md
+        from skillstream.services.task_skills import DEFAULT_OWNER
+
+        front = yaml.safe_dump(
+            {"name": name, "description": description},
+            sort_keys=False,
+            allow_unicode=True,
+            width=10_000,
+        ).strip()
+        text = f"---\n{front}\n---\n\n{content.strip()}\n"
+        problems = validate_skill_md(text, name)
+        if problems:
+            raise InputError(f"task skill {name!r} is not valid: " + "; ".join(problems))
+        who = owner or self._api.owner or DEFAULT_OWNER
+        return self._api.save(skill_from_files({"SKILL.md": text.encode("utf-8")}, who))
+
+    def save_path(self, path: str | os.PathLike[str], owner: str | None = None) -> TaskSkill:
+        """Save a package folder (or its ``SKILL.md``) as a task skill."""
+        return self._api.save_path(Path(path), owner)
+
+    def patch(
+        self, name: str, section: str, text: str, owner: str | None = None, *, append: bool = False
+    ) -> TaskSkill:
+        """Replace (or with ``append``, extend) one section: ``description``, ``triggers``,
+        ``procedure``, ``pitfalls``, ``preferences``, ``examples``, ``tools``,
+        ``verification``, or a file ``scripts/<name>`` / ``references/<name>``."""
+        return self._api.patch(name, section, text, owner, append=append)
+
+    def delete(self, name: str, owner: str | None = None) -> TaskSkill:
+        """Soft delete: a new version with status ``deleted``; history and packages stay."""
+        return self._api.delete(name, owner)
+
+    def export(
+        self, folder: str | os.PathLike[str], owner: str | None = None
+    ) -> builtins.list[Path]:
+        """Write each published task skill as a package folder ``<folder>/<name>/``."""
+        return self._api.export(Path(folder), owner)
+
+    def search(self, query: str, owner: str | None = None, k: int = 5) -> Result:
+        """Task skills by name, description and triggers (hybrid), best first."""
+        return Result.from_rows(self._api.search(query, owner, k))
+
+
+class Home:
+    """One skillstream home: its LanceDB folder, DuckDB catalog and artifacts.
+
+    Made by :func:`open`. Reads open the stores for the call and close them again, so a home can
+    be read while a flow writes it; writes (``run``, ``add``, task-skill changes) need the catalog
+    and fail with a clear error while another process's flow holds it.
+
+    Args:
+        settings: The home's settings.
+        owner: The owner that searches and task-skill calls default to.
+    """
+
+    def __init__(self, settings: Settings, owner: str | None = None) -> None:
+        self.settings = settings
+        """The home's settings (``home.settings.storage.home`` is where it lives)."""
+        self.owner = owner
+        """The owner that searches and task-skill calls default to."""
+        self._task_skills: TaskSkills | None = None
+
+    def __repr__(self) -> str:
+        return f"Home({self.settings.storage.home!r})"
+
+    def __enter__(self) -> Home:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release what the home holds (nothing stays open between calls; kept for ``with``)."""
+        self._task_skills = None
+
+    # ------------------------------------------------------------------ writing
+    def _prepare(self) -> None:
+        home = self.settings.storage.home
+        if not home.startswith(("s3://", "oss://", "memory://")):
+            Path(home).mkdir(parents=True, exist_ok=True)
+            Path(self.settings.storage.catalog).parent.mkdir(parents=True, exist_ok=True)
+
+    def run(
+        self,
+        source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+        *,
+        format: str = "auto",
+        mapping: Mapping[str, str] | None = None,
+        workers: int = 1,
+    ) -> dict[str, Any]:
+        """Backfill chat-log files (JSONL, Parquet, CSV, LoCoMo, STAR) through the memory flow.
+
+        The same flow as ``skillstream run``: spans, extraction, task skills, store; spans
+        already in the ledger are skipped, so running a source twice stores nothing twice.
+
+        Args:
+            source: A file, a folder of files, or a list of them.
+            format: ``auto`` (by extension and content), ``jsonl``, ``parquet``, ``csv``,
+                ``locomo`` or ``star``.
+            mapping: Canonical field -> the input's column (``{"content": "text"}``).
+            workers: Bytewax worker threads.
+
+        Returns:
+            Counts: ``messages``, ``dead_letters``, ``spans_processed``,
+            ``spans_already_processed``, ``spans_failed``, ``memory_changes``.
+        """
+        from skillstream.connectors.files import FileSource
+        from skillstream.redact import redactor_for
+
+        paths: str | list[str | Path] = (
+            [os.fspath(p) for p in source]
+            if isinstance(source, Sequence) and not isinstance(source, str)
+            else os.fspath(source)
+        )
+        src = FileSource(
+            paths,
+            format=format,
+            mapping=dict(mapping) if mapping else None,
+            max_chars=self.settings.spans.max_message_chars,
+            redactor=redactor_for(self.settings.lifecycle.policies),
+        )
+        return self._run_flow(src, workers)
+
+    def _run_flow(self, source: Any, workers: int) -> dict[str, Any]:
+        from bytewax.testing import cluster_main, run_main
+
+        from skillstream.flows import progress
+        from skillstream.flows.memory import build_flow
+
+        self._prepare()
+        parts = build_flow(self.settings, source, workers=workers, flow_id="skillstream-api")
+        progress.reset()
+        if workers > 1:
+            cluster_main(parts.flow, [], 0, worker_count_per_proc=workers)
+        else:
+            run_main(parts.flow)
+        counts = progress.snapshot()
+        return {
+            "messages": counts.get("messages", 0),
+            "dead_letters": counts.get("dead_letters", 0),
+            "spans_processed": counts.get("spans_done", 0),
+            "spans_already_processed": counts.get("spans_skipped", 0),
+            "spans_failed": counts.get("spans_failed", 0),
+            "memory_changes": counts.get("memory_changes", 0),
+        }
+
+    def add(self, messages: Iterable[Message | Mapping[str, Any]]) -> Added:
+        """Extract and store memories from ``messages`` now, and return when they are stored.
+
+        The messages go through the same operators as ``skillstream run`` (spans, extraction,
+        task skills, the store sink), so the ids and the ledger are the ones a run of the same
+        messages gives. Each call closes its conversations' open spans at its end: call it with
+        a whole exchange (or session), not one message at a time, for the spans a backfill cuts.
+
+        Args:
+            messages: ``Message`` values, or records with the fields of a JSONL chat log
+                (``conversation_id``, ``user_id``, ``role``, ``content``, ``timestamp``, ...).
+
+        Returns:
+            What was stored (see :class:`Added`). Invalid records become dead letters.
+        """
+        import bytewax.operators as op
+        from bytewax.dataflow import Dataflow
+        from bytewax.testing import TestingSource, run_main
+
+        from skillstream.connectors.records import parse_record
+        from skillstream.embed import get_embedder
+        from skillstream.flows.operators import distil_task_skills, extract_memories, store
+        from skillstream.redact import redactor_for
+
+        redactor = redactor_for(self.settings.lifecycle.policies)
+        items: list[Message | DeadLetter] = []
+        for i, m in enumerate(messages):
+            if isinstance(m, Message):
+                items.append(m)
+            elif isinstance(m, Mapping):
+                items.append(
+                    parse_record(
+                        dict(m),
+                        source="api",
+                        position=i,
+                        max_chars=self.settings.spans.max_message_chars,
+                        redactor=redactor,
+                    )
+                )
+            else:
+                raise InputError(
+                    f"add() takes Message values or dicts, not {type(m).__name__} (item {i})"
+                )
+        self._prepare()
+        valid = [m for m in items if isinstance(m, Message)]
+        dead = [d for d in items if isinstance(d, DeadLetter)]
+        embedder = get_embedder(self.settings.embedding)
+        results: list[Any] = []
+        skills: list[Any] = []
+        flow = Dataflow("skillstream-add")
+        msgs = op.input("messages", flow, TestingSource(valid))
+        out = extract_memories("memories", msgs, self.settings)
+        op.inspect("collect", out, lambda _step, r: results.append(r))
+        streams = [out, op.input("dead-letters", flow, TestingSource(dead))]
+        if self.settings.distillation.enabled:
+            distilled = distil_task_skills("task-skills", msgs, self.settings, embedder=embedder)
+            op.inspect("collect-skills", distilled, lambda _step, r: skills.append(r))
+            streams.append(distilled)
+        store("store", *streams, settings=self.settings, dim=embedder.dim)
+        run_main(flow)
+        spans = [r for r in results if hasattr(r, "span")]
+        return Added(len(valid), dead, spans, sum(1 for r in skills if r.changed))
+
+    # ------------------------------------------------------------------ reading
+    def search(
+        self,
+        query: str,
+        *,
+        owner: str | None = None,
+        k: int = 10,
+        agent: str | None = None,
+        session: str | None = None,
+        strategy: str = "hybrid",
+        task_skills: bool = True,
+        record: bool = True,
+    ) -> Result:
+        """Search memories for a reader; hits best first.
+
+        Args:
+            query: What to look for.
+            owner: The reader (default: the home's owner; ``None``: every memory).
+            k: Hits wanted.
+            agent: The reading agent (its policy decides which scopes it sees).
+            session: The reader's session (adds session-scoped memories).
+            strategy: ``hybrid`` (keyword and vector), ``semantic`` or ``keyword``.
+            task_skills: Include task skills (hits with ``memory_type`` ``SkillMemory``).
+            record: Log the query and update the hits' access times.
+
+        Returns:
+            One row per hit: ``id``, ``text``, ``score``, ``kind``, ``memory_type``, ``event_ts``
+            and every other memory column except the vector.
+        """
+        from skillstream.services.search import search_memories
+
+        hits = search_memories(
+            self.settings,
+            query,
+            owner=owner if owner is not None else self.owner,
+            agent=agent,
+            session=session,
+            k=k,
+            strategy=strategy,
+            record=record,
+            task_skills=task_skills,
+        )
+        return Result.from_rows(hits)
+
+    def sql(self, query: str, params: Sequence[Any] | None = None) -> Result:
+        """Run DuckDB SQL (read-only) over the catalog tables and the ``memories`` view.
+
+        >>> home.sql("select count(*) as n from spans").pl().columns  # doctest: +SKIP
+        ['n']
+        """
+        cat = self._catalog()
+        try:
+            return Result(cat.sql(query, params))
+        finally:
+            cat.close()
+
+    def history(self, memory_id: str) -> Result:
+        """Every lifecycle event of a memory, oldest first (``event``, ``event_ts``, ...).
+
+        Raises:
+            InputError: when there is no such memory.
+        """
+        from skillstream.services import home_lifecycle
+
+        cat = self._catalog()
+        try:
+            if home_lifecycle.get_memory(cat, memory_id) is None:
+                raise InputError(f"no memory {memory_id!r} in {self.settings.storage.home}")
+            return Result.from_rows(home_lifecycle.history(cat, memory_id))
+        finally:
+            cat.close()
+
+    def _catalog(self) -> Any:
+        from skillstream.storage.catalog import Catalog
+
+        if (
+            not self.settings.storage.catalog.startswith(("s3://", "oss://"))
+            and not Path(self.settings.storage.catalog).exists()
+        ):
+            raise InputError(
+                f"no catalog at {self.settings.storage.catalog}: nothing was stored in this home "
+                "yet (run() or add() first)"
+            )
+        cat = Catalog(self.settings.storage.catalog, read_only=True)
+        cat.attach_lance(self.settings.storage.lancedb, self.settings.storage.storage_options)
+        return cat
+
+    @property
+    def task_skills(self) -> TaskSkills:
+        """The home's task skills: list, show, save, patch, delete, export, search."""
+        if self._task_skills is None:
+            self._task_skills = TaskSkills(self.settings, self.owner)
+        return self._task_skills
+
+
+def open(
+    home: str | os.PathLike[str] = ".skillstream", *, owner: str | None = None, **settings: Any
+) -> Home:
+    """Open (or create on first write) a skillstream home.
+
+    Settings come as for the CLI: the keyword arguments, then ``SKILLSTREAM_<KEY>`` environment
+    variables, then ``<home>/skillstream.toml``, then the defaults (the offline ``rules`` backend
+    and the bundled embedding model).
+
+    Args:
+        home: A folder, or an ``s3://`` URI.
+        owner: The owner searches and task-skill calls default to.
+        **settings: Flat setting keys, e.g. ``llm="openai"``, ``span_tokens=256``.
+
+    Raises:
+        SettingsError: for an unknown key or a bad value (the message names the setting).
+
+    >>> import skillstream
+    >>> skillstream.open("/tmp/nowhere-yet", span_tokens=256).settings.spans.span_tokens
+    256
+    """
+    return Home(Settings.load(home=os.fspath(home), **settings), owner)

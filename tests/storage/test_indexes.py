@@ -1,0 +1,105 @@
+"""Indexes that appear when they pay: scalar indexes on the filter columns and an ANN index on the
+vectors, created by ``optimize`` at the policy's thresholds; ANN search agrees with exact search,
+and a filtered search stays exact."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from skillstream.settings import Settings
+from skillstream.storage.home import open_index
+from skillstream.storage.lance import MEMORY_INDEXES, IndexPolicy, MemoryIndex
+
+from .conftest import make_memory
+
+WIDTH = 32
+
+
+def clustered_vectors(n: int, seed: int = 7) -> np.ndarray:
+    """Unit vectors around 40 centres, as sentence embeddings of many topics are."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(40, WIDTH))
+    vectors = centres[rng.integers(0, 40, n)] + 0.45 * rng.normal(size=(n, WIDTH))
+    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+
+def memories(vectors: np.ndarray, owners: int = 20, start: int = 0) -> list:
+    return [
+        make_memory(start + i, owner=f"u{(start + i) % owners}", vector=v.tolist())
+        for i, v in enumerate(vectors)
+    ]
+
+
+def test_indexes_are_created_when_the_table_crosses_the_thresholds(tmp_path):
+    policy = IndexPolicy(scalar_rows=100, vector_rows=600, scalar=MEMORY_INDEXES)
+    index = MemoryIndex(str(tmp_path / "db"), WIDTH, indexes=policy)
+    vectors = clustered_vectors(600)
+
+    index.upsert(memories(vectors[:99]))
+    assert index.optimize() == []
+    assert set(index.table.indexed_columns()) == {"text"}  # full-text only
+
+    index.upsert(memories(vectors[99:100], start=99))
+    made = index.optimize()
+    assert made == [c for c, _ in MEMORY_INDEXES]
+    kinds = index.table.indexed_columns()
+    assert "BTree" in kinds["owner_id"] and "Bitmap" in kinds["status"]
+    assert "vector" not in kinds
+
+    index.upsert(memories(vectors[100:599], start=100))
+    assert index.optimize() == []
+    index.upsert(memories(vectors[599:], start=599))
+    assert index.optimize() == ["vector"]
+    assert "vector" in index.table.indexed_columns()
+    assert index.optimize() == []  # nothing more to make; new rows are folded in
+
+
+def test_ann_search_agrees_with_exact_search(tmp_path):
+    """Recall@10 of the ANN index (unfiltered search) against exact search on the same rows."""
+    vectors = clustered_vectors(3000)
+    exact = MemoryIndex(str(tmp_path / "exact"), WIDTH, indexes=IndexPolicy())
+    ann = MemoryIndex(
+        str(tmp_path / "ann"), WIDTH, indexes=IndexPolicy(vector_rows=1000, scalar_rows=1000)
+    )
+    for index in (exact, ann):
+        index.upsert(memories(vectors))
+    assert "vector" in ann.optimize() and "vector" not in exact.table.indexed_columns()
+
+    queries = clustered_vectors(60, seed=99)
+    recall = []
+    for q in queries:
+        want = [h["id"] for h in exact.search(vector=q, k=10, statuses=None)]
+        got = [h["id"] for h in ann.search(vector=q, k=10, statuses=None)]
+        assert len(got) == 10
+        recall.append(len(set(want) & set(got)) / 10)
+    assert np.mean(recall) >= 0.95, np.mean(recall)
+
+
+def test_a_filtered_search_stays_exact_with_the_ann_index(tmp_path):
+    vectors = clustered_vectors(2000)
+    index = MemoryIndex(
+        str(tmp_path / "db"), WIDTH, indexes=IndexPolicy(vector_rows=500, scalar_rows=500)
+    )
+    index.upsert(memories(vectors, owners=200))
+    index.optimize()
+    owner = "u17"
+    rows = [m for m in memories(vectors, owners=200) if m.owner_id == owner]
+    for q in clustered_vectors(10, seed=3):
+        got = index.search(vector=q, owner=owner, k=5)
+        want = sorted(rows, key=lambda m: float(np.sum((np.asarray(m.vector) - q) ** 2)))[:5]
+        assert [h["id"] for h in got] == [m.id for m in want]
+        hybrid = index.search("memory", q, owner=owner, k=5)
+        assert {h["owner_id"] for h in hybrid} == {owner}
+
+
+@pytest.mark.parametrize("rows", [0, 50])
+def test_the_thresholds_are_settings_and_zero_means_never(tmp_path, rows):
+    settings = Settings.from_keys(
+        home=str(tmp_path), index_scalar_rows=rows, index_vector_rows=rows
+    )
+    index = open_index(settings, WIDTH)
+    index.upsert(memories(clustered_vectors(60)))
+    made = index.optimize()
+    assert bool(made) == bool(rows)
+    assert ("owner_id" in index.table.indexed_columns()) == bool(rows)
