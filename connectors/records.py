@@ -27,6 +27,11 @@ name               no        the speaker; default ``User``/``Assistant``/``Syste
 metadata           no        a JSON object (or JSON text of one); stored as JSON text
 =================  ========  ==================================================================
 
+Text must be valid Unicode: a lone surrogate (JSON ``"\\ud800"``) in any text field makes the
+record a dead letter, as does a NUL character in an identifier or the name; NUL characters in the
+content are removed (content made only of them is refused). Any other failure while reading one
+record also makes it a dead letter (``record could not be read``), never the end of the stream.
+
 Other keys of the input are ignored. Empty text in an optional field (what a CSV cell holds when it
 has no value) counts as absent. The content and every string inside ``metadata`` go through the
 redactor. So do the identifiers and the speaker (``conversation_id``, ``user_id``, ``agent_id``,
@@ -87,6 +92,7 @@ ROLE_ALIASES: dict[str, str] = {
 DEFAULT_NAMES = {"user": "User", "assistant": "Assistant", "system": "System", "tool": "Tool"}
 
 _NUMBER = re.compile(r"[+-]?\d+(?:\.\d+)?")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _JSON_TYPES = {
     dict: "object",
     list: "array",
@@ -154,15 +160,15 @@ def parse_record(
     try:
         return _to_message(obj, source, position, mapping or {}, max_chars, redactor)
     except _Invalid as e:
+        reason, keep = str(e), e.keep_payload
+    except Exception as e:  # noqa: BLE001 - one odd record must not end the stream
+        reason, keep = f"record could not be read ({type(e).__name__}: {e})", True
+    payload = None
+    if keep:
         payload = obj if isinstance(obj, str) else _dump(obj, sort_keys=False)
-        return dead_letter(
-            str(e),
-            source=source,
-            position=position,
-            payload=payload if e.keep_payload else None,
-            redactor=redactor,
-            now=now,
-        )
+    return dead_letter(
+        reason, source=source, position=position, payload=payload, redactor=redactor, now=now
+    )
 
 
 def parse_line(
@@ -253,13 +259,14 @@ def dead_letter(
     shown: str | None = None
     if payload is not None:
         redacted, hits = redactor.apply(payload)
-        shown = None if redactor.rejects(hits) else redacted[:PAYLOAD_CHARS]
+        shown = None if redactor.rejects(hits) else storable(redacted)[:PAYLOAD_CHARS]
     # a reason may quote the bad value ("timestamp '...' is not ISO 8601"): redact it too
-    reason = redactor.apply(reason)[0]
+    reason = storable(redactor.apply(reason)[0])
+    source = storable(source)
     return DeadLetter(
-        id=prefixed_id("dl", source, str(position)),
+        id=prefixed_id("dl", source, storable(str(position))),
         source=source,
-        position=str(position),
+        position=storable(str(position)),
         stage=stage,
         reason=reason,
         payload=shown,
@@ -302,7 +309,9 @@ def _to_message(
     if role is None:
         raise _Invalid(f"role {raw_role!r} is not one of {', '.join(ROLES)}")
 
-    content = _content(get("content"), where("content"))
+    content = _content(get("content"), where("content")).replace("\x00", "")
+    if not content.strip():
+        raise _Invalid(f"field {where('content')} holds only NUL characters")
     if len(content) > max_chars:
         raise _Invalid(f"message has {len(content)} characters; limit is {max_chars}")
 
@@ -406,6 +415,28 @@ def _from_epoch(seconds: float) -> datetime:
         raise _Invalid(f"timestamp {seconds!r} is out of range for epoch seconds") from None
 
 
+def storable(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD, so that it can be encoded as UTF-8
+    (and stored, hashed, tokenised); other text comes back unchanged."""
+    if _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def _unicode(value: str, where: str, *, nul: bool = False) -> str:
+    """Refuse text that cannot be stored, hashed or tokenised: a lone surrogate (what JSON
+    ``"\\ud800"`` decodes to) and, unless ``nul``, a NUL character."""
+    found = _SURROGATE.search(value)
+    if found is not None:
+        raise _Invalid(
+            f"field {where} holds a lone surrogate (U+{ord(found.group()):04X}) at character "
+            f"{found.start()}; text must be valid Unicode"
+        )
+    if not nul and "\x00" in value:
+        raise _Invalid(f"field {where} holds a NUL character")
+    return value
+
+
 def _content(value: Any, where: str) -> str:
     if value is None:
         raise _Invalid(f"missing required field {where}")
@@ -423,14 +454,14 @@ def _content(value: Any, where: str) -> str:
         raise _Invalid(f"field {where} must be text, got {_json_type(value)}")
     if not value.strip():
         raise _Invalid(f"missing required field {where}")
-    return value
+    return _unicode(value, where, nul=True)
 
 
 def _text_field(value: Any, where: str) -> str | None:
     if value is None:
         return None
     if isinstance(value, str):
-        return value.strip()
+        return _unicode(value.strip(), where)
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     raise _Invalid(f"field {where} must be text, got {_json_type(value)}")
@@ -451,7 +482,7 @@ def _metadata(value: Any, where: str) -> dict[str, Any] | None:
 
 def _redact_json(value: Any, redactor: Redactor, hits: list[str]) -> Any:
     if isinstance(value, str):
-        text, found = redactor.apply(value)
+        text, found = redactor.apply(storable(value))
         hits.extend(found)
         return text
     if isinstance(value, Mapping):

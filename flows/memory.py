@@ -1,6 +1,7 @@
 """The streaming memory dataflow.
 
     source (files | kafka) -> parse + validate ---------------------------> dead letters
+                           -> admit_messages (per conversation: time window, ids) -> dead letters
                            -> extract_memories: key by conversation -> spans (stateful)
                                                 -> key by owner shard -> extract (stateful)
                            -> distil_task_skills (when distillation is on)
@@ -31,6 +32,7 @@ from skillstream.embed import get_embedder
 from skillstream.extract import Executor
 from skillstream.flows import progress
 from skillstream.flows.operators import (
+    admit_messages,
     distil_task_skills,
     extract_memories,
     memory_pipeline,
@@ -81,8 +83,10 @@ def build_flow(
     dead = op.filter("dead", split.falses, lambda x: isinstance(x, DeadLetter))
     op.inspect("count-messages", messages, progress.counter("messages"))
     op.inspect("count-dead", dead, progress.counter("dead_letters"))
+    admission = admit_messages("admit", messages, settings)
+    messages = admission.admitted
     results = extract_memories("memories", messages, settings, workers=workers, pipeline=pipeline)
-    streams = [results, dead]
+    streams = [results, dead, admission.refused]
     if settings.distillation.enabled:
         streams.append(
             distil_task_skills(
@@ -93,7 +97,8 @@ def build_flow(
     if events_to:
         from skillstream.connectors.kafka import memory_events_sink
 
-        op.output("events", results, memory_events_sink(events_to, settings))
+        changes = op.filter("changes", results, lambda r: not isinstance(r, DeadLetter))
+        op.output("events", changes, memory_events_sink(events_to, settings))
     return FlowParts(flow, done, embedder.dim)
 
 

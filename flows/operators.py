@@ -28,28 +28,33 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import bytewax.operators as op
 from bytewax.dataflow import Stream, operator
 from bytewax.operators import StatefulBatchLogic, StatefulLogic
 
+from skillstream.admit import Admitted, TimeWindow, admit, refusal, refused
 from skillstream.embed import TextEmbedder, get_embedder
 from skillstream.extract import Executor
 from skillstream.flows import progress
 from skillstream.flows.distill import distil_task_skills
 from skillstream.flows.maintenance import maintenance_clock
 from skillstream.flows.shards import per_owner, shard_of
-from skillstream.model import Message, Span, SpanResult
+from skillstream.model import DeadLetter, Message, Span, SpanResult
 from skillstream.pipeline import MemoryPipeline, OwnerState
 from skillstream.settings import Settings
 from skillstream.spans import SpanBuilder, SpanState
 from skillstream.tokens import get_counter
 
 __all__ = [
+    "Admission",
+    "AdmitLogic",
     "ExtractLogic",
     "SpanLogic",
+    "admit_messages",
     "distil_task_skills",
     "extract_memories",
     "memory_pipeline",
@@ -62,21 +67,82 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-class SpanLogic(StatefulLogic[Message, Span, SpanState]):
-    """Per-conversation span builder; flushes the open span at end of input."""
+class AdmitLogic(StatefulLogic[Message, Message | DeadLetter, Admitted]):
+    """Per conversation: lets a message through, or turns it into a ``DeadLetter`` when the
+    conversation does not admit it (``skillstream.admit``: timestamp window, duplicate ids)."""
+
+    def __init__(self, window: TimeWindow, resume: Admitted | None) -> None:
+        self.window = window
+        self.state = resume.copy() if resume is not None else Admitted()
+
+    def on_item(self, value: Message) -> tuple[Iterable[Message | DeadLetter], bool]:
+        reason = refusal(self.window, self.state, value)
+        if reason is not None:
+            return [refused(value, reason)], StatefulLogic.RETAIN
+        admit(self.state, value)
+        return [value], StatefulLogic.RETAIN
+
+    def snapshot(self) -> Admitted:
+        return self.state.copy()
+
+
+class SpanLogic(StatefulLogic[Message, Span | DeadLetter, SpanState]):
+    """Per-conversation span builder; flushes the open span at end of input.
+
+    A message that the span builder cannot take (its text cannot be tokenised, say) leaves as a
+    ``DeadLetter``; the conversation goes on without it.
+    """
 
     def __init__(self, builder: SpanBuilder, resume: SpanState | None) -> None:
         self.builder = builder
         self.state = resume.copy() if resume is not None else SpanState()
 
-    def on_item(self, value: Message) -> tuple[Iterable[Span], bool]:
-        return self.builder.add(self.state, value), StatefulLogic.RETAIN
+    def on_item(self, value: Message) -> tuple[Iterable[Span | DeadLetter], bool]:
+        try:  # the builder changes its state only once the message's tokens are counted
+            out: list[Span | DeadLetter] = list(self.builder.add(self.state, value))
+        except Exception as e:  # noqa: BLE001 - one message must not stop its conversation
+            reason = f"could not be added to a span ({type(e).__name__}: {e})"
+            return [refused(value, reason, stage="spans")], StatefulLogic.RETAIN
+        return out, StatefulLogic.RETAIN
 
-    def on_eof(self) -> tuple[Iterable[Span], bool]:
+    def on_eof(self) -> tuple[Iterable[Span | DeadLetter], bool]:
         return self.builder.flush(self.state), StatefulLogic.DISCARD
 
     def snapshot(self) -> SpanState:
         return self.state.copy()
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What :func:`admit_messages` returns: the admitted messages and the refused ones."""
+
+    admitted: Stream[Message]
+    refused: Stream[DeadLetter]
+
+
+@operator
+def admit_messages(step_id: str, messages: Stream[Message], settings: Settings) -> Admission:
+    """Each conversation admits its messages or refuses them (``skillstream.admit``: the
+    timestamp window of ``settings`` and unique message ids).
+
+    Put it before :func:`extract_memories` and :func:`distil_task_skills`; give ``refused`` (dead
+    letters) to :func:`store`.
+    """
+    window = settings.spans.time_window
+    by_conv = op.key_on("by-conversation", messages, lambda m: m.conversation_id)
+    judged = op.stateful("admit", by_conv, lambda resume: AdmitLogic(window, resume))
+    split = op.branch("admitted", op.key_rm("unkeyed", judged), _is_message)
+    refused_letters = cast("Stream[DeadLetter]", split.falses)
+    op.inspect("count-refused", refused_letters, progress.counter("dead_letters"))
+    return Admission(cast("Stream[Message]", split.trues), refused_letters)
+
+
+def _is_message(item: Message | DeadLetter) -> bool:
+    return isinstance(item, Message)
+
+
+def _is_span(item: Span | DeadLetter) -> bool:
+    return isinstance(item, Span)
 
 
 class ExtractLogic(StatefulBatchLogic[Span, SpanResult, dict]):
@@ -184,8 +250,9 @@ def extract_memories(
         pipeline: A ready pipeline (default: :func:`memory_pipeline` for ``settings``).
 
     Returns:
-        ``SpanResult`` values, one per span (``status`` ``done``, ``skipped`` or ``failed``), and
-        ``MaintenanceResult`` values; give them to :func:`store`.
+        ``SpanResult`` values, one per span (``status`` ``done``, ``skipped`` or ``failed``),
+        ``MaintenanceResult`` values, and a ``DeadLetter`` for a message the span builder could
+        not take; give them to :func:`store`.
     """
     if pipeline is None:
         pipeline = memory_pipeline(settings, executor=executor)
@@ -198,7 +265,10 @@ def extract_memories(
     core = pipeline
     by_conv = op.key_on("by-conversation", messages, lambda m: m.conversation_id)
     keyed_spans = op.stateful("spans", by_conv, lambda resume: SpanLogic(builder, resume))
-    spans = op.key_rm("spans-unkeyed", keyed_spans)
+    # a message the span builder cannot take (its text cannot be tokenised) is a dead letter
+    built = op.branch("built", op.key_rm("spans-unkeyed", keyed_spans), _is_span)
+    spans = cast("Stream[Span]", built.trues)
+    op.inspect("count-refused", built.falses, progress.counter("dead_letters"))
     by_shard = op.key_on("by-owner-shard", spans, lambda s: shard_of(s.owner_id, shards))
     by_shard = maintenance_clock(
         "maintenance-clock", by_shard, core.options.rules.maintenance_interval
@@ -208,7 +278,7 @@ def extract_memories(
     )
     results = op.key_rm("results-unkeyed", keyed_results)
     op.inspect("count-spans", results, _count_result)
-    return results
+    return op.merge("with-refused", results, built.falses)
 
 
 @operator

@@ -44,6 +44,7 @@ from skillstream.lifecycle.types import memory_type_for
 from skillstream.memories import OwnerMemories, age_key, normalise
 from skillstream.model import Memory, MemoryOp, Span
 from skillstream.settings import LifecycleSettings
+from skillstream.text import memory_text
 from skillstream.vocab import LifecycleEvent, MemoryStatus, Op
 
 __all__ = ["CONFIDENCE_CAP", "REINFORCE_STEP", "Applied", "ApplyOptions", "apply_ops", "normalise"]
@@ -158,7 +159,7 @@ class _Apply:
         log.info("span %s: refused %s: %s", self.span.span_id, _describe(op), reason)
 
     def _clean(self, op: MemoryOp) -> str | None:
-        text = op.text.strip()
+        text = memory_text(op.text)
         redactor = self.policy.redactor
         if redactor is None or not text:
             return text

@@ -104,21 +104,23 @@ class MemoryPipeline:
         self, state: OwnerState, span: Span, pending: dict[str, Memory], defer: bool
     ) -> SpanResult:
         now = self.clock()
-        text = render_span(span)
-        span_vec = None
-        if self.executor.needs_span_vector:
-            span_vec = self.embed([text])[0]
-        retrieved = state.memories.retrieve(span_vec, self.retrieve_k)
         skills = list(self.memory_skills)
-        if skills:
-            retrieved_vecs = [m for m in retrieved if m.vector is not None]
-            skills = self.controller.select(span_vec, retrieved_vecs, skills)
         try:
+            text = render_span(span)
+            span_vec = None
+            if self.executor.needs_span_vector:
+                span_vec = self.embed([text])[0]
+            retrieved = state.memories.retrieve(span_vec, self.retrieve_k)
+            if skills:
+                retrieved_vecs = [m for m in retrieved if m.vector is not None]
+                skills = self.controller.select(span_vec, retrieved_vecs, skills)
             # The executor reads the state; only apply_ops below changes it.
             extraction = self.executor.execute(
                 ExtractionInput(span, text, retrieved, skills, state.memories, span_vec)
             )
-        except SkillstreamError as e:
+        except Exception as e:  # noqa: BLE001 - one span's failure must not end the run
+            if not isinstance(e, SkillstreamError):  # not a known failure: say what it was
+                e = SkillstreamError(f"{type(e).__name__}: {e}")
             log.warning("span %s failed: %s", span.span_id, e)
             calls = list(getattr(e, "calls", []) or [])
             attempts = getattr(e, "attempts", 1)

@@ -40,13 +40,14 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
 
+from skillstream.admit import TimeWindow
 from skillstream.errors import ConfigError
 
 ENV_PREFIX = "SKILLSTREAM_"
@@ -116,6 +117,25 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _HTTP_URL = re.compile(r"https?://[^\s/?#]+", re.I)
 LOCATION_ACCEPTED = "a folder path or URI (text without control characters)"
 URL_ACCEPTED = "an http:// or https:// URL, or empty"
+
+
+def _instant(value: Any) -> Any:
+    """An ISO 8601 time as UTC text (naive means UTC); empty text stays empty."""
+    if isinstance(value, datetime):
+        ts = value
+    elif isinstance(value, str):
+        if not value.strip():
+            return ""
+        try:
+            ts = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise ValueError("not an ISO 8601 time, e.g. 2000-01-01T00:00:00Z") from None
+    else:
+        raise ValueError("not an ISO 8601 time, e.g. 2000-01-01T00:00:00Z")
+    ts = ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
+    return ts.isoformat()
+
+
 Bool = Annotated[bool, BeforeValidator(_bool)]
 Int = Annotated[int, BeforeValidator(_number)]
 Float = Annotated[float, BeforeValidator(_number)]
@@ -368,10 +388,46 @@ class SpanSettings(_Group):
         ge=1,
     )
 
+    earliest_timestamp: Annotated[str, BeforeValidator(_instant)] = _key(
+        "earliest_timestamp",
+        "1970-01-01T00:00:00+00:00",
+        "Messages dated before this ISO 8601 time go to the dead letters (empty: no bound). "
+        "SKILLSTREAM_EARLIEST_TIMESTAMP; default 1970-01-01T00:00:00+00:00.",
+        json_schema_extra={"accepts": "an ISO 8601 time such as 2000-01-01T00:00:00Z, or empty"},
+    )
+    future_tolerance_s: Float = _key(
+        "future_tolerance_s",
+        86400.0,
+        "Messages dated more than this many seconds after the wall clock go to the dead letters "
+        "(0: no bound). SKILLSTREAM_FUTURE_TOLERANCE_S; default 86400 (one day).",
+        ge=0,
+        le=100 * 365 * 86400,
+    )
+    late_tolerance_s: Float = _key(
+        "late_tolerance_s",
+        0.0,
+        "Messages dated more than this many seconds before the latest message of their "
+        "conversation go to the dead letters (0: no bound). SKILLSTREAM_LATE_TOLERANCE_S; "
+        "default 0.",
+        ge=0,
+        le=100 * 365 * 86400,
+    )
+
     @property
     def idle_gap(self) -> timedelta:
         """``idle_gap_s`` as a duration."""
         return timedelta(seconds=self.idle_gap_s)
+
+    @property
+    def time_window(self) -> TimeWindow:
+        """The accepted timestamps (see ``skillstream.admit``)."""
+        return TimeWindow(
+            earliest=datetime.fromisoformat(self.earliest_timestamp)
+            if self.earliest_timestamp
+            else None,
+            future=timedelta(seconds=self.future_tolerance_s) if self.future_tolerance_s else None,
+            lateness=timedelta(seconds=self.late_tolerance_s) if self.late_tolerance_s else None,
+        )
 
 
 class ExtractionSettings(_Group):
@@ -439,6 +495,20 @@ class FlowSettings(_Group):
         5.0,
         "Bytewax epoch (snapshot) interval in seconds. SKILLSTREAM_EPOCH_INTERVAL_S; default 5.",
         ge=0,
+    )
+    max_failed_spans: Int = _key(
+        "max_failed_spans",
+        -1,
+        "'skillstream run' exits with code 3 when more spans than this failed (-1: no limit). "
+        "SKILLSTREAM_MAX_FAILED_SPANS; default -1.",
+        ge=-1,
+    )
+    max_dead_letters: Int = _key(
+        "max_dead_letters",
+        -1,
+        "'skillstream run' exits with code 3 when more records than this went to the dead "
+        "letters (-1: no limit). SKILLSTREAM_MAX_DEAD_LETTERS; default -1.",
+        ge=-1,
     )
 
 
@@ -849,6 +919,9 @@ def accepted(key: str) -> str:
     """What a flat key accepts, in words (for error messages)."""
     group, name = KEYS[key]
     info = GROUPS[group].model_fields[name]
+    extra = info.json_schema_extra
+    if isinstance(extra, dict) and isinstance(extra.get("accepts"), str):
+        return str(extra["accepts"])
     kind = info.annotation
     if kind is bool:
         return BOOL_ACCEPTED

@@ -10,6 +10,28 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+# ------------------------------------------------------------------------------ memory text
+
+MEMORY_TEXT_CHARS = 4000
+"""Longest memory text, in characters. An executor's longer statement is cut at the last space
+before the limit (or at the limit) and ends with an ellipsis; its source messages stay linked."""
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def memory_text(text: str) -> str:
+    """``text`` fit to be a memory: no NUL characters nor lone surrogates (an LLM answer can hold
+    ``"\\u0000"`` or ``"\\ud800"``), surrounding space stripped, at most ``MEMORY_TEXT_CHARS``."""
+    text = _UNSTORABLE.sub("", text).strip()
+    if len(text) <= MEMORY_TEXT_CHARS:
+        return text
+    cut = text[: MEMORY_TEXT_CHARS - 1]
+    space = cut.rfind(" ")
+    if space > MEMORY_TEXT_CHARS // 2:
+        cut = cut[:space]
+    return cut.rstrip() + "…"
+
+
 # ------------------------------------------------------------------------------ Chinese characters
 
 CJK_CLASS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"

@@ -336,7 +336,7 @@ class Catalog:
     def sql(self, query: str, params: Sequence[Any] | dict[str, Any] | None = None) -> pa.Table:
         """Run a query with bound parameters and return the result as Arrow."""
         cur = self.con.execute(query, params) if params is not None else self.con.execute(query)
-        if cur.description is None:
+        if cur is None or cur.description is None:  # no statement (only blanks or comments)
             return pa.table({})
         return cur.to_arrow_table()
 

@@ -11,8 +11,12 @@ import importlib
 import logging
 import os
 import sys
+import traceback
+from typing import Any
 
 import click
+
+from skillstream.errors import InputError, SkillstreamError
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("skillstream.cli.run", "run"),
@@ -36,8 +40,54 @@ COMMANDS: dict[str, tuple[str, str]] = {
 ``skillstream --help`` does not load the models, Bytewax or the stores."""
 
 
+SQL_ERRORS = (
+    "ParserException",
+    "SyntaxException",
+    "BinderException",
+    "CatalogException",
+    "ConversionException",
+    "InvalidInputException",
+    "OutOfRangeException",
+    "ConstraintException",
+    "NotImplementedException",
+    "PermissionException",
+)
+"""DuckDB errors that a query given to ``skillstream sql`` causes (not a broken store)."""
+
+
+def as_input_error(exc: BaseException, command: str | None) -> InputError | None:
+    """A user error that is not skillstream's own, as an ``InputError`` (``None``: not one).
+
+    Those are a damaged zip archive, a catalog locked by another process, and DuckDB's errors
+    about the query of ``skillstream sql``.
+    """
+    import zipfile
+
+    if isinstance(exc, zipfile.BadZipFile):
+        return InputError(f"not a valid zip archive: {exc}")
+    if "duckdb" in sys.modules:  # only a command that opened a catalog can raise its errors
+        import duckdb
+
+        if isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower():
+            return InputError(f"the home's catalog is in use by another process ({exc})")
+        if command == "sql" and type(exc).__name__ in SQL_ERRORS and isinstance(exc, duckdb.Error):
+            return InputError(f"SQL: {exc}")
+    return None
+
+
+def one_line(text: str) -> str:
+    """An error message on one line (DuckDB's point at the query with a caret on a second)."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return " ".join(lines) or "unknown error"
+
+
 class LazyGroup(click.Group):
-    """A click group whose commands are imported on first use (see ``COMMANDS``)."""
+    """A click group whose commands are imported on first use (see ``COMMANDS``).
+
+    User errors leave a command as ``SkillstreamError`` (those of other libraries are converted by
+    ``as_input_error``); ``main`` prints them as one line and exits with code 2, and with ``-v``
+    their traceback is printed first. Any other exception is a bug and keeps its traceback.
+    """
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
@@ -49,6 +99,23 @@ class LazyGroup(click.Group):
         mod, attr = spec
         command: click.Command = getattr(importlib.import_module(mod), attr)
         return command
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SkillstreamError:
+            if (ctx.obj or {}).get("verbose"):
+                traceback.print_exc(file=sys.stderr)
+            raise
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as e:
+            converted = as_input_error(e, ctx.invoked_subcommand)
+            if converted is None:
+                raise
+            if (ctx.obj or {}).get("verbose"):
+                traceback.print_exc(file=sys.stderr)
+            raise converted from e
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -72,14 +139,18 @@ def cli(ctx: click.Context, home: str, verbose: int) -> None:
     install_log_redaction()  # no log line carries a secret, whichever logger wrote it
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    ctx.obj = {"home": home}
+    ctx.obj = {"home": home, "verbose": verbose}
 
 
 def main() -> None:
-    from skillstream.errors import SkillstreamError
+    """The console script.
 
+    Exit codes: 0 done; 1 an unexpected error (a bug), with its traceback; 2 a user error
+    (``SkillstreamError``, see ``LazyGroup``), printed as one line ``error: ...`` (``-v`` prints
+    its traceback first); 3 ``run`` finished past a failure limit.
+    """
     try:
         cli(standalone_mode=True)
     except SkillstreamError as e:
-        click.echo(f"error: {e}", err=True)
+        click.echo(f"error: {one_line(str(e))}", err=True)
         sys.exit(2)

@@ -37,6 +37,28 @@ def settings_from(ctx: click.Context, **explicit: Any) -> Settings:
     return Settings.load(home=ctx.obj["home"], **explicit)
 
 
+def existing_home(settings: Settings) -> Settings:
+    """``settings``, once it is sure that their home holds a catalog (something has run there).
+
+    Commands that read a home call it first, so that a mistyped ``--home`` is reported and
+    nothing is created there.
+
+    Raises:
+        InputError: the home has no catalog; the message names the home and what to do.
+    """
+    from pathlib import Path
+
+    from skillstream.errors import InputError
+
+    if not Path(settings.storage.catalog).exists():
+        raise InputError(
+            f"no skillstream home at {settings.storage.home} (no catalog at "
+            f"{settings.storage.catalog}); nothing was created. Check --home, or run "
+            f"'skillstream --home {settings.storage.home} run' first"
+        )
+    return settings
+
+
 def _jsonable(v: Any) -> Any:
     if isinstance(
         v, pa.MonthDayNano

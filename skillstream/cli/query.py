@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from skillstream.cli.common import dumps, format_text, settings_from
+from skillstream.cli.common import dumps, existing_home, format_text, settings_from
 
 
 def open_catalog(settings, dim: int | None = None):
@@ -54,7 +54,7 @@ def search(ctx, query, owner, agent, session, k, strategy, now, no_record, as_js
     from skillstream.lifecycle.clock import parse_time
     from skillstream.services.search import search_memories
 
-    settings = settings_from(ctx)
+    settings = existing_home(settings_from(ctx))
     hits = search_memories(
         settings,
         query,

@@ -6,6 +6,7 @@ import logging
 import sys
 import threading
 import time
+from contextlib import nullcontext
 from datetime import timedelta
 from pathlib import Path
 
@@ -90,6 +91,20 @@ def make_source(
     "--tail/--no-tail", default=None, help="Kafka: keep reading new messages, or stop at the end."
 )
 @click.option("--events-to", default=None, help="kafka://HOST:PORT/TOPIC for memory change events.")
+@click.option(
+    "--max-failed-spans",
+    type=int,
+    default=None,
+    help="Exit with code 3 when more spans than this failed (setting max_failed_spans; -1: no "
+    "limit, the default).",
+)
+@click.option(
+    "--max-dead-letters",
+    type=int,
+    default=None,
+    help="Exit with code 3 when more records than this were dead-lettered (setting "
+    "max_dead_letters; -1: no limit, the default).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_context
 def run(
@@ -107,26 +122,108 @@ def run(
     kafka_config,
     tail,
     events_to,
+    max_failed_spans,
+    max_dead_letters,
     as_json,
 ):
-    """Read conversations, cut spans, extract memories and store them."""
-    from bytewax.recovery import RecoveryConfig
-    from bytewax.run import cli_main
+    """Read conversations, cut spans, extract memories and store them.
 
-    from skillstream.flows import progress
-    from skillstream.flows.memory import build_flow, default_sample
-
-    settings = settings_from(ctx, llm=llm, llm_base_url=llm_base_url, llm_model=llm_model)
+    Exit codes: 0 done; 2 a user error (bad option, setting or source, the home in use by another
+    run); 3 done, but more spans failed or more records were dead-lettered than
+    --max-failed-spans / --max-dead-letters allow; 1 an unexpected error.
+    """
+    settings = settings_from(
+        ctx,
+        llm=llm,
+        llm_base_url=llm_base_url,
+        llm_model=llm_model,
+        max_failed_spans=max_failed_spans,
+        max_dead_letters=max_dead_letters,
+    )
     kafka_pairs = parse_pairs(kafka_config, "--kafka-config")
     if kafka_pairs:  # the source and the event sink both read settings.kafka_config
         settings = settings.with_keys(kafka_config={**settings.kafka.config, **kafka_pairs})
     if not source:
+        from skillstream.flows.memory import default_sample
+
         source = str(default_sample())
         if not Path(source).exists():
             raise InputError(f"no --source given and the bundled sample {source} is missing")
     if not settings.storage.home.startswith(("s3://", "oss://", "memory://")):
         Path(settings.storage.home).mkdir(parents=True, exist_ok=True)
     Path(settings.storage.catalog).parent.mkdir(parents=True, exist_ok=True)
+    from skillstream.storage.lock import run_lock
+
+    # one run per home; in a cluster, process 0 holds the lock for all
+    lock = run_lock(settings.storage.catalog, settings.storage.home)
+    with lock if process_id in (None, 0) else nullcontext():
+        summary = _run(
+            settings,
+            source,
+            fmt,
+            mapping,
+            kafka_pairs,
+            tail,
+            workers,
+            process_id,
+            addresses,
+            recovery_dir,
+            events_to,
+        )
+    exceeded = over_limits(summary, settings.flow.max_failed_spans, settings.flow.max_dead_letters)
+    summary["exceeded"] = exceeded
+    if as_json:
+        click.echo(dumps(summary))
+    else:
+        click.echo(
+            f"read {summary['messages']} messages ({summary['dead_letters']} dead letters); "
+            f"spans: {summary['spans_processed']} processed, "
+            f"{summary['spans_already_processed']} already "
+            f"processed, {summary['spans_failed']} failed; "
+            f"{summary['memory_changes']} memory changes in "
+            f"{summary['seconds']} s; home {settings.storage.home}"
+        )
+    if exceeded:
+        click.echo("error: " + "; ".join(exceeded), err=True)
+        ctx.exit(EXIT_OVER_LIMIT)
+
+
+EXIT_OVER_LIMIT = 3
+"""Exit code of a run that finished with more failed spans or dead letters than allowed."""
+
+
+def over_limits(summary: dict, max_failed_spans: int, max_dead_letters: int) -> list[str]:
+    """The limits a finished run passed, in words (empty: none; a limit of -1 is no limit)."""
+    out = []
+    failed, dead = summary["spans_failed"], summary["dead_letters"]
+    if 0 <= max_failed_spans < failed:
+        out.append(f"{failed} spans failed, more than max_failed_spans={max_failed_spans}")
+    if 0 <= max_dead_letters < dead:
+        out.append(
+            f"{dead} records were dead-lettered, more than max_dead_letters={max_dead_letters}"
+        )
+    return out
+
+
+def _run(
+    settings,
+    source,
+    fmt,
+    mapping,
+    kafka_pairs,
+    tail,
+    workers,
+    process_id,
+    addresses,
+    recovery_dir,
+    events_to,
+) -> dict:
+    """Build and run the memory flow; the run's summary."""
+    from bytewax.recovery import RecoveryConfig
+    from bytewax.run import cli_main
+
+    from skillstream.flows import progress
+    from skillstream.flows.memory import build_flow
 
     src = make_source(source, fmt, parse_pairs(mapping, "--map"), settings, kafka_pairs, tail)
     parts = build_flow(
@@ -167,17 +264,7 @@ def run(
         "seconds": round(seconds, 2),
         "home": settings.storage.home,
     }
-    if as_json:
-        click.echo(dumps(summary))
-    else:
-        click.echo(
-            f"read {summary['messages']} messages ({summary['dead_letters']} dead letters); "
-            f"spans: {summary['spans_processed']} processed, "
-            f"{summary['spans_already_processed']} already "
-            f"processed, {summary['spans_failed']} failed; "
-            f"{summary['memory_changes']} memory changes in "
-            f"{summary['seconds']} s; home {settings.storage.home}"
-        )
+    return summary
 
 
 def _ensure_recovery(path: Path, partitions: int = 4) -> Path:

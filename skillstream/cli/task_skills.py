@@ -11,15 +11,20 @@ from pathlib import Path
 
 import click
 
-from skillstream.cli.common import dumps, format_text, settings_from
+from skillstream.cli.common import dumps, existing_home, format_text, settings_from
 
 OWNER_HELP = "Owner (user id) of the task skills; env SKILLSTREAM_OWNER."
 
 
-def _api(ctx: click.Context, owner: str | None):
+def _api(ctx: click.Context, owner: str | None, *, create: bool = False):
+    """The task-skill API of the home; unless ``create``, the home must exist already (a command
+    that only reads or changes stored task skills creates nothing in a missing home)."""
     from skillstream.services.task_skills import TaskSkillAPI
 
-    return TaskSkillAPI(settings_from(ctx), owner=owner)
+    settings = settings_from(ctx)
+    if not create:
+        existing_home(settings)
+    return TaskSkillAPI(settings, owner=owner)
 
 
 def _owner_option(f):
@@ -70,7 +75,7 @@ def show(ctx, name, owner, as_json):
 @click.pass_context
 def save(ctx, path, owner):
     """Save a task-skill folder (or its SKILL.md) as the next version."""
-    skill = _api(ctx, owner).save_path(path)
+    skill = _api(ctx, owner, create=True).save_path(path)
     click.echo(f"saved {skill.owner_id}/{skill.name} version {skill.version}: {skill.package_url}")
 
 
@@ -137,7 +142,7 @@ def export(ctx, folder, owner):
 @click.pass_context
 def import_cmd(ctx, zip_path, owner):
     """Import a task-skill package <name>.zip (checked before anything is written)."""
-    skill = _api(ctx, owner).import_zip(zip_path)
+    skill = _api(ctx, owner, create=True).import_zip(zip_path)
     click.echo(
         f"imported {skill.owner_id}/{skill.name} version {skill.version}: {skill.package_url}"
     )

@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import stat
 import zipfile
+import zlib
 from pathlib import Path
 
 from skillstream.distill.package import validate_files
@@ -102,8 +103,11 @@ def read_zip(
         if "/" not in info.filename:
             raise InputError(f"{label}: file {info.filename!r} lies outside the folder {folder!r}")
         rel = info.filename.split("/", 1)[1]
-        with zf.open(info) as fh:
-            content = fh.read(max_member_bytes + 1)
+        try:
+            with zf.open(info) as fh:
+                content = fh.read(max_member_bytes + 1)
+        except (zipfile.BadZipFile, zlib.error, EOFError) as e:  # a bad checksum, cut data
+            raise InputError(f"{label}: member {info.filename!r} cannot be read ({e})") from None
         if len(content) > max_member_bytes:  # the header lied about the size
             raise InputError(
                 f"{label}: member {info.filename!r} is larger than {max_member_bytes} bytes"

@@ -37,6 +37,8 @@ from skillstream.storage.filters import not_skill_item, read_filter, where_all
 
 log = logging.getLogger(__name__)
 
+MAX_K = 10000
+"""Most hits one search returns."""
 CANDIDATES_PER_HIT = 4
 
 
@@ -110,12 +112,12 @@ class MemorySearch:
         ``task_skills`` is false.
 
         Raises:
-            InputError: for an unknown strategy or k < 1.
+            InputError: for an unknown strategy or a k outside 1..``MAX_K``.
         """
         if strategy not in STRATEGIES:
             raise InputError(f"search strategy {strategy!r} is not one of {', '.join(STRATEGIES)}")
-        if k < 1:
-            raise InputError(f"k must be at least 1, got {k}")
+        if not 1 <= k <= MAX_K:
+            raise InputError(f"k must be between 1 and {MAX_K}, got {k}")
         reader = Reader(owner, agent, session)
         policy = self.rules.policies.for_agent(agent)
         text = query if strategy in ("keyword", "hybrid") else None
