@@ -76,11 +76,11 @@ def bad_checksum_zip(folder: Path) -> Path:
 @pytest.mark.parametrize(
     ("args", "words"),
     [
-        (["sql", ""], "the SQL query is empty"),
-        (["sql", "   "], "the SQL query is empty"),
-        (["sql", "selec 1"], "SQL: Parser Error"),
-        (["sql", "select * from no_such_table"], "SQL: Catalog Error"),
-        (["sql", "select no_such_column from spans"], "SQL: Binder Error"),
+        (["sql", ""], "the SQL text is empty"),
+        (["sql", "   "], "the SQL text is empty"),
+        (["sql", "selec 1"], "SQL error: Parser Error"),
+        (["sql", "select * from no_such_table"], "SQL error: Catalog Error"),
+        (["sql", "select no_such_column from spans"], "SQL error: Binder Error"),
         (["search", "tea", "--k", "99999999999"], "k must be between 1 and 10000"),
         (["search", "tea", "--k", "0"], "k must be between 1 and 10000"),
         (["history", "no-such-memory"], "no memory"),
@@ -105,11 +105,13 @@ def test_a_zip_with_a_bad_checksum_is_one_line(home, tmp_path, capsys, monkeypat
 def test_the_console_script_prints_one_line_and_v_shows_the_traceback(home):
     quiet = process("--home", str(home), "sql", "selec 1")
     assert quiet.returncode == 2 and quiet.stdout == ""
-    assert quiet.stderr.count("\n") == 1 and quiet.stderr.startswith("error: SQL: Parser Error")
+    assert quiet.stderr.count("\n") == 1 and quiet.stderr.startswith(
+        "error: SQL error: Parser Error"
+    )
     loud = process("--home", str(home), "-v", "sql", "selec 1")
     assert loud.returncode == 2
     assert "Traceback (most recent call last)" in loud.stderr
-    assert loud.stderr.rstrip().splitlines()[-1].startswith("error: SQL: Parser Error")
+    assert loud.stderr.rstrip().splitlines()[-1].startswith("error: SQL error: Parser Error")
 
 
 # ------------------------------------------------------------------------------ missing home

@@ -62,6 +62,8 @@ def kind(key: str) -> str:
     if annotation is float:
         return "duration" if key.endswith("_s") else "float"
     words = accepted(key)
+    if words.startswith("an ISO 8601 time"):
+        return "time"
     return {LOCATION_ACCEPTED: "location", URL_ACCEPTED: "url"}.get(words, "text")
 
 
@@ -76,6 +78,7 @@ def bad_values(key: str) -> list[Any]:
         "map": ["[1, 2]", "{not json", 5],
         "location": ["a\x00b", "line\nbreak", 5],
         "url": ["localhost:8080", "ftp://host/x", 5],
+        "time": ["yesterday", "2020-13-01", 5],
         "text": [5, ["x"]],
     }[k]
     step = 1 if k == "int" else 0.5
@@ -108,6 +111,8 @@ def good_value(key: str) -> tuple[Any, Any]:
         return "http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1"
     if k == "text":
         return "some-name", "some-name"
+    if k == "time":
+        return "2000-01-01T00:00:00Z", "2000-01-01T00:00:00+00:00"
     low = b.get("ge", b.get("gt", 0) + (1 if k == "int" else 0.25))
     return low, low
 
@@ -140,6 +145,7 @@ def test_every_kind_is_covered():
         "map",
         "location",
         "url",
+        "time",
         "text",
     }
 
