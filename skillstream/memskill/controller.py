@@ -319,6 +319,9 @@ class Selection:
 class TopKController:
     """Top-K memory skill selection (see the module docstring).
 
+    ``needs_span_vector`` tells the pipeline to embed every span even for an executor that does not
+    read the vector (the offline ``rules`` one), since the selection depends on it.
+
     Args:
         embed: Text embedder (unit vectors), used for the skill descriptions.
         scorer: A ``Scorer``; default ``CosineScorer``.
@@ -352,6 +355,7 @@ class TopKController:
         self.seed = seed
         self._vectors: dict[tuple[str, int, str], np.ndarray] = {}
         self._lock = threading.Lock()
+        self.needs_span_vector = True
 
     def skill_vectors(self, skills: Sequence[MemorySkill]) -> np.ndarray:
         """Description embeddings ``(n, d)``, cached per (name, version, description)."""

@@ -45,6 +45,7 @@ from skillstream.rules.classify import Classified, classify, np_head, strip_cue,
 from skillstream.rules.dates import resolve_dates
 from skillstream.rules.person import add_subject, said, third_person_en, third_person_zh
 from skillstream.rules.planner import Planner, Statement
+from skillstream.rules.skills import statement_filter
 from skillstream.text import (
     CJK,
     content_words,
@@ -151,9 +152,11 @@ class RulesExecutor:
         # Names from earlier spans matter only when this span does not show both sides.
         known = _known_people(inp.state) if len(speakers) < 2 else {}
         vocatives = _vocatives(msgs, known)
+        keep = statement_filter(inp.memory_skills)
         for j in range(len(msgs)):
             for st in self._statements(msgs, j, vocatives, known):
-                planner.add(st)
+                if keep(st):
+                    planner.add(st)
         return Extraction(ops=planner.ops(), memory_skills=names)
 
     # ------------------------------------------------------------------------------ statements
@@ -295,6 +298,7 @@ class RulesExecutor:
             (prev.message_id, m.message_id),
             ts or q_ts,
             f"answer by {name} to a question by {asker}",
+            origin="answer",
         )
 
     def _photo(
@@ -317,6 +321,7 @@ class RulesExecutor:
             (m.message_id,),
             m.ts,
             f"photo shared by {name}",
+            origin="photo",
         )
 
     def _assistant(self, msgs: Sequence[Message], j: int, lang: str) -> list[Statement]:
@@ -341,6 +346,7 @@ class RulesExecutor:
                     (m.message_id,),
                     ts,
                     "suggestion by the assistant (not the user's preference)",
+                    origin="suggestion",
                 )
             )
         return out
