@@ -149,3 +149,106 @@ def import_cmd(
         + (f": {', '.join(summary['new_versions'])}" if report.created else "")
         + f"; {len(report.unchanged)} unchanged"
     )
+
+
+def _training_skills(settings: Any) -> list[Any]:
+    """The bank's active memory skills, plus the rules categories for the offline backend."""
+    from skillstream.services.pipeline import load_memory_skills
+
+    skills = load_memory_skills(settings)
+    if settings.llm.backend == "rules":
+        from skillstream.rules.skills import RULE_SKILLS
+
+        have = {s.name for s in skills}
+        skills += [s for s in RULE_SKILLS if s.name not in have]
+    return skills
+
+
+@memory_skills.command("train")
+@click.option("--data", "data", required=True, type=click.Path(exists=True), help="Chat logs.")
+@click.option("--format", "fmt", default="locomo", show_default=True, help="Input format.")
+@click.option(
+    "--reward",
+    type=click.Choice(["evidence", "unlabelled"]),
+    default="evidence",
+    show_default=True,
+    help="evidence: LoCoMo questions; unlabelled: later turns that refer back (no labels).",
+)
+@click.option("--train", "train_ids", default="", help="Comma-separated training conversations.")
+@click.option("--val", "val_ids", default="", help="Comma-separated validation conversations.")
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False), help="Checkpoint.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write the report here.")
+@click.option("--curve", "curve_dir", type=click.Path(file_okay=False), help="Curve PNG+JSON.")
+@click.option("--k", "k", type=int, default=3, show_default=True, help="Skills per span.")
+@click.option("--updates", type=int, default=30, show_default=True, help="PPO updates.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--memory-cost", type=float, default=0.0003, show_default=True)
+@click.option("--token-cost", type=float, default=0.0, show_default=True)
+@click.option("--lr", type=float, default=1e-3, show_default=True)
+@click.option("--threads", type=int, default=1, show_default=True, help="Torch CPU threads.")
+@click.pass_context
+def train_cmd(
+    ctx: click.Context,
+    data: str,
+    fmt: str,
+    reward: str,
+    train_ids: str,
+    val_ids: str,
+    out: str,
+    json_out: str | None,
+    curve_dir: str | None,
+    k: int,
+    updates: int,
+    seed: int,
+    memory_cost: float,
+    token_cost: float,
+    lr: float,
+    threads: int,
+) -> None:
+    """Train the controller's scorer with PPO on the memories it causes; compare on validation."""
+    import torch
+
+    from skillstream.embed import get_embedder
+    from skillstream.eval.controller import TrainOptions, train_controller
+    from skillstream.services.pipeline import make_executor
+
+    torch.set_num_threads(max(1, threads))
+    settings = settings_from(ctx)
+    opts = TrainOptions(
+        data=data,
+        fmt=fmt,
+        reward=reward,
+        train=tuple(x for x in train_ids.split(",") if x),
+        val=tuple(x for x in val_ids.split(",") if x),
+        k=k,
+        updates=updates,
+        seed=seed,
+        memory_cost=memory_cost,
+        token_cost=token_cost,
+        lr=lr,
+    )
+    embedder = get_embedder(settings.embedding)
+    skills = _training_skills(settings)
+    executor = make_executor(settings)
+    if hasattr(executor, "categories"):
+        executor.categories = True
+    with click.progressbar(length=updates, label="PPO updates", file=click.get_text_stream("stderr")) as bar:
+
+        def step(point: dict[str, float]) -> None:
+            bar.update(1)
+
+        report = train_controller(
+            opts,
+            settings,
+            embedder,
+            executor,
+            skills,
+            out,
+            on_update=step,
+            curve_dir=curve_dir,
+        )
+    text = dumps(report)
+    if json_out:
+        Path(json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_out).write_text(text + "\n")
+    click.echo(dumps({"val": report["val"], "seconds": report["seconds"], "checkpoint": out}))

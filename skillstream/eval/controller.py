@@ -258,7 +258,7 @@ class TrainOptions:
     k: int = 3
     updates: int = 30
     seed: int = 0
-    memory_cost: float = 0.002
+    memory_cost: float = 0.0003
     token_cost: float = 0.0
     lr: float = 1e-3
     episodes_per_update: int = 4
@@ -269,7 +269,7 @@ def split(
 ) -> tuple[list[Conversation], list[Conversation]]:
     """The training and validation conversations (default: the last third validates)."""
     ids = [c.conversation_id for c in convs]
-    unknown = sorted(set(train) | set(val) - set(ids))
+    unknown = sorted((set(train) | set(val)) - set(ids))
     if unknown:
         raise InputError(f"--train/--val name conversations not in the data: {unknown}")
     if not train and not val:

@@ -135,13 +135,16 @@ class RulesExecutor:
     Args:
         keep_assistant_suggestions: store an assistant's suggestions as facts about the assistant
             ("The assistant suggested ..."); when false, assistant messages are skipped.
+        categories: the bank holds the category skills of ``skillstream.rules.skills``: only the
+            statements of selected categories are kept (see ``statement_filter``).
     """
 
     name = "rules"
     needs_span_vector = False
 
-    def __init__(self, keep_assistant_suggestions: bool = True) -> None:
+    def __init__(self, keep_assistant_suggestions: bool = True, categories: bool = False) -> None:
         self.keep_assistant_suggestions = keep_assistant_suggestions
+        self.categories = categories
 
     def execute(self, inp: ExtractionInput) -> Extraction:
         allowed = _allowed(inp.memory_skills)
@@ -152,7 +155,7 @@ class RulesExecutor:
         # Names from earlier spans matter only when this span does not show both sides.
         known = _known_people(inp.state) if len(speakers) < 2 else {}
         vocatives = _vocatives(msgs, known)
-        keep = statement_filter(inp.memory_skills)
+        keep = statement_filter(inp.memory_skills, self.categories)
         for j in range(len(msgs)):
             for st in self._statements(msgs, j, vocatives, known):
                 if keep(st):

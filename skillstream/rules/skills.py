@@ -22,8 +22,11 @@ Selection semantics, applied by ``statement_filter``:
 
 * no category skill selected (the default bank of primitives): every statement is considered, as
   before these skills existed, so the default run writes the same memories;
-* at least one selected: a statement is considered when the skill of its category is selected;
-  statements of no category (none today, the list is exhaustive) go with the ``insert`` primitive.
+* at least one selected, or the executor told that its bank holds these skills
+  (``RulesExecutor(categories=True)``, set by ``memory-skills train`` and by an activated
+  controller trained with them): a statement is considered when the skill of its category is
+  selected; statements of no category (none today, the list is exhaustive) go with the ``insert``
+  primitive. So selecting ``insert`` alone does not keep everything.
 
 Every category skill's action is INSERT: it *adds* statements to what the planner sees, and the
 planner still turns a statement into an UPDATE or DELETE only when those primitives are selected.
@@ -133,10 +136,18 @@ def category(st: Statement) -> str | None:
     return _BY_KIND.get(MemoryKind(st.cls.kind)) if st.cls.kind in _BY_KIND else None
 
 
-def statement_filter(selected: Sequence[MemorySkill]) -> Callable[[Statement], bool]:
-    """Which statements the planner should see for this selection (see the module docstring)."""
+def statement_filter(
+    selected: Sequence[MemorySkill], categories: bool = False
+) -> Callable[[Statement], bool]:
+    """Which statements the planner should see for this selection (see the module docstring).
+
+    Args:
+        selected: The memory skills the controller selected for the span.
+        categories: The bank holds the category skills (a controller trained with them chooses):
+            a selection without any category keeps only what ``insert`` covers, none today.
+    """
     chosen = {s.name for s in selected if s.name in NAMES}
-    if not chosen:
+    if not chosen and not categories:
         return lambda st: True
     residual = any(s.name == "insert" for s in selected)
 
