@@ -252,3 +252,56 @@ def train_cmd(
         Path(json_out).parent.mkdir(parents=True, exist_ok=True)
         Path(json_out).write_text(text + "\n")
     click.echo(dumps({"val": report["val"], "seconds": report["seconds"], "checkpoint": out}))
+
+
+@memory_skills.command("activate")
+@click.argument("checkpoint", type=click.Path(exists=True, dir_okay=False))
+@click.pass_context
+def activate(ctx: click.Context, checkpoint: str) -> None:
+    """Make the flow select memory skills with a trained controller CHECKPOINT.
+
+    The checkpoint is checked against the embedder, copied into the home's artifact store under
+    its version (hash), the memory skills it was trained with are added to the bank when missing,
+    and every span processed from now on records that version in the ledger's ``controller``.
+    """
+    import json
+    import shutil
+
+    from skillstream.embed import get_embedder
+    from skillstream.memskill.controller import checkpoint_meta, checkpoint_version, load_scorer
+    from skillstream.memskill.versions import MemorySkillVersion
+    from skillstream.services.pipeline import ACTIVE_CONTROLLER
+
+    settings = settings_from(ctx)
+    load_scorer(checkpoint, int(get_embedder(settings.embedding).dim))
+    version = checkpoint_version(checkpoint)
+    meta = checkpoint_meta(checkpoint)
+    if "://" in settings.storage.artifacts:
+        raise click.UsageError("activate needs a local artifact store (SKILLSTREAM_ARTIFACTS_URI)")
+    folder = Path(settings.storage.artifacts) / "controllers"
+    folder.mkdir(parents=True, exist_ok=True)
+    stored = folder / f"{version}.pt"
+    shutil.copyfile(checkpoint, stored)
+    skills = [s for s in (meta.get("skills") or "").split(",") if s]
+    added = []
+    if skills:
+        from skillstream.rules.skills import RULE_SKILLS
+
+        Path(settings.storage.catalog).parent.mkdir(parents=True, exist_ok=True)
+        with _bank(settings, write=True) as bank:
+            bank.ensure_seeded()
+            have = {v.name for v in bank.current()}
+            for s in RULE_SKILLS:
+                if s.name in skills and s.name not in have:
+                    bank.put(MemorySkillVersion.from_skill(s, source="controller"), "controller")
+                    added.append(s.name)
+    record = {
+        "checkpoint": str(stored),
+        "version": f"torch:{version}",
+        "k": int(meta.get("k") or settings.extraction.memory_skill_k),
+        "skills": skills,
+    }
+    home = Path(settings.storage.home)
+    home.mkdir(parents=True, exist_ok=True)
+    (home / ACTIVE_CONTROLLER).write_text(json.dumps(record, indent=2) + "\n")
+    click.echo(dumps({**record, "added_skills": added}))

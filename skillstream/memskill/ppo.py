@@ -114,9 +114,10 @@ def value_loss(values: Any, returns: Any) -> Any:
 def entropy(logits: Any) -> Any:
     """Mean entropy of the first pick's distribution over rows of masked logits (``-inf``)."""
     torch = _torch()
-    logp = torch.log_softmax(logits, dim=-1)
-    p = logp.exp()
-    return -(torch.where(torch.isfinite(logp), p * logp, torch.zeros_like(p))).sum(-1).mean()
+    finite = torch.isfinite(logits)
+    logp = torch.log_softmax(logits, dim=-1).masked_fill(~finite, 0.0)  # no 0 * -inf (NaN grads)
+    p = torch.softmax(logits, dim=-1)
+    return -(p * logp).sum(-1).mean()
 
 
 def masked_logits(net: Any, states: Any, skills: Any, masks: Any) -> Any:

@@ -216,6 +216,8 @@ class Trainer:
         self.controller.steps = []
         self.controller.explore = True
         self.controller.episode += 1
+        if hasattr(episode, "skills"):
+            episode.skills = list(self.skills)  # the designer may have changed the bank
         return episode.run(self.controller)
 
     def update(self, episodes: Sequence[Episode]) -> dict[str, float]:

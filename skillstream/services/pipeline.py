@@ -26,12 +26,44 @@ from skillstream.settings import Settings
 from skillstream.tokens import get_counter
 
 
+ACTIVE_CONTROLLER = "controller.json"
+"""File in the home naming the activated controller checkpoint (``memory-skills activate``)."""
+
+
+def active_controller(settings: Settings) -> dict[str, Any] | None:
+    """The activated controller of the home (checkpoint, version, k, skills), if any."""
+    import json
+
+    path = Path(settings.storage.home) / ACTIVE_CONTROLLER
+    if not path.is_file():
+        return None
+    return dict(json.loads(path.read_text()))
+
+
+def with_active_controller(settings: Settings) -> Settings:
+    """``settings`` using the home's activated checkpoint (Top-K with its K), unless a scorer is
+    set explicitly."""
+    active = active_controller(settings)
+    if active is None or settings.extraction.memory_skill_scorer:
+        return settings
+    return settings.with_keys(
+        memory_skill_selection="top_k",
+        memory_skill_scorer=str(active["checkpoint"]),
+        memory_skill_k=int(active.get("k") or settings.extraction.memory_skill_k),
+    )
+
+
 def make_executor(settings: Settings) -> Executor:
-    """The executor of the configured backend: the offline ``rules`` one or the LLM one."""
+    """The executor of the configured backend: the offline ``rules`` one or the LLM one.
+
+    The ``rules`` executor keeps only the statements of selected categories when the home's
+    activated controller was trained with the rules category skills."""
     if settings.llm.backend == "rules":
         from skillstream.rules import RulesExecutor
+        from skillstream.rules.skills import NAMES
 
-        return RulesExecutor()
+        active = active_controller(settings) or {}
+        return RulesExecutor(categories=bool(NAMES & set(active.get("skills") or ())))
     from skillstream.memskill.factory import make_llm_executor
 
     return make_llm_executor(settings.llm, settings.storage.home)
@@ -115,6 +147,7 @@ def build_pipeline(
     Returns:
         The pipeline; its ``run_id`` is new.
     """
+    settings = with_active_controller(settings)
     executor = executor or make_executor(settings)
     if memory_skills is None:
         memory_skills = load_memory_skills(settings, catalog)
