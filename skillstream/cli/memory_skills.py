@@ -230,9 +230,10 @@ def train_cmd(
     embedder = get_embedder(settings.embedding)
     skills = _training_skills(settings)
     executor = make_executor(settings)
-    if hasattr(executor, "categories"):
-        executor.categories = True
-    with click.progressbar(length=updates, label="PPO updates", file=click.get_text_stream("stderr")) as bar:
+    if isinstance(getattr(executor, "categories", None), bool):
+        executor.categories = True  # type: ignore[attr-defined]
+    bar_file = click.get_text_stream("stderr")  # type: ignore[operator]
+    with click.progressbar(length=updates, label="PPO updates", file=bar_file) as bar:
 
         def step(point: dict[str, float]) -> None:
             bar.update(1)

@@ -147,8 +147,12 @@ def build(
     from skillstream.services.pipeline import build_pipeline
 
     pipe = build_pipeline(
-        settings, embedder, executor=executor, memory_skills=list(skills), maintenance=False
-    )  # type: ignore[arg-type]
+        settings,
+        embedder,  # type: ignore[arg-type]
+        executor=executor,
+        memory_skills=list(skills),
+        maintenance=False,
+    )
     pipe.controller = controller
     pipe.observe = observe
     state = pipe.new_state(conv.owner_id)
@@ -335,7 +339,9 @@ def train_controller(
     )
     fusion = settings.extraction.memory_skill_fusion
     trained = RolloutController(embed, trainer.net, k=opts.k, fusion=fusion, explore=False)
-    untrained_torch = RolloutController(embed, untrained_net, k=opts.k, fusion=fusion, explore=False)
+    untrained_torch = RolloutController(
+        embed, untrained_net, k=opts.k, fusion=fusion, explore=False
+    )
     controllers: dict[str, Controller] = {
         "all": _All(),
         "random": RandomK(opts.k, opts.seed),

@@ -73,9 +73,7 @@ class HardCaseBuffer:
             self.cases[query.text] = HardCase(query, score, 1, step)
         else:
             case.score, case.fails, case.last_step = score, case.fails + 1, step
-        self.cases = {
-            k: c for k, c in self.cases.items() if step - c.last_step <= self.window
-        }
+        self.cases = {k: c for k, c in self.cases.items() if step - c.last_step <= self.window}
         if len(self.cases) > self.cap:
             keep = sorted(self.cases.values(), key=lambda c: -c.difficulty)[: self.cap]
             self.cases = {c.query.text: c for c in keep}
@@ -87,7 +85,7 @@ def kmeans(vectors: np.ndarray, k: int, seed: int = 0, iters: int = 25) -> np.nd
     k = max(1, min(k, n))
     rng = np.random.default_rng(seed)
     centres = vectors[rng.choice(n, size=k, replace=False)].astype(np.float64)
-    labels = np.zeros(n, dtype=np.int64)
+    labels: np.ndarray = np.zeros(n, dtype=np.int64)
     for _ in range(iters):
         dist = ((vectors[:, None, :] - centres[None, :, :]) ** 2).sum(-1)
         new = dist.argmin(1)
@@ -171,7 +169,7 @@ def _cases_text(groups: Sequence[Sequence[HardCase]]) -> str:
     for i, g in enumerate(groups):
         lines.append(f"Group {i + 1}:")
         for c in g:
-            lines.append(f"- \"{c.query.text}\" (recall {c.score:.2f}, failed {c.fails} times)")
+            lines.append(f'- "{c.query.text}" (recall {c.score:.2f}, failed {c.fails} times)')
     return "\n".join(lines)
 
 
@@ -209,8 +207,10 @@ class Designer:
         )
         return ChatRequest(
             purpose="design",
-            messages=(("system", "You improve how a memory system extracts memories."),
-                      ("user", user)),
+            messages=(
+                ("system", "You improve how a memory system extracts memories."),
+                ("user", user),
+            ),
             schema=ANALYSIS_SCHEMA,
             temperature=0.0,
             max_tokens=600,
@@ -230,8 +230,10 @@ class Designer:
         )
         return ChatRequest(
             purpose="design",
-            messages=(("system", "You improve how a memory system extracts memories."),
-                      ("user", user)),
+            messages=(
+                ("system", "You improve how a memory system extracts memories."),
+                ("user", user),
+            ),
             schema=EDIT_SCHEMA,
             temperature=0.0,
             max_tokens=1200,
@@ -395,8 +397,6 @@ def evolve(
         if changes:
             new_names = [c.skill.name for c in changes if c.new]
             since = trainer.updates
-            trainer.set_skills(
-                apply_changes(trainer.skills, changes), {n: bias for n in new_names}
-            )
+            trainer.set_skills(apply_changes(trainer.skills, changes), {n: bias for n in new_names})
         report.cycles.append(row)
     return report

@@ -81,7 +81,7 @@ def gae(
     ``last_value`` is the value after the final step (0 when the episode ended).
     """
     n = len(rewards)
-    adv = np.zeros(n, dtype=np.float64)
+    adv: np.ndarray = np.zeros(n, dtype=np.float64)
     nxt_adv = 0.0
     nxt_val = float(last_value)
     for t in range(n - 1, -1, -1):
@@ -148,9 +148,9 @@ def ppo_update(
     masks = torch.from_numpy(np.stack([s.mask for s in steps]).astype(bool))
     width = len(steps[0].mask)
     biases = torch.from_numpy(
-        np.stack(
-            [s.bias if s.bias is not None else np.zeros(width) for s in steps]
-        ).astype(np.float32)
+        np.stack([s.bias if s.bias is not None else np.zeros(width) for s in steps]).astype(
+            np.float32
+        )
     )
     skills = torch.from_numpy(np.ascontiguousarray(skill_vectors, dtype=np.float32))
     old = torch.tensor([s.log_prob for s in steps], dtype=torch.float32)

@@ -184,13 +184,13 @@ class Trainer:
         *,
         k: int = 3,
         fusion: str = "mean",
-        config: PPOConfig = PPOConfig(),
+        config: PPOConfig | None = None,
         seed: int = 0,
         net: Any = None,
     ) -> None:
         import torch
 
-        self.config = config
+        self.config = config = config or PPOConfig()
         self.seed = seed
         self.skills = list(skills)
         self.k = k

@@ -60,8 +60,13 @@ GOOD_EDIT = {
             "instruction": "Purpose: keep facts.\nHow to apply: one item per fact, dated.",
         },
         {"change": "add", "name": "Bad Name!", "description": "x", "instruction": "y"},
-        {"change": "add", "name": "forget", "description": "x", "instruction": "y",
-         "action": "DELETE"},
+        {
+            "change": "add",
+            "name": "forget",
+            "description": "x",
+            "instruction": "y",
+            "action": "DELETE",
+        },
     ]
 }
 
@@ -136,8 +141,16 @@ def test_evolve_adds_versions_validates_and_rolls_back() -> None:
 
 
 def test_invalid_designer_output_changes_nothing() -> None:
-    llm = ScriptedLLM([ANALYSIS, {"changes": [{"change": "refine", "name": "nope",
-                                               "description": "d", "instruction": "i"}]}])
+    llm = ScriptedLLM(
+        [
+            ANALYSIS,
+            {
+                "changes": [
+                    {"change": "refine", "name": "nope", "description": "d", "instruction": "i"}
+                ]
+            },
+        ]
+    )
     designer = Designer(llm)
     buf = HardCaseBuffer()
     for q in CASES:

@@ -13,9 +13,9 @@ from click.testing import CliRunner
 from skillstream.cli import cli
 from skillstream.eval.controller import TrainOptions, train_controller
 from skillstream.memskill.controller import checkpoint_version
+from skillstream.memskill.seeds import PRIMITIVES
 from skillstream.rules import RulesExecutor
 from skillstream.rules.skills import RULE_SKILLS
-from skillstream.memskill.seeds import PRIMITIVES
 from skillstream.settings import Settings
 from tests.factories import write_locomo
 
@@ -32,12 +32,23 @@ def test_unlabelled_reward_rises_over_training(tmp_path, embedder, one_thread) -
     data = write_locomo(tmp_path / "logs.json", samples=4, sessions=4, turns=10)
     settings = Settings.from_keys(home=str(tmp_path / "home"))
     opts = TrainOptions(
-        data=str(data), reward="unlabelled", k=2, updates=14, lr=3e-3, seed=3,
-        val=("conv-3",), memory_cost=0.0,
+        data=str(data),
+        reward="unlabelled",
+        k=2,
+        updates=14,
+        lr=3e-3,
+        seed=3,
+        val=("conv-3",),
+        memory_cost=0.0,
     )
     report = train_controller(
-        opts, settings, embedder, RulesExecutor(categories=True),
-        list(PRIMITIVES) + list(RULE_SKILLS), tmp_path / "c.pt", curve_dir=tmp_path / "curve",
+        opts,
+        settings,
+        embedder,
+        RulesExecutor(categories=True),
+        list(PRIMITIVES) + list(RULE_SKILLS),
+        tmp_path / "c.pt",
+        curve_dir=tmp_path / "curve",
     )
     rewards = [p["reward"] for p in report["curve"]]
     assert len(rewards) == 14
@@ -54,7 +65,9 @@ def test_activate_then_run_records_the_controller_and_calls_no_llm(tmp_path, emb
 
     torch.manual_seed(0)
     ckpt = save_scorer(
-        scorer_net(embedder.dim), tmp_path / "c.pt", k=2,
+        scorer_net(embedder.dim),
+        tmp_path / "c.pt",
+        k=2,
         skills=",".join(s.name for s in list(PRIMITIVES) + list(RULE_SKILLS)),
     )
     home = tmp_path / "home"
@@ -65,7 +78,9 @@ def test_activate_then_run_records_the_controller_and_calls_no_llm(tmp_path, emb
     assert json.loads(out.output)["version"] == version
     assert sorted(json.loads(out.output)["added_skills"]) == sorted(s.name for s in RULE_SKILLS)
     data = write_locomo(tmp_path / "logs.json", samples=1, sessions=2, turns=6)
-    out = runner.invoke(cli, ["--home", str(home), "run", "--source", str(data), "--format", "locomo"])
+    out = runner.invoke(
+        cli, ["--home", str(home), "run", "--source", str(data), "--format", "locomo"]
+    )
     assert out.exit_code == 0, out.output
     con = duckdb.connect(str(home / "catalog.duckdb"), read_only=True)
     try:

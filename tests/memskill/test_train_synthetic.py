@@ -69,8 +69,11 @@ class ScriptedExecutor:
         topic = inp.span.messages[0].metadata or ""
         if topic not in {s.name for s in inp.memory_skills}:
             return Extraction()
-        op = MemoryOp(Op.INSERT, text=inp.span.messages[0].text,
-                      source_message_ids=tuple(inp.span.message_ids))
+        op = MemoryOp(
+            Op.INSERT,
+            text=inp.span.messages[0].text,
+            source_message_ids=tuple(inp.span.message_ids),
+        )
         return Extraction(ops=[op])
 
 
@@ -95,8 +98,11 @@ class SyntheticEpisode:
 
     def run(self, controller: RolloutController) -> tuple[list[Step], dict[str, float]]:
         pipe = MemoryPipeline(
-            executor=ScriptedExecutor(), embed=self.embed, controller=controller,
-            memory_skills=SKILLS, observe=controller.observe,
+            executor=ScriptedExecutor(),
+            embed=self.embed,
+            controller=controller,
+            memory_skills=SKILLS,
+            observe=controller.observe,
         )
         start = len(controller.steps)
         for span in self.spans:  # each span its own owner: a fresh memory per decision
@@ -105,7 +111,10 @@ class SyntheticEpisode:
         written = [s.info["written"] for s in steps]
         credit = {mid: 1.0 / len(steps) for ids in written for mid in ids}
         rewards = step_rewards(
-            len(steps), written, [s.info["inserted"] for s in steps], [0] * len(steps),
+            len(steps),
+            written,
+            [s.info["inserted"] for s in steps],
+            [0] * len(steps),
             Score(sum(credit.values()), credit, len(steps)),
         )
         steps = finish_episode(steps, rewards)
