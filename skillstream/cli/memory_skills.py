@@ -62,6 +62,9 @@ def list_cmd(ctx: click.Context, show_all: bool, as_json: bool) -> None:
                 "action": v.action,
                 "status": v.status,
                 "spans": usage.get(v.name, 0),
+                "usage_count": v.usage_count,
+                "reward_mean": None if v.reward_mean is None else round(v.reward_mean, 4),
+                "recent_rewards": [round(r, 4) for r in v.recent_rewards][-5:],
                 "source": v.source if stored else "seed (not stored yet)",
                 "description": v.description,
             }
@@ -248,6 +251,11 @@ def train_cmd(
             on_update=step,
             curve_dir=curve_dir,
         )
+    rewards = report.pop("skill_rewards", {})
+    if Path(settings.storage.catalog).exists():
+        with _bank(settings, write=True) as bank:
+            bank.record_rewards(rewards)
+    report["skills_used"] = {k: len(v) for k, v in rewards.items()}
     text = dumps(report)
     if json_out:
         Path(json_out).parent.mkdir(parents=True, exist_ok=True)

@@ -363,6 +363,7 @@ def train_controller(
         "memory_cost": opts.memory_cost,
         "skills": [s.name for s in skills],
         "curve": curve.points,
+        "skill_rewards": trainer.skill_rewards,
     }
     if curve_dir is not None:
         write_curve(curve.points, curve_dir)

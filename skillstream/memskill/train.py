@@ -202,6 +202,8 @@ class Trainer:
         self.rng = np.random.default_rng(seed)
         self.updates = 0
         self.curve = Curve()
+        self.skill_rewards: dict[str, list[float]] = {}
+        """Per skill name, the reward of every rollout step that selected it (bank statistics)."""
 
     def skill_vectors(self) -> np.ndarray:
         return self.controller.skill_vectors(self.skills)
@@ -239,6 +241,9 @@ class Trainer:
                 self.config.lam,
             )
             batch.extend(steps)
+            for s in steps:
+                for name in (s.info or {}).get("skills", []):
+                    self.skill_rewards.setdefault(name, []).append(float(s.reward))
             advs.append(a)
             rets.append(r)
             rewards.append(float(sum(s.reward for s in steps)))

@@ -157,3 +157,17 @@ def test_invalid_designer_output_changes_nothing() -> None:
         buf.add(q, 0.0, 0)
     assert designer.round(representatives(buf), list(PRIMITIVES)) == []
     assert designer.rejected and "unknown skill" in designer.rejected[0][1]
+
+
+def test_bank_keeps_a_trainers_reward_statistics() -> None:
+    cat = Catalog(":memory:", read_only=False)
+    try:
+        bank = MemorySkillBank(cat)
+        assert bank.record_rewards({"insert": [0.5, 1.0], "nope": [1.0]}) == 1
+        bank.record_rewards({"insert": [0.0]}, keep=2)
+        ins = next(v for v in bank.current() if v.name == "insert")
+        assert ins.usage_count == 3
+        assert abs((ins.reward_mean or 0) - 0.5) < 1e-9
+        assert list(ins.recent_rewards) == [1.0, 0.0]
+    finally:
+        cat.close()
