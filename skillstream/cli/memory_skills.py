@@ -314,3 +314,120 @@ def activate(ctx: click.Context, checkpoint: str) -> None:
     home.mkdir(parents=True, exist_ok=True)
     (home / ACTIVE_CONTROLLER).write_text(json.dumps(record, indent=2) + "\n")
     click.echo(dumps({**record, "added_skills": added}))
+
+
+@memory_skills.command("evolve")
+@click.option("--data", "data", required=True, type=click.Path(exists=True), help="Chat logs.")
+@click.option("--format", "fmt", default="locomo", show_default=True, help="Input format.")
+@click.option(
+    "--reward",
+    type=click.Choice(["evidence", "unlabelled"]),
+    default="evidence",
+    show_default=True,
+)
+@click.option("--train", "train_ids", default="", help="Comma-separated training conversations.")
+@click.option("--val", "val_ids", default="", help="Comma-separated validation conversations.")
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False), help="Checkpoint.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write the report here.")
+@click.option("--cycles", type=int, default=5, show_default=True)
+@click.option("--patience", type=int, default=2, show_default=True)
+@click.option("--updates", type=int, default=10, show_default=True, help="PPO updates per cycle.")
+@click.option("--k", "k", type=int, default=3, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--memory-cost", type=float, default=0.0003, show_default=True)
+@click.option("--token-cost", type=float, default=0.0, show_default=True)
+@click.option("--lr", type=float, default=1e-3, show_default=True)
+@click.option("--llm", type=click.Choice(["openai"]), default="openai", show_default=True)
+@click.option("--llm-base-url", default=None)
+@click.option("--llm-model", default=None)
+@click.option("--threads", type=int, default=1, show_default=True)
+@click.pass_context
+def evolve_cmd(
+    ctx: click.Context,
+    data: str,
+    fmt: str,
+    reward: str,
+    train_ids: str,
+    val_ids: str,
+    out: str,
+    json_out: str | None,
+    cycles: int,
+    patience: int,
+    updates: int,
+    k: int,
+    seed: int,
+    memory_cost: float,
+    token_cost: float,
+    lr: float,
+    llm: str,
+    llm_base_url: str | None,
+    llm_model: str | None,
+    threads: int,
+) -> None:
+    """Alternate controller training and designer rounds; store the best bank (source=designer).
+
+    The designer needs an OpenAI-compatible LLM; the executor is the configured backend.
+    """
+    import torch
+
+    from skillstream.embed import get_embedder
+    from skillstream.eval.controller import TrainOptions, evolve_controller
+    from skillstream.llm import make_backend
+    from skillstream.memskill.designer import Designer
+    from skillstream.memskill.versions import MemorySkillVersion
+    from skillstream.services.pipeline import make_executor
+
+    torch.set_num_threads(max(1, threads))
+    settings = settings_from(ctx)
+    design_settings = settings.with_keys(
+        llm=llm,
+        **{k2: v for k2, v in (("llm_base_url", llm_base_url), ("llm_model", llm_model)) if v},
+    )
+    backend = make_backend(design_settings.llm, settings.storage.home)
+    if backend is None:
+        raise click.UsageError("the designer needs an LLM: give --llm-base-url and --llm-model")
+    opts = TrainOptions(
+        data=data,
+        fmt=fmt,
+        reward=reward,
+        train=tuple(x for x in train_ids.split(",") if x),
+        val=tuple(x for x in val_ids.split(",") if x),
+        k=k,
+        updates=updates,
+        seed=seed,
+        memory_cost=memory_cost,
+        token_cost=token_cost,
+        lr=lr,
+    )
+    executor = make_executor(settings)
+    if isinstance(getattr(executor, "categories", None), bool):
+        executor.categories = True  # type: ignore[attr-defined]
+    start = _training_skills(settings)
+    report, best = evolve_controller(
+        opts,
+        settings,
+        get_embedder(settings.embedding),
+        executor,
+        start,
+        Designer(backend),
+        out,
+        cycles=cycles,
+        patience=patience,
+        on_cycle=lambda row: click.echo(dumps(row), err=True),
+    )
+    Path(settings.storage.catalog).parent.mkdir(parents=True, exist_ok=True)
+    before = {(x.name, x.description, x.instruction) for x in start}
+    stored = []
+    with _bank(settings, write=True) as bank:
+        for s in best:  # only what the designer added or refined
+            if (s.name, s.description, s.instruction) in before:
+                continue
+            v = bank.put(MemorySkillVersion.from_skill(s, source="designer"), "designer")
+            if v is not None:
+                stored.append(v.version_id)
+    report["new_versions"] = stored
+    text = dumps(report)
+    if json_out:
+        Path(json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_out).write_text(text + "\n")
+    click.echo(dumps({k2: report[k2] for k2 in ("best_cycle", "best_reward", "new_versions")}))

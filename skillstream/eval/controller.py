@@ -181,6 +181,8 @@ class ConversationEpisode:
         self.skills = list(skills)
         self.memory_cost = memory_cost
         self.token_cost = token_cost
+        self.scores: list[tuple[Query, float]] = []
+        """Each query's recall in the last rollout (for the designer's hard-case buffer)."""
 
     def run(self, controller: RolloutController) -> tuple[list[Step], dict[str, float]]:
         start = len(controller.steps)
@@ -195,6 +197,7 @@ class ConversationEpisode:
         )
         steps = [s for s in controller.steps[start:] if s.info and "span" in s.info]
         result = score(mems, self.conv.queries, RECALL_K)
+        self.scores = result.per_query
         infos = [s.info or {} for s in steps]
         rewards = step_rewards(
             len(steps),
@@ -408,3 +411,78 @@ def write_curve(points: Sequence[dict[str, float]], folder: str | Path) -> list[
     fig.savefig(d / "curve.png", dpi=100)
     plt.close(fig)
     return [d / "curve.json", d / "curve.png"]
+
+
+def evolve_controller(
+    opts: TrainOptions,
+    settings: Settings,
+    embedder: Any,
+    executor: Executor,
+    skills: Sequence[MemorySkill],
+    designer: Any,
+    out: str | Path,
+    *,
+    cycles: int = 5,
+    patience: int = 2,
+    on_cycle: Callable[[dict[str, Any]], None] | None = None,
+) -> tuple[dict[str, Any], list[MemorySkill]]:
+    """Alternate PPO training (``opts.updates`` per cycle) and designer rounds.
+
+    The validation reward of a cycle is the trained controller's mean recall@10 on the validation
+    conversations minus ``opts.memory_cost`` per memory and conversation.
+
+    Returns:
+        The report (cycles, best cycle and reward, ``seconds``) and the best bank.
+    """
+    from skillstream.memskill.designer import evolve
+
+    t0 = time.perf_counter()
+    embed = CachedEmbed(embedder.encode)
+    emb = _Embedder(embed, int(embedder.dim))
+    convs = load_conversations(opts.data, opts.fmt, settings, embed, opts.reward)
+    tr, va = split(convs, opts.train, opts.val)
+    cfg = PPOConfig(lr=opts.lr, episodes_per_update=opts.episodes_per_update)
+    fusion = settings.extraction.memory_skill_fusion
+    trainer = Trainer(embed, emb.dim, skills, k=opts.k, fusion=fusion, config=cfg, seed=opts.seed)
+    episodes = [
+        ConversationEpisode(c, settings, emb, executor, skills, opts.memory_cost, opts.token_cost)
+        for c in tr
+    ]
+
+    def train(t: Trainer) -> list[tuple[Query, float]]:
+        t.fit(episodes, opts.updates)
+        return [pair for ep in episodes for pair in ep.scores]
+
+    def validate(t: Trainer) -> float:
+        ctrl = RolloutController(embed, t.net, k=opts.k, fusion=fusion, explore=False)
+        got = compare(va, settings, emb, executor, t.skills, {"trained": ctrl})["trained"]
+        return got[f"recall@{RECALL_K}"] - opts.memory_cost * got["memories"] / max(len(va), 1)
+
+    result = evolve(
+        trainer, designer, train, validate, cycles=cycles, patience=patience, seed=opts.seed
+    )
+    best = result.best
+    if best is not None:
+        trainer.net.load_state_dict(best.weights)
+    best_skills = list(best.skills) if best is not None else list(skills)
+    save_scorer(
+        trainer.net,
+        out,
+        k=opts.k,
+        reward=opts.reward,
+        seed=opts.seed,
+        skills=",".join(s.name for s in best_skills),
+        updates=trainer.updates,
+    )
+    for row in result.cycles:
+        if on_cycle is not None:
+            on_cycle(row)
+    report = {
+        "cycles": result.cycles,
+        "best_cycle": best.cycle if best else None,
+        "best_reward": best.reward if best else None,
+        "skills": [s.name for s in best_skills],
+        "checkpoint": str(out),
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+    return report, best_skills

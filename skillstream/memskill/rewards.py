@@ -24,7 +24,7 @@ last step and spreads 40%; the exact split is a departure that assigns credit wh
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -50,6 +50,8 @@ class Score:
     credit: dict[str, float]
     """memory id -> its share of ``recall``."""
     queries: int
+    per_query: list[tuple[Query, float]] = field(default_factory=list)
+    """Each query with its own recall (the designer's hard cases come from these)."""
 
 
 def _unit_rows(m: np.ndarray) -> np.ndarray:
@@ -65,22 +67,26 @@ def score(memories: Sequence[Memory], queries: Sequence[Query], k: int = 10) -> 
         return Score(0.0, {}, 0)
     credit: dict[str, float] = {}
     if not mems:
-        return Score(0.0, credit, len(usable))
+        return Score(0.0, credit, len(usable), [(q, 0.0) for q in usable])
     mat = _unit_rows(np.stack([np.asarray(m.vector, dtype=np.float32) for m in mems]))
     cites = [set(m.source_message_ids or ()) for m in mems]
     total = 0.0
+    per_query: list[tuple[Query, float]] = []
     for q in usable:
         sims = mat @ np.asarray(q.vector, dtype=np.float32)
         idx = [i for i in np.argsort(-sims, kind="stable") if q.pool is None or cites[i] & q.pool]
         top = idx[:k]
         share = 1.0 / (len(q.evidence) * len(usable))
+        hit = 0
         for ev in q.evidence:
             for i in top:
                 if ev in cites[i]:
                     credit[mems[i].id] = credit.get(mems[i].id, 0.0) + share
                     total += share
+                    hit += 1
                     break
-    return Score(total, credit, len(usable))
+        per_query.append((q, hit / len(q.evidence)))
+    return Score(total, credit, len(usable), per_query)
 
 
 def unlabelled_queries(
