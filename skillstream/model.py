@@ -315,6 +315,9 @@ class SpanResult:
     events: list[MemoryEvent] = field(default_factory=list)
     llm_calls: list[LLMCall] = field(default_factory=list)
     memory_skills: list[str] = field(default_factory=list)
+    controller: str | None = None
+    """Which controller chose the memory skills (``cosine``, ``torch:<checkpoint hash>``);
+    ``None`` when every skill was used."""
     n_ops: int = 0
     error: str | None = None
     attempts: int = 1

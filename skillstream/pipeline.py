@@ -26,7 +26,14 @@ from typing import Any
 from skillstream.apply import ApplyOptions, apply_ops
 from skillstream.embed import Embed
 from skillstream.errors import SkillstreamError
-from skillstream.extract import AllSkills, Controller, Executor, ExtractionInput, MemorySkill
+from skillstream.extract import (
+    AllSkills,
+    Controller,
+    Executor,
+    Extraction,
+    ExtractionInput,
+    MemorySkill,
+)
 from skillstream.failures import failed_span_row
 from skillstream.memories import OwnerMemories
 from skillstream.model import Memory, Span, SpanResult, TableRows
@@ -67,6 +74,17 @@ class MemoryPipeline:
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     maintenance: Callable[[OwnerMemories, Any], Any] | None = None
     """Lifecycle maintenance for ``MaintenanceTick`` items in the span stream."""
+    observe: Callable[[Span, Extraction, list[Memory]], None] | None = None
+    """Training only: told, after each span is applied, what the executor proposed and which
+    memories changed (rollouts of the memory-skill trainer). ``None`` at inference."""
+
+    @property
+    def needs_span_vector(self) -> bool:
+        """Spans are embedded when the executor or the controller (Top-K) looks at the vector;
+        memories are then embedded span by span, so the next span retrieves them."""
+        return bool(
+            self.executor.needs_span_vector or getattr(self.controller, "needs_span_vector", False)
+        )
 
     def new_state(self, owner_id: str) -> OwnerState:
         mem = OwnerMemories(owner_id)
@@ -79,7 +97,7 @@ class MemoryPipeline:
         """Process ``spans`` of one owner in order, mutating ``state``."""
         results = []
         pending: dict[str, Memory] = {}
-        defer = not self.executor.needs_span_vector
+        defer = not self.needs_span_vector
         for span in spans:
             if not isinstance(span, Span):  # a MaintenanceTick (skillstream.lifecycle)
                 done = self.maintenance(state.memories, span) if self.maintenance else None
@@ -108,7 +126,7 @@ class MemoryPipeline:
         try:
             text = render_span(span)
             span_vec = None
-            if self.executor.needs_span_vector:
+            if self.needs_span_vector:
                 span_vec = self.embed([text])[0]
             retrieved = state.memories.retrieve(span_vec, self.retrieve_k)
             if skills:
@@ -132,6 +150,7 @@ class MemoryPipeline:
                 extractor=self.executor.name,
                 llm_calls=calls,
                 memory_skills=[s.name for s in skills],
+                controller=getattr(self.controller, "version", None),
                 error=str(e)[:2000],
                 attempts=attempts,
                 processed_at=now,
@@ -147,6 +166,8 @@ class MemoryPipeline:
                 pending[m.id] = m
         else:
             self._embed_into(need)
+        if self.observe is not None:
+            self.observe(span, extraction, changed)
         return SpanResult(
             span=span,
             status="done",
@@ -155,6 +176,7 @@ class MemoryPipeline:
             events=applied.events,
             llm_calls=extraction.llm_calls,
             memory_skills=extraction.memory_skills or [s.name for s in skills],
+            controller=getattr(self.controller, "version", None),
             n_ops=len(extraction.ops),
             processed_at=now,
             rows=applied.rows,

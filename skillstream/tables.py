@@ -70,6 +70,7 @@ SPANS = _schema(
         pa.field("status", pa.string()),
         pa.field("extractor", pa.string()),
         pa.field("memory_skills", STR_LIST),
+        pa.field("controller", pa.string()),
         pa.field("n_ops", pa.int32()),
         pa.field("memory_ids", STR_LIST),
         pa.field("error", pa.string()),

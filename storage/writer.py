@@ -65,6 +65,7 @@ def ledger_row(result: SpanResult) -> dict[str, Any]:
         "status": result.status,
         "extractor": result.extractor,
         "memory_skills": list(result.memory_skills),
+        "controller": result.controller,
         "n_ops": result.n_ops,
         "memory_ids": [m.id for m in result.memories],
         "error": result.error,

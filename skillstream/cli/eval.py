@@ -114,6 +114,13 @@ def _ints(value: str, what: str) -> tuple[int, ...]:
     default=None,
     help="Keep the per-conversation homes here (default: a temporary folder).",
 )
+@click.option(
+    "--controller",
+    "controller",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Select memory skills with this trained controller checkpoint (memory-skills train).",
+)
 @click.pass_context
 def locomo(
     ctx,
@@ -133,6 +140,7 @@ def locomo(
     report_dir,
     details,
     work_dir,
+    controller,
 ):
     """Evidence recall@k, QA F1 and judge, and cost on a LoCoMo file, next to a raw-turn baseline.
 
@@ -144,6 +152,15 @@ def locomo(
     from skillstream.eval.report import write_outputs
 
     settings = settings_from(ctx, llm=llm, llm_base_url=llm_base_url, llm_model=llm_model)
+    if controller:
+        from skillstream.memskill.controller import checkpoint_meta
+
+        meta = checkpoint_meta(controller)
+        settings = settings.with_keys(
+            memory_skill_selection="top_k",
+            memory_skill_scorer=str(Path(controller).resolve()),
+            memory_skill_k=int(meta.get("k") or settings.extraction.memory_skill_k),
+        )
     options = EvalOptions(
         ks=_ints(ks, "--k"),
         categories=_ints(categories, "--categories"),

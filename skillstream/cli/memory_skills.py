@@ -62,6 +62,9 @@ def list_cmd(ctx: click.Context, show_all: bool, as_json: bool) -> None:
                 "action": v.action,
                 "status": v.status,
                 "spans": usage.get(v.name, 0),
+                "usage_count": v.usage_count,
+                "reward_mean": None if v.reward_mean is None else round(v.reward_mean, 4),
+                "recent_rewards": [round(r, 4) for r in v.recent_rewards][-5:],
                 "source": v.source if stored else "seed (not stored yet)",
                 "description": v.description,
             }
@@ -149,3 +152,282 @@ def import_cmd(
         + (f": {', '.join(summary['new_versions'])}" if report.created else "")
         + f"; {len(report.unchanged)} unchanged"
     )
+
+
+def _training_skills(settings: Any) -> list[Any]:
+    """The bank's active memory skills, plus the rules categories for the offline backend."""
+    from skillstream.services.pipeline import load_memory_skills
+
+    skills = load_memory_skills(settings)
+    if settings.llm.backend == "rules":
+        from skillstream.rules.skills import RULE_SKILLS
+
+        have = {s.name for s in skills}
+        skills += [s for s in RULE_SKILLS if s.name not in have]
+    return skills
+
+
+@memory_skills.command("train")
+@click.option("--data", "data", required=True, type=click.Path(exists=True), help="Chat logs.")
+@click.option("--format", "fmt", default="locomo", show_default=True, help="Input format.")
+@click.option(
+    "--reward",
+    type=click.Choice(["evidence", "unlabelled"]),
+    default="evidence",
+    show_default=True,
+    help="evidence: LoCoMo questions; unlabelled: later turns that refer back (no labels).",
+)
+@click.option("--train", "train_ids", default="", help="Comma-separated training conversations.")
+@click.option("--val", "val_ids", default="", help="Comma-separated validation conversations.")
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False), help="Checkpoint.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write the report here.")
+@click.option("--curve", "curve_dir", type=click.Path(file_okay=False), help="Curve PNG+JSON.")
+@click.option("--k", "k", type=int, default=3, show_default=True, help="Skills per span.")
+@click.option("--updates", type=int, default=30, show_default=True, help="PPO updates.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--memory-cost", type=float, default=0.0003, show_default=True)
+@click.option("--token-cost", type=float, default=0.0, show_default=True)
+@click.option("--lr", type=float, default=1e-3, show_default=True)
+@click.option("--threads", type=int, default=1, show_default=True, help="Torch CPU threads.")
+@click.pass_context
+def train_cmd(
+    ctx: click.Context,
+    data: str,
+    fmt: str,
+    reward: str,
+    train_ids: str,
+    val_ids: str,
+    out: str,
+    json_out: str | None,
+    curve_dir: str | None,
+    k: int,
+    updates: int,
+    seed: int,
+    memory_cost: float,
+    token_cost: float,
+    lr: float,
+    threads: int,
+) -> None:
+    """Train the controller's scorer with PPO on the memories it causes; compare on validation."""
+    import torch
+
+    from skillstream.embed import get_embedder
+    from skillstream.eval.controller import TrainOptions, train_controller
+    from skillstream.services.pipeline import make_executor
+
+    torch.set_num_threads(max(1, threads))
+    settings = settings_from(ctx)
+    opts = TrainOptions(
+        data=data,
+        fmt=fmt,
+        reward=reward,
+        train=tuple(x for x in train_ids.split(",") if x),
+        val=tuple(x for x in val_ids.split(",") if x),
+        k=k,
+        updates=updates,
+        seed=seed,
+        memory_cost=memory_cost,
+        token_cost=token_cost,
+        lr=lr,
+    )
+    embedder = get_embedder(settings.embedding)
+    skills = _training_skills(settings)
+    executor = make_executor(settings)
+    if isinstance(getattr(executor, "categories", None), bool):
+        executor.categories = True  # type: ignore[attr-defined]
+    bar_file = click.get_text_stream("stderr")  # type: ignore[operator]
+    with click.progressbar(length=updates, label="PPO updates", file=bar_file) as bar:
+
+        def step(point: dict[str, float]) -> None:
+            bar.update(1)
+
+        report = train_controller(
+            opts,
+            settings,
+            embedder,
+            executor,
+            skills,
+            out,
+            on_update=step,
+            curve_dir=curve_dir,
+        )
+    rewards = report.pop("skill_rewards", {})
+    if Path(settings.storage.catalog).exists():
+        with _bank(settings, write=True) as bank:
+            bank.record_rewards(rewards)
+    report["skills_used"] = {k: len(v) for k, v in rewards.items()}
+    text = dumps(report)
+    if json_out:
+        Path(json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_out).write_text(text + "\n")
+    click.echo(dumps({"val": report["val"], "seconds": report["seconds"], "checkpoint": out}))
+
+
+@memory_skills.command("activate")
+@click.argument("checkpoint", type=click.Path(exists=True, dir_okay=False))
+@click.pass_context
+def activate(ctx: click.Context, checkpoint: str) -> None:
+    """Make the flow select memory skills with a trained controller CHECKPOINT.
+
+    The checkpoint is checked against the embedder, copied into the home's artifact store under
+    its version (hash), the memory skills it was trained with are added to the bank when missing,
+    and every span processed from now on records that version in the ledger's ``controller``.
+    """
+    import json
+    import shutil
+
+    from skillstream.embed import get_embedder
+    from skillstream.memskill.controller import checkpoint_meta, checkpoint_version, load_scorer
+    from skillstream.memskill.versions import MemorySkillVersion
+    from skillstream.services.pipeline import ACTIVE_CONTROLLER
+
+    settings = settings_from(ctx)
+    load_scorer(checkpoint, int(get_embedder(settings.embedding).dim))
+    version = checkpoint_version(checkpoint)
+    meta = checkpoint_meta(checkpoint)
+    if "://" in settings.storage.artifacts:
+        raise click.UsageError("activate needs a local artifact store (SKILLSTREAM_ARTIFACTS_URI)")
+    folder = Path(settings.storage.artifacts) / "controllers"
+    folder.mkdir(parents=True, exist_ok=True)
+    stored = folder / f"{version}.pt"
+    shutil.copyfile(checkpoint, stored)
+    skills = [s for s in (meta.get("skills") or "").split(",") if s]
+    added = []
+    if skills:
+        from skillstream.rules.skills import RULE_SKILLS
+
+        Path(settings.storage.catalog).parent.mkdir(parents=True, exist_ok=True)
+        with _bank(settings, write=True) as bank:
+            bank.ensure_seeded()
+            have = {v.name for v in bank.current()}
+            for s in RULE_SKILLS:
+                if s.name in skills and s.name not in have:
+                    bank.put(MemorySkillVersion.from_skill(s, source="controller"), "controller")
+                    added.append(s.name)
+    record = {
+        "checkpoint": str(stored),
+        "version": f"torch:{version}",
+        "k": int(meta.get("k") or settings.extraction.memory_skill_k),
+        "skills": skills,
+    }
+    home = Path(settings.storage.home)
+    home.mkdir(parents=True, exist_ok=True)
+    (home / ACTIVE_CONTROLLER).write_text(json.dumps(record, indent=2) + "\n")
+    click.echo(dumps({**record, "added_skills": added}))
+
+
+@memory_skills.command("evolve")
+@click.option("--data", "data", required=True, type=click.Path(exists=True), help="Chat logs.")
+@click.option("--format", "fmt", default="locomo", show_default=True, help="Input format.")
+@click.option(
+    "--reward",
+    type=click.Choice(["evidence", "unlabelled"]),
+    default="evidence",
+    show_default=True,
+)
+@click.option("--train", "train_ids", default="", help="Comma-separated training conversations.")
+@click.option("--val", "val_ids", default="", help="Comma-separated validation conversations.")
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False), help="Checkpoint.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write the report here.")
+@click.option("--cycles", type=int, default=5, show_default=True)
+@click.option("--patience", type=int, default=2, show_default=True)
+@click.option("--updates", type=int, default=10, show_default=True, help="PPO updates per cycle.")
+@click.option("--k", "k", type=int, default=3, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--memory-cost", type=float, default=0.0003, show_default=True)
+@click.option("--token-cost", type=float, default=0.0, show_default=True)
+@click.option("--lr", type=float, default=1e-3, show_default=True)
+@click.option("--llm", type=click.Choice(["openai"]), default="openai", show_default=True)
+@click.option("--llm-base-url", default=None)
+@click.option("--llm-model", default=None)
+@click.option("--threads", type=int, default=1, show_default=True)
+@click.pass_context
+def evolve_cmd(
+    ctx: click.Context,
+    data: str,
+    fmt: str,
+    reward: str,
+    train_ids: str,
+    val_ids: str,
+    out: str,
+    json_out: str | None,
+    cycles: int,
+    patience: int,
+    updates: int,
+    k: int,
+    seed: int,
+    memory_cost: float,
+    token_cost: float,
+    lr: float,
+    llm: str,
+    llm_base_url: str | None,
+    llm_model: str | None,
+    threads: int,
+) -> None:
+    """Alternate controller training and designer rounds; store the best bank (source=designer).
+
+    The designer needs an OpenAI-compatible LLM; the executor is the configured backend.
+    """
+    import torch
+
+    from skillstream.embed import get_embedder
+    from skillstream.eval.controller import TrainOptions, evolve_controller
+    from skillstream.llm import make_backend
+    from skillstream.memskill.designer import Designer
+    from skillstream.memskill.versions import MemorySkillVersion
+    from skillstream.services.pipeline import make_executor
+
+    torch.set_num_threads(max(1, threads))
+    settings = settings_from(ctx)
+    design_settings = settings.with_keys(
+        llm=llm,
+        **{k2: v for k2, v in (("llm_base_url", llm_base_url), ("llm_model", llm_model)) if v},
+    )
+    backend = make_backend(design_settings.llm, settings.storage.home)
+    if backend is None:
+        raise click.UsageError("the designer needs an LLM: give --llm-base-url and --llm-model")
+    opts = TrainOptions(
+        data=data,
+        fmt=fmt,
+        reward=reward,
+        train=tuple(x for x in train_ids.split(",") if x),
+        val=tuple(x for x in val_ids.split(",") if x),
+        k=k,
+        updates=updates,
+        seed=seed,
+        memory_cost=memory_cost,
+        token_cost=token_cost,
+        lr=lr,
+    )
+    executor = make_executor(settings)
+    if isinstance(getattr(executor, "categories", None), bool):
+        executor.categories = True  # type: ignore[attr-defined]
+    start = _training_skills(settings)
+    report, best = evolve_controller(
+        opts,
+        settings,
+        get_embedder(settings.embedding),
+        executor,
+        start,
+        Designer(backend),
+        out,
+        cycles=cycles,
+        patience=patience,
+        on_cycle=lambda row: click.echo(dumps(row), err=True),
+    )
+    Path(settings.storage.catalog).parent.mkdir(parents=True, exist_ok=True)
+    before = {(x.name, x.description, x.instruction) for x in start}
+    stored = []
+    with _bank(settings, write=True) as bank:
+        for s in best:  # only what the designer added or refined
+            if (s.name, s.description, s.instruction) in before:
+                continue
+            v = bank.put(MemorySkillVersion.from_skill(s, source="designer"), "designer")
+            if v is not None:
+                stored.append(v.version_id)
+    report["new_versions"] = stored
+    text = dumps(report)
+    if json_out:
+        Path(json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_out).write_text(text + "\n")
+    click.echo(dumps({k2: report[k2] for k2 in ("best_cycle", "best_reward", "new_versions")}))

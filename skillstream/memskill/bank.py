@@ -274,6 +274,29 @@ class MemorySkillBank:
             written.append(path)
         return written
 
+    def record_rewards(self, rewards: dict[str, list[float]], keep: int = 20) -> int:
+        """Add a trainer's per-skill rewards to the current versions' usage statistics.
+
+        ``usage_count`` grows by the number of rewards, ``reward_mean`` is the running mean over
+        all of them and ``recent_rewards`` keeps the last ``keep``. Returns the rows rewritten.
+        """
+        rows = []
+        with self.catalog.transaction():
+            self.ensure_seeded()
+            for v in self.current():
+                got = rewards.get(v.name) or []
+                if not got:
+                    continue
+                n = v.usage_count + len(got)
+                total = (v.reward_mean or 0.0) * v.usage_count + sum(got)
+                recent = (tuple(v.recent_rewards) + tuple(float(r) for r in got))[-keep:]
+                rows.append(
+                    replace(v, usage_count=n, reward_mean=total / n, recent_rewards=recent).row()
+                )
+            if rows:
+                self.catalog.upsert(TABLE, rows)
+        return len(rows)
+
     def usage(self) -> dict[str, int]:
         """Spans (status ``done``) each memory skill was selected for, from the span ledger."""
         rels = {

@@ -174,9 +174,10 @@ class TorchScorer:
 
     name = "torch"
 
-    def __init__(self, net: Any) -> None:
+    def __init__(self, net: Any, version: str = "torch") -> None:
         self.net = net.eval()
         self.dim = int(net.dim)
+        self.version = version
 
     def logits(self, state: np.ndarray, skill_vectors: np.ndarray) -> np.ndarray:
         torch = _torch()
@@ -243,7 +244,21 @@ def load_scorer(path: str | Path, dim: int) -> TorchScorer:
         net.load_state_dict(ckpt["state_dict"])
     except (RuntimeError, KeyError) as e:
         raise ConfigError(f"{p}: the weights do not fit the scorer network: {e}") from e
-    return TorchScorer(net)
+    return TorchScorer(net, f"torch:{checkpoint_version(p)}")
+
+
+def checkpoint_version(path: str | Path) -> str:
+    """The version of a checkpoint: the first 12 hex digits of its file's SHA-256."""
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
+
+
+def checkpoint_meta(path: str | Path) -> dict[str, str]:
+    """The ``meta`` a checkpoint was saved with (k, skills, reward, ...)."""
+    torch = _torch()
+    ckpt = torch.load(str(path), map_location="cpu", weights_only=True)
+    return dict(ckpt.get("meta") or {}) if isinstance(ckpt, dict) else {}
 
 
 # ---------------------------------------------------------------------------- selection math
@@ -319,6 +334,9 @@ class Selection:
 class TopKController:
     """Top-K memory skill selection (see the module docstring).
 
+    ``needs_span_vector`` tells the pipeline to embed every span even for an executor that does not
+    read the vector (the offline ``rules`` one), since the selection depends on it.
+
     Args:
         embed: Text embedder (unit vectors), used for the skill descriptions.
         scorer: A ``Scorer``; default ``CosineScorer``.
@@ -352,6 +370,9 @@ class TopKController:
         self.seed = seed
         self._vectors: dict[tuple[str, int, str], np.ndarray] = {}
         self._lock = threading.Lock()
+        self.needs_span_vector = True
+        self.version = str(getattr(self.scorer, "version", self.scorer.name))
+        """Written to the span ledger's ``controller`` column."""
 
     def skill_vectors(self, skills: Sequence[MemorySkill]) -> np.ndarray:
         """Description embeddings ``(n, d)``, cached per (name, version, description)."""

@@ -32,8 +32,16 @@ Two levels of checking:
   or out-of-range index, a second change of the same memory, empty or oversized text) is left out
   and listed in ``Extraction.rejected`` with the reason; the valid rest is applied.
 
+Provenance: the span's turns are numbered in the prompt and each operation names the ``turns`` it
+comes from; those messages (at most ``MAX_TURNS``) become its ``source_message_ids``. An operation
+without valid turns cites the whole span, and its reason ends with ``[source: whole span]``.
+
+Memory type: an INSERT may name a ``memory_type``; the allowed values are read from
+``vocab.MemoryType`` when the prompt and schema are built (all but ``SkillMemory``). An absent or
+unknown value leaves it to the default (by kind).
+
 Applied by ``apply.apply_ops``: updates, then deletes, then inserts, each with the span id and the
-span's message ids as provenance.
+cited message ids as provenance.
 """
 
 from __future__ import annotations
@@ -51,7 +59,8 @@ from skillstream.llm.parse import ParseError, extract_json
 from skillstream.memskill.seeds import PRIMITIVES
 from skillstream.memskill.versions import ACTIONS
 from skillstream.model import Memory, MemoryOp, Span
-from skillstream.vocab import KINDS, MemoryKind, Op
+from skillstream.spans import render_turn
+from skillstream.vocab import KINDS, MemoryKind, MemoryType, Op
 
 PURPOSE = "extract"
 MAX_TEXT_CHARS = 2000
@@ -63,54 +72,76 @@ _WEEKDAYS = {
 }
 
 _STR = {"type": "string"}
-OPERATIONS_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "operations": {
-            "type": "array",
-            "items": {
-                "anyOf": [
-                    {
-                        "type": "object",
-                        "properties": {
-                            "action": {"type": "string", "enum": [Op.INSERT]},
-                            "text": _STR,
-                            "kind": {"type": "string", "enum": list(KINDS)},
-                            "key": _STR,
-                            "tags": {"type": "array", "items": _STR},
-                            "event_time": _STR,
+_TURNS = {"type": "array", "items": {"type": "integer"}}
+MAX_TURNS = 4
+"""At most this many turns are cited per operation (more are cut, best kept first)."""
+WHOLE_SPAN = "[source: whole span]"
+"""Marks the reason of an operation whose turns were missing or invalid: it cites the whole span."""
+
+
+def memory_types() -> list[str]:
+    """The memory types the model may choose, read from ``vocab.MemoryType`` now (the vocabulary
+    may grow); ``SkillMemory`` is left out: task skills are distilled, not extracted."""
+    return [str(t) for t in MemoryType if t != MemoryType.SKILL]
+
+
+def operations_schema() -> dict[str, Any]:
+    """JSON schema of an executor answer, with the memory types of the vocabulary at call time."""
+    return {
+        "type": "object",
+        "properties": {
+            "operations": {
+                "type": "array",
+                "items": {
+                    "anyOf": [
+                        {
+                            "type": "object",
+                            "properties": {
+                                "action": {"type": "string", "enum": [Op.INSERT]},
+                                "text": _STR,
+                                "turns": _TURNS,
+                                "kind": {"type": "string", "enum": list(KINDS)},
+                                "memory_type": {"type": "string", "enum": memory_types()},
+                                "key": _STR,
+                                "tags": {"type": "array", "items": _STR},
+                                "event_time": _STR,
+                            },
+                            "required": ["action", "text"],
                         },
-                        "required": ["action", "text"],
-                    },
-                    {
-                        "type": "object",
-                        "properties": {
-                            "action": {"type": "string", "enum": [Op.UPDATE]},
-                            "index": {"type": "integer"},
-                            "text": _STR,
+                        {
+                            "type": "object",
+                            "properties": {
+                                "action": {"type": "string", "enum": [Op.UPDATE]},
+                                "index": {"type": "integer"},
+                                "text": _STR,
+                                "turns": _TURNS,
+                            },
+                            "required": ["action", "index", "text"],
                         },
-                        "required": ["action", "index", "text"],
-                    },
-                    {
-                        "type": "object",
-                        "properties": {
-                            "action": {"type": "string", "enum": [Op.DELETE]},
-                            "index": {"type": "integer"},
+                        {
+                            "type": "object",
+                            "properties": {
+                                "action": {"type": "string", "enum": [Op.DELETE]},
+                                "index": {"type": "integer"},
+                                "turns": _TURNS,
+                            },
+                            "required": ["action", "index"],
                         },
-                        "required": ["action", "index"],
-                    },
-                    {
-                        "type": "object",
-                        "properties": {"action": {"type": "string", "enum": [Op.NOOP]}},
-                        "required": ["action"],
-                    },
-                ]
-            },
-        }
-    },
-    "required": ["operations"],
-}
-"""JSON schema of an executor answer, sent with structured-output requests."""
+                        {
+                            "type": "object",
+                            "properties": {"action": {"type": "string", "enum": [Op.NOOP]}},
+                            "required": ["action"],
+                        },
+                    ]
+                },
+            }
+        },
+        "required": ["operations"],
+    }
+
+
+OPERATIONS_SCHEMA = operations_schema()
+"""JSON schema of an executor answer as of import (requests build it afresh)."""
 
 
 # ---------------------------------------------------------------------------- prompt
@@ -162,7 +193,12 @@ def render_prompt(
         for s in skills
     )
     actions = ", ".join(dict.fromkeys(s.action.upper() for s in skills))
-    output = prompts.render("memskill_output_json", lang).strip()
+    output = prompts.render(
+        "memskill_output_json",
+        lang,
+        memory_types=" | ".join(memory_types()),
+        max_turns=MAX_TURNS,
+    ).strip()
     if blocks:
         output += "\n\n" + prompts.render("memskill_output_blocks", lang).strip()
     user = prompts.render(
@@ -170,13 +206,37 @@ def render_prompt(
         lang,
         date=start.date().isoformat(),
         weekday=_WEEKDAYS.get(lang, _WEEKDAYS["en"])[start.weekday()],
-        span=span_text.strip(),
+        span=numbered(span, span_text),
         memories=memories,
         skills=blocks_text,
         actions=actions,
         output=output,
     )
     return prompts.render("memskill_system", lang).strip(), user.strip() + "\n"
+
+
+def numbered(span: Span, span_text: str) -> str:
+    """The span with its turns numbered from 0 (``[n] Speaker said, ...``), so operations can cite
+    them; the date header line of ``span_text`` is kept."""
+    head = span_text.strip().split("\n", 1)[0]
+    lines = [f"[{i}] {render_turn(m)}" for i, m in enumerate(span.messages)]
+    return "\n".join(([head] if head.startswith("[") else []) + lines)
+
+
+def cited(value: Any, span: Span) -> tuple[str, ...] | None:
+    """The message ids of the turns an operation cites (at most ``MAX_TURNS``, in the order
+    given), or ``None`` when it cites none that exist."""
+    if isinstance(value, (int, str)):
+        value = [value]
+    if not isinstance(value, list):
+        return None
+    ids = span.message_ids
+    out: dict[str, None] = {}
+    for v in value:
+        i = _index(v)
+        if i is not None and 0 <= i < len(ids):
+            out[ids[i]] = None
+    return tuple(list(out)[:MAX_TURNS]) or None
 
 
 # ---------------------------------------------------------------------------- parsing
@@ -293,6 +353,14 @@ def _tags(value: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(t for t in out if t))[:MAX_TAGS]
 
 
+def _memory_type(value: Any) -> str | None:
+    """A memory type of the vocabulary (case-insensitive), else ``None`` (the default by kind)."""
+    if not isinstance(value, str):
+        return None
+    by_lower = {t.lower(): t for t in memory_types()}
+    return by_lower.get(value.strip().lower())
+
+
 _DATE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?")
 
 
@@ -366,6 +434,10 @@ def check_operations(
         providers = by_action[action]
         skill = named if isinstance(named, str) and named in providers else providers[0]
         reason = _clean_text(item.get("reason"))[:200] or f"memory skill {skill}"
+        sources = cited(item.get("turns"), span)
+        if sources is None:
+            sources = msg_ids
+            reason = f"{reason} {WHOLE_SPAN}"
         text = _clean_text(item.get("text"))
         if action in (Op.INSERT, Op.UPDATE):
             if not text:
@@ -386,9 +458,10 @@ def check_operations(
                     key=key,
                     tags=_tags(item.get("tags")),
                     event_ts=parse_event_time(item.get("event_time")),
-                    source_message_ids=msg_ids,
+                    source_message_ids=sources,
                     reason=reason,
                     memory_skill=skill,
+                    memory_type=_memory_type(item.get("memory_type")),
                 )
             )
             continue
@@ -419,7 +492,7 @@ def check_operations(
                     text=text,
                     kind=target.kind,
                     target_id=target.id,
-                    source_message_ids=msg_ids,
+                    source_message_ids=sources,
                     reason=reason,
                     memory_skill=skill,
                 )
@@ -430,7 +503,7 @@ def check_operations(
                     op=Op.DELETE,
                     target_id=target.id,
                     kind=target.kind,
-                    source_message_ids=msg_ids,
+                    source_message_ids=sources,
                     reason=reason,
                     memory_skill=skill,
                 )
@@ -477,7 +550,7 @@ class MemSkillExecutor:
         return ChatRequest(
             purpose=PURPOSE,
             messages=(("system", system), ("user", user)),
-            schema=OPERATIONS_SCHEMA if self.structured else None,
+            schema=operations_schema() if self.structured else None,
             temperature=self.temperature,
             max_tokens=self.max_tokens,
             span_id=inp.span.span_id,

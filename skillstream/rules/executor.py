@@ -45,6 +45,7 @@ from skillstream.rules.classify import Classified, classify, np_head, strip_cue,
 from skillstream.rules.dates import resolve_dates
 from skillstream.rules.person import add_subject, said, third_person_en, third_person_zh
 from skillstream.rules.planner import Planner, Statement
+from skillstream.rules.skills import statement_filter
 from skillstream.text import (
     CJK,
     content_words,
@@ -134,13 +135,16 @@ class RulesExecutor:
     Args:
         keep_assistant_suggestions: store an assistant's suggestions as facts about the assistant
             ("The assistant suggested ..."); when false, assistant messages are skipped.
+        categories: the bank holds the category skills of ``skillstream.rules.skills``: only the
+            statements of selected categories are kept (see ``statement_filter``).
     """
 
     name = "rules"
     needs_span_vector = False
 
-    def __init__(self, keep_assistant_suggestions: bool = True) -> None:
+    def __init__(self, keep_assistant_suggestions: bool = True, categories: bool = False) -> None:
         self.keep_assistant_suggestions = keep_assistant_suggestions
+        self.categories = categories
 
     def execute(self, inp: ExtractionInput) -> Extraction:
         allowed = _allowed(inp.memory_skills)
@@ -151,9 +155,11 @@ class RulesExecutor:
         # Names from earlier spans matter only when this span does not show both sides.
         known = _known_people(inp.state) if len(speakers) < 2 else {}
         vocatives = _vocatives(msgs, known)
+        keep = statement_filter(inp.memory_skills, self.categories)
         for j in range(len(msgs)):
             for st in self._statements(msgs, j, vocatives, known):
-                planner.add(st)
+                if keep(st):
+                    planner.add(st)
         return Extraction(ops=planner.ops(), memory_skills=names)
 
     # ------------------------------------------------------------------------------ statements
@@ -295,6 +301,7 @@ class RulesExecutor:
             (prev.message_id, m.message_id),
             ts or q_ts,
             f"answer by {name} to a question by {asker}",
+            origin="answer",
         )
 
     def _photo(
@@ -317,6 +324,7 @@ class RulesExecutor:
             (m.message_id,),
             m.ts,
             f"photo shared by {name}",
+            origin="photo",
         )
 
     def _assistant(self, msgs: Sequence[Message], j: int, lang: str) -> list[Statement]:
@@ -341,6 +349,7 @@ class RulesExecutor:
                     (m.message_id,),
                     ts,
                     "suggestion by the assistant (not the user's preference)",
+                    origin="suggestion",
                 )
             )
         return out

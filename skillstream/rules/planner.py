@@ -41,6 +41,9 @@ class Statement:
     source_ids: tuple[str, ...]
     event_ts: datetime | None
     reason: str
+    origin: str = "plain"
+    """Where the statement came from: ``plain``, ``answer`` (a short answer folded with its
+    question), ``photo`` (an image caption) or ``suggestion`` (an assistant's suggestion)."""
 
 
 @dataclass

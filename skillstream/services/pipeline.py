@@ -25,13 +25,53 @@ from skillstream.pipeline import Hydrate, MemoryPipeline
 from skillstream.settings import Settings
 from skillstream.tokens import get_counter
 
+ACTIVE_CONTROLLER = "controller.json"
+"""File in the home naming the activated controller checkpoint (``memory-skills activate``)."""
+
+
+def active_controller(settings: Settings) -> dict[str, Any] | None:
+    """The activated controller of the home (checkpoint, version, k, skills), if any."""
+    import json
+
+    path = Path(settings.storage.home) / ACTIVE_CONTROLLER
+    if not path.is_file():
+        return None
+    return dict(json.loads(path.read_text()))
+
+
+def with_active_controller(settings: Settings) -> Settings:
+    """``settings`` using the home's activated checkpoint (Top-K with its K), unless a scorer is
+    set explicitly."""
+    active = active_controller(settings)
+    if active is None or settings.extraction.memory_skill_scorer:
+        return settings
+    return settings.with_keys(
+        memory_skill_selection="top_k",
+        memory_skill_scorer=str(active["checkpoint"]),
+        memory_skill_k=int(active.get("k") or settings.extraction.memory_skill_k),
+    )
+
+
+def checkpoint_skills(settings: Settings) -> list[str]:
+    """The memory skills the controller checkpoint in use (activated or set) was trained with."""
+    path = with_active_controller(settings).extraction.memory_skill_scorer
+    if not path or not Path(path).is_file():
+        return []
+    from skillstream.memskill.controller import checkpoint_meta
+
+    return [s for s in (checkpoint_meta(path).get("skills") or "").split(",") if s]
+
 
 def make_executor(settings: Settings) -> Executor:
-    """The executor of the configured backend: the offline ``rules`` one or the LLM one."""
+    """The executor of the configured backend: the offline ``rules`` one or the LLM one.
+
+    The ``rules`` executor keeps only the statements of selected categories when the controller
+    checkpoint in use was trained with the rules category skills."""
     if settings.llm.backend == "rules":
         from skillstream.rules import RulesExecutor
+        from skillstream.rules.skills import NAMES
 
-        return RulesExecutor()
+        return RulesExecutor(categories=bool(NAMES & set(checkpoint_skills(settings))))
     from skillstream.memskill.factory import make_llm_executor
 
     return make_llm_executor(settings.llm, settings.storage.home)
@@ -115,9 +155,16 @@ def build_pipeline(
     Returns:
         The pipeline; its ``run_id`` is new.
     """
+    settings = with_active_controller(settings)
     executor = executor or make_executor(settings)
     if memory_skills is None:
         memory_skills = load_memory_skills(settings, catalog)
+        trained = checkpoint_skills(settings)
+        if trained and settings.llm.backend == "rules":
+            from skillstream.rules.skills import RULE_SKILLS
+
+            have = {s.name for s in memory_skills}
+            memory_skills += [s for s in RULE_SKILLS if s.name in trained and s.name not in have]
     controller = make_controller(settings.extraction, settings.llm.backend, embedder)
     if options is None:
         options = apply_options(settings, embedder)

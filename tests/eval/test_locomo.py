@@ -256,3 +256,34 @@ def test_eval_lists_its_commands_and_imports_skills_when_it_runs(tmp_path: Path)
     assert "locomo" in listing and "skills" in listing
     result = CliRunner().invoke(cli, ["--home", str(tmp_path), "eval", "skills", "--help"])
     assert result.exit_code == 0 and result.output.startswith("Usage: ")
+
+
+def test_eval_with_a_controller_checkpoint_keeps_the_json_contract(
+    locomo_file: Path, tmp_path: Path
+) -> None:
+    import torch
+
+    from skillstream.embed import get_embedder
+    from skillstream.memskill.controller import checkpoint_version, save_scorer, scorer_net
+    from skillstream.memskill.seeds import PRIMITIVES
+    from skillstream.rules.skills import RULE_SKILLS
+
+    torch.manual_seed(0)
+    names = ",".join(s.name for s in list(PRIMITIVES) + list(RULE_SKILLS))
+    ckpt = save_scorer(scorer_net(get_embedder("minilm").dim), tmp_path / "c.pt", k=3, skills=names)
+    out = tmp_path / "res.json"
+    work = tmp_path / "work"
+    args = ["eval", "locomo", str(locomo_file), "--baseline", "none", "--json", str(out)]
+    _invoke([*args, "--work-dir", str(work), "--controller", str(ckpt)], tmp_path / "home")
+    res = json.loads(out.read_text())
+    assert list(res)[:3] == TOP_KEYS[:3]
+    assert res["llm_calls"] == 0
+    import duckdb
+
+    (cat,) = list(work.rglob("catalog.duckdb"))[:1]
+    con = duckdb.connect(str(cat), read_only=True)
+    try:
+        used = {r[0] for r in con.sql("SELECT controller FROM spans").fetchall()}
+    finally:
+        con.close()
+    assert used == {f"torch:{checkpoint_version(ckpt)}"}

@@ -133,7 +133,8 @@ def make_memory(
 
 
 # ---------------------------------------------------------------------- answers for the HTTP stub
-_TURN = re.compile(r'^(?P<speaker>[^\n"]+?) said, "(?P<text>.*)"$', re.MULTILINE)
+_TURN = re.compile(r'^(?:\[\d+\] )?(?P<speaker>[^\n"]+?) said, "(?P<text>.*)"$', re.MULTILINE)
+"""A turn line of the prompt: ``[n] Speaker said, "text"`` (the number is the turn's index)."""
 
 
 def span_turns(body: dict[str, Any]) -> list[tuple[str, str]]:

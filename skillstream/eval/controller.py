@@ -1,0 +1,492 @@
+"""Training and comparing memory-skill controllers on chat-log files (``memory-skills train``).
+
+A conversation of the file is one training episode: its spans go through the pipeline of the
+settings (the configured executor; the offline ``rules`` one by default) from an empty memory, the
+controller being trained chooses the memory skills of each span, and the reward scores the memories
+the conversation ended with (``skillstream.memskill.rewards``):
+
+* ``evidence``: the LoCoMo questions of the conversation and their evidence turns;
+* ``unlabelled``: later turns that refer back to earlier sessions, found without labels.
+
+The validation conversations are then built once per policy, without exploration: ``all`` (every
+skill), ``random`` (K skills drawn uniformly, seeded), ``untrained`` (the cosine controller of the
+flow) and ``trained`` (the new scorer). Each gets ``recall@10`` of the file's questions (evidence
+reward) or of the unlabelled queries, over the conversation's live memories ranked by cosine with
+the question, and ``memories``, the number of live memories stored. The search here is the plain
+cosine ranking the reward uses, not the hybrid searcher of ``eval locomo``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from skillstream.errors import InputError
+from skillstream.extract import Controller, Executor, MemorySkill
+from skillstream.memskill.controller import CosineScorer, TopKController, save_scorer
+from skillstream.memskill.ppo import PPOConfig, Step
+from skillstream.memskill.rewards import Query, score, step_rewards, unlabelled_queries
+from skillstream.memskill.train import CachedEmbed, RolloutController, Trainer, finish_episode
+from skillstream.model import Memory, Message, Span
+from skillstream.settings import Settings
+from skillstream.spans import SpanBuilder, SpanState
+
+REWARDS = ("evidence", "unlabelled")
+RECALL_K = 10
+
+
+@dataclass
+class Conversation:
+    """One conversation of the data: its messages, spans and reward queries."""
+
+    conversation_id: str
+    owner_id: str
+    messages: list[Message]
+    spans: list[Span]
+    queries: list[Query]
+
+
+class _Embedder:
+    """The ``Embedder`` shape ``build_pipeline`` wants, over a cached embedding function."""
+
+    def __init__(self, encode: CachedEmbed, dim: int) -> None:
+        self.encode = encode
+        self.dim = dim
+
+    def encode_one(self, text: str) -> np.ndarray:
+        return self.encode([text])[0]
+
+
+def load_conversations(
+    path: str | Path, fmt: str, settings: Settings, embed: CachedEmbed, reward: str
+) -> list[Conversation]:
+    """The conversations of a chat-log file, cut into spans, with their reward queries.
+
+    Raises:
+        InputError: an unreadable file, or the evidence reward on data without questions.
+    """
+    from skillstream.connectors.files import FileSource, read_all
+    from skillstream.tokens import get_counter
+
+    if reward not in REWARDS:
+        raise InputError(f"--reward must be one of {REWARDS}, got {reward!r}")
+    source = FileSource(str(path), format=fmt, max_chars=settings.spans.max_message_chars)
+    by_conv: dict[str, list[Message]] = {}
+    for item in read_all(source):
+        if isinstance(item, Message):
+            by_conv.setdefault(item.conversation_id, []).append(item)
+    qa = _locomo_questions(path) if reward == "evidence" else {}
+    if reward == "evidence" and not qa:
+        raise InputError(
+            f"{str(path)!r} holds no LoCoMo questions; use --reward unlabelled for plain chat logs"
+        )
+    counter = get_counter(settings.embedding.model)
+    out = []
+    for cid, msgs in by_conv.items():
+        builder = SpanBuilder(counter.count, settings.spans.span_tokens, settings.spans.idle_gap)
+        state = SpanState()
+        spans: list[Span] = []
+        for m in msgs:
+            spans.extend(builder.add(state, m))
+        spans.extend(builder.flush(state))
+        if reward == "evidence":
+            questions = qa.get(cid, [])
+            vecs = embed([q for q, _ in questions]) if questions else np.zeros((0, 0))
+            queries = [Query(q, ev, v) for (q, ev), v in zip(questions, vecs)]
+        else:
+            vecs = embed([m.text for m in msgs])
+            queries = unlabelled_queries(msgs, vecs)
+        out.append(Conversation(cid, msgs[0].owner_id, msgs, spans, queries))
+    return out
+
+
+def _locomo_questions(path: str | Path) -> dict[str, list[tuple[str, tuple[str, ...]]]]:
+    from skillstream.connectors.locomo import load_locomo, load_locomo_qa, sample_records
+    from skillstream.eval.scoring import clean_evidence
+
+    try:
+        samples = load_locomo(path)
+    except InputError:
+        return {}
+    qas = load_locomo_qa(path)
+    out: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+    for sample in samples:
+        sid = str(sample["sample_id"])
+        known = {
+            str(r["message_id"])
+            for r in sample_records(sample)
+            if isinstance(r, dict) and r.get("message_id")
+        }
+        for qa in qas.get(sid, []):
+            kept, _ = clean_evidence(qa.evidence, known)
+            if kept and qa.category != 5:
+                out.setdefault(sid, []).append((qa.question, tuple(kept)))
+    return out
+
+
+@dataclass
+class BuildResult:
+    """The memories one conversation ended with, and the recorded steps of a rollout."""
+
+    memories: list[Memory]
+    steps: list[Step]
+
+
+def build(
+    conv: Conversation,
+    settings: Settings,
+    embedder: _Embedder,
+    executor: Executor,
+    skills: Sequence[MemorySkill],
+    controller: Controller,
+    observe: Callable[..., None] | None = None,
+) -> list[Memory]:
+    """Run one conversation through a fresh pipeline; its live memories at the end."""
+    from skillstream.services.pipeline import build_pipeline
+
+    pipe = build_pipeline(
+        settings,
+        embedder,  # type: ignore[arg-type]
+        executor=executor,
+        memory_skills=list(skills),
+        maintenance=False,
+    )
+    pipe.controller = controller
+    pipe.observe = observe
+    state = pipe.new_state(conv.owner_id)
+    pipe.process_owner(state, conv.spans)
+    return state.memories.live()
+
+
+class ConversationEpisode:
+    """A conversation as a training episode (``skillstream.memskill.train.Episode``)."""
+
+    def __init__(
+        self,
+        conv: Conversation,
+        settings: Settings,
+        embedder: _Embedder,
+        executor: Executor,
+        skills: Sequence[MemorySkill],
+        memory_cost: float,
+        token_cost: float,
+    ) -> None:
+        self.name = conv.conversation_id
+        self.conv = conv
+        self.settings = settings
+        self.embedder = embedder
+        self.executor = executor
+        self.skills = list(skills)
+        self.memory_cost = memory_cost
+        self.token_cost = token_cost
+        self.scores: list[tuple[Query, float]] = []
+        """Each query's recall in the last rollout (for the designer's hard-case buffer)."""
+
+    def run(self, controller: RolloutController) -> tuple[list[Step], dict[str, float]]:
+        start = len(controller.steps)
+        mems = build(
+            self.conv,
+            self.settings,
+            self.embedder,
+            self.executor,
+            self.skills,
+            controller,
+            controller.observe,
+        )
+        steps = [s for s in controller.steps[start:] if s.info and "span" in s.info]
+        result = score(mems, self.conv.queries, RECALL_K)
+        self.scores = result.per_query
+        infos = [s.info or {} for s in steps]
+        rewards = step_rewards(
+            len(steps),
+            [i.get("written", []) for i in infos],
+            [int(i.get("inserted", 0)) for i in infos],
+            [int(i.get("tokens", 0)) for i in infos],
+            result,
+            memory_cost=self.memory_cost,
+            token_cost=self.token_cost,
+        )
+        return finish_episode(steps, rewards), {"recall": result.recall, "memories": len(mems)}
+
+
+class RandomK:
+    """K skills drawn uniformly without replacement (seeded per span): a baseline."""
+
+    def __init__(self, k: int, seed: int) -> None:
+        self.k = k
+        self.rng = np.random.default_rng(seed)
+
+    def select(
+        self, span_vector: Any, retrieved: Sequence[Memory], skills: Sequence[MemorySkill]
+    ) -> list[MemorySkill]:
+        idx = sorted(self.rng.choice(len(skills), size=min(self.k, len(skills)), replace=False))
+        return [skills[int(i)] for i in idx]
+
+    needs_span_vector = False
+
+
+def compare(
+    convs: Sequence[Conversation],
+    settings: Settings,
+    embedder: _Embedder,
+    executor: Executor,
+    skills: Sequence[MemorySkill],
+    controllers: dict[str, Controller],
+) -> dict[str, dict[str, float]]:
+    """``recall@10`` and ``memories`` of each controller on ``convs`` (summed memories, mean
+    recall over every query of every conversation)."""
+    out = {}
+    for name, ctrl in controllers.items():
+        recalls: list[float] = []
+        n_mem = 0
+        for conv in convs:
+            mems = build(conv, settings, embedder, executor, skills, ctrl)
+            n_mem += len(mems)
+            r = score(mems, conv.queries, RECALL_K)
+            recalls.extend([r.recall] * r.queries)
+        out[name] = {
+            f"recall@{RECALL_K}": round(float(np.mean(recalls)) if recalls else 0.0, 4),
+            "memories": n_mem,
+        }
+    return out
+
+
+@dataclass
+class TrainOptions:
+    """What ``memory-skills train`` was asked for."""
+
+    data: str
+    fmt: str = "locomo"
+    reward: str = "evidence"
+    train: tuple[str, ...] = ()
+    val: tuple[str, ...] = ()
+    k: int = 3
+    updates: int = 30
+    seed: int = 0
+    memory_cost: float = 0.0003
+    token_cost: float = 0.0
+    lr: float = 1e-3
+    episodes_per_update: int = 4
+
+
+def split(
+    convs: Sequence[Conversation], train: Sequence[str], val: Sequence[str]
+) -> tuple[list[Conversation], list[Conversation]]:
+    """The training and validation conversations (default: the last third validates)."""
+    ids = [c.conversation_id for c in convs]
+    unknown = sorted((set(train) | set(val)) - set(ids))
+    if unknown:
+        raise InputError(f"--train/--val name conversations not in the data: {unknown}")
+    if not train and not val:
+        n_val = max(1, len(convs) // 3) if len(convs) > 1 else 0
+        return list(convs[: len(convs) - n_val]), list(convs[len(convs) - n_val :])
+    tr = [c for c in convs if c.conversation_id in set(train)] if train else []
+    va = [c for c in convs if c.conversation_id in set(val)] if val else []
+    if not tr:
+        tr = [c for c in convs if c.conversation_id not in set(val)]
+    if not va:
+        va = [c for c in convs if c.conversation_id not in set(train)]
+    if not tr:
+        raise InputError("no training conversations left after --val")
+    return tr, va
+
+
+def train_controller(
+    opts: TrainOptions,
+    settings: Settings,
+    embedder: Any,
+    executor: Executor,
+    skills: Sequence[MemorySkill],
+    out: str | Path,
+    *,
+    on_update: Callable[[dict[str, float]], None] | None = None,
+    curve_dir: str | Path | None = None,
+) -> dict[str, Any]:
+    """Train a scorer, save it at ``out`` and compare the policies on the validation set.
+
+    Returns:
+        The report (the ``--json`` contract): ``val`` with ``all``, ``random``, ``untrained``,
+        ``trained`` (each ``recall@10`` and ``memories``), ``seconds``, ``curve`` and the options.
+    """
+    t0 = time.perf_counter()
+    embed = CachedEmbed(embedder.encode)
+    emb = _Embedder(embed, int(embedder.dim))
+    convs = load_conversations(opts.data, opts.fmt, settings, embed, opts.reward)
+    tr, va = split(convs, opts.train, opts.val)
+    cfg = PPOConfig(lr=opts.lr, episodes_per_update=opts.episodes_per_update)
+    trainer = Trainer(
+        embed,
+        emb.dim,
+        skills,
+        k=opts.k,
+        fusion=settings.extraction.memory_skill_fusion,
+        config=cfg,
+        seed=opts.seed,
+    )
+    episodes = [
+        ConversationEpisode(c, settings, emb, executor, skills, opts.memory_cost, opts.token_cost)
+        for c in tr
+    ]
+    untrained_net = _clone(trainer.net)
+    curve = trainer.fit(episodes, opts.updates, on_update)
+    ckpt = save_scorer(
+        trainer.net,
+        out,
+        k=opts.k,
+        reward=opts.reward,
+        seed=opts.seed,
+        skills=",".join(s.name for s in skills),
+        updates=opts.updates,
+    )
+    fusion = settings.extraction.memory_skill_fusion
+    trained = RolloutController(embed, trainer.net, k=opts.k, fusion=fusion, explore=False)
+    untrained_torch = RolloutController(
+        embed, untrained_net, k=opts.k, fusion=fusion, explore=False
+    )
+    controllers: dict[str, Controller] = {
+        "all": _All(),
+        "random": RandomK(opts.k, opts.seed),
+        "untrained": TopKController(embed, CosineScorer(), k=opts.k, fusion=fusion),
+        "untrained_net": untrained_torch,
+        "trained": trained,
+    }
+    val = compare(va, settings, emb, executor, skills, controllers)
+    report: dict[str, Any] = {
+        "val": val,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "checkpoint": str(ckpt),
+        "train_conversations": [c.conversation_id for c in tr],
+        "val_conversations": [c.conversation_id for c in va],
+        "reward": opts.reward,
+        "k": opts.k,
+        "updates": opts.updates,
+        "seed": opts.seed,
+        "memory_cost": opts.memory_cost,
+        "skills": [s.name for s in skills],
+        "curve": curve.points,
+        "skill_rewards": trainer.skill_rewards,
+    }
+    if curve_dir is not None:
+        write_curve(curve.points, curve_dir)
+    return report
+
+
+class _All:
+    needs_span_vector = False
+
+    def select(
+        self, span_vector: Any, retrieved: Sequence[Memory], skills: Sequence[MemorySkill]
+    ) -> list[MemorySkill]:
+        return list(skills)
+
+
+def _clone(net: Any) -> Any:
+    import copy
+
+    return copy.deepcopy(net)
+
+
+def write_curve(points: Sequence[dict[str, float]], folder: str | Path) -> list[Path]:
+    """The training curve as ``curve.json`` and ``curve.png`` in ``folder``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    d = Path(folder)
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "curve.json").write_text(json.dumps(list(points), indent=2) + "\n")
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    xs = [p["update"] for p in points]
+    for key in ("reward", "recall"):
+        if points and key in points[0]:
+            ax.plot(xs, [p[key] for p in points], label=key)
+    ax.set_xlabel("PPO update")
+    ax.set_ylabel("per episode")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(d / "curve.png", dpi=100)
+    plt.close(fig)
+    return [d / "curve.json", d / "curve.png"]
+
+
+def evolve_controller(
+    opts: TrainOptions,
+    settings: Settings,
+    embedder: Any,
+    executor: Executor,
+    skills: Sequence[MemorySkill],
+    designer: Any,
+    out: str | Path,
+    *,
+    cycles: int = 5,
+    patience: int = 2,
+    on_cycle: Callable[[dict[str, Any]], None] | None = None,
+) -> tuple[dict[str, Any], list[MemorySkill]]:
+    """Alternate PPO training (``opts.updates`` per cycle) and designer rounds.
+
+    The validation reward of a cycle is the trained controller's mean recall@10 on the validation
+    conversations minus ``opts.memory_cost`` per memory and conversation.
+
+    Returns:
+        The report (cycles, best cycle and reward, ``seconds``) and the best bank.
+    """
+    from skillstream.memskill.designer import evolve
+
+    t0 = time.perf_counter()
+    embed = CachedEmbed(embedder.encode)
+    emb = _Embedder(embed, int(embedder.dim))
+    convs = load_conversations(opts.data, opts.fmt, settings, embed, opts.reward)
+    tr, va = split(convs, opts.train, opts.val)
+    cfg = PPOConfig(lr=opts.lr, episodes_per_update=opts.episodes_per_update)
+    fusion = settings.extraction.memory_skill_fusion
+    trainer = Trainer(embed, emb.dim, skills, k=opts.k, fusion=fusion, config=cfg, seed=opts.seed)
+    episodes = [
+        ConversationEpisode(c, settings, emb, executor, skills, opts.memory_cost, opts.token_cost)
+        for c in tr
+    ]
+
+    def train(t: Trainer) -> list[tuple[Query, float]]:
+        t.fit(episodes, opts.updates)
+        return [pair for ep in episodes for pair in ep.scores]
+
+    def validate(t: Trainer) -> float:
+        ctrl = RolloutController(embed, t.net, k=opts.k, fusion=fusion, explore=False)
+        got = compare(va, settings, emb, executor, t.skills, {"trained": ctrl})["trained"]
+        return got[f"recall@{RECALL_K}"] - opts.memory_cost * got["memories"] / max(len(va), 1)
+
+    result = evolve(
+        trainer, designer, train, validate, cycles=cycles, patience=patience, seed=opts.seed
+    )
+    best = result.best
+    if best is not None:
+        trainer.net.load_state_dict(best.weights)
+    best_skills = list(best.skills) if best is not None else list(skills)
+    save_scorer(
+        trainer.net,
+        out,
+        k=opts.k,
+        reward=opts.reward,
+        seed=opts.seed,
+        skills=",".join(s.name for s in best_skills),
+        updates=trainer.updates,
+    )
+    for row in result.cycles:
+        if on_cycle is not None:
+            on_cycle(row)
+    report = {
+        "cycles": result.cycles,
+        "best_cycle": best.cycle if best else None,
+        "best_reward": best.reward if best else None,
+        "skills": [s.name for s in best_skills],
+        "checkpoint": str(out),
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+    return report, best_skills
