@@ -6,9 +6,11 @@ it inside a dataflow, and the CLI, the task-skill API and lifecycle maintenance 
 Order of a write (one call, any number of results):
 
 1. every memory the results touched, de-duplicated by id (highest ``version`` wins), in one
-   LanceDB upsert;
+   LanceDB upsert; expired memories are deleted from LanceDB instead (out of the vector and
+   full-text indexes);
 2. one DuckDB transaction: ``memory_meta`` upsert, ``memory_events`` insert-if-new,
-   ``llm_calls`` upsert, the typed ``rows`` of the results (each row class to its table, see
+   (the earlier events of expired memories lose their old and new values: only the minimal
+   ``memory_meta`` row and the ``expired`` event stay), ``llm_calls`` upsert, the typed ``rows`` of the results (each row class to its table, see
    ``skillstream.tables``) and the task-skill tables, ``dead_letters``, and last the span ledger
    (``spans``).
 
@@ -32,6 +34,7 @@ from skillstream.storage import filters, task_skill_writer
 from skillstream.storage.home import Stores
 from skillstream.storage.rows import as_dict, latest_indices
 from skillstream.tables import table_of
+from skillstream.vocab import LifecycleEvent, MemoryStatus
 
 
 @dataclass
@@ -125,7 +128,12 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
 
     changes: list[SpanResult | MaintenanceResult] = [*results, *maintained]
     memories = latest_memories(m for r in changes for m in r.memories)
-    summary.memories = stores.index.upsert(memories)
+    expired = [m.id for m in memories if m.status == MemoryStatus.EXPIRED]
+    summary.memories = stores.index.upsert(
+        [m for m in memories if m.status != MemoryStatus.EXPIRED]
+    )
+    if expired and stores.index.table.exists:  # out of the vector and full-text indexes
+        stores.index.table.delete(filters.is_in("id", expired))
     stored_skills = task_skill_writer.write_lance(stores, task_skills)
 
     events = [e for r in changes for e in r.events]
@@ -142,6 +150,13 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
     with cat.transaction():
         cat.upsert("memory_meta", [_meta_row(m) for m in memories], version="version")
         summary.events = cat.insert_ignore("memory_events", [as_dict(e) for e in events])
+        if expired:  # an expired memory keeps a minimal log: no text in its earlier events
+            placeholders = ", ".join("?" for _ in expired)
+            cat.con.execute(
+                "UPDATE memory_events SET old_value = NULL, new_value = NULL "
+                f"WHERE memory_id IN ({placeholders}) AND event <> ?",
+                [*expired, LifecycleEvent.EXPIRED],
+            )
         summary.llm_calls = cat.upsert("llm_calls", [as_dict(c) for c in calls])
         for table, rows in by_table.items():
             summary.tables[table] = cat.upsert(table, rows)
@@ -150,14 +165,26 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
     return summary
 
 
-def record_query(catalog: Any, index: Any, row: QueryRow, at: datetime | None) -> None:
-    """Write a ``queries`` row (``lifecycle.querylog.query_row``) and the hits' access times.
+def record_query(
+    catalog: Any,
+    index: Any,
+    row: QueryRow,
+    at: datetime | None,
+    activated: MaintenanceResult | None = None,
+) -> None:
+    """Write a ``queries`` row (``lifecycle.querylog.query_row``), the hits' access times and the
+    memories the search activated (``activated``: their new states and ``activated`` events).
 
     The catalog transaction first, then LanceDB.
     """
     ids = list(row.result_ids)
     with catalog.transaction():
         catalog.upsert(QUERIES_TABLE, [row])
+        if activated is not None:
+            catalog.upsert(
+                "memory_meta", [_meta_row(m) for m in activated.memories], version="version"
+            )
+            catalog.insert_ignore("memory_events", [as_dict(e) for e in activated.events])
         if ids and at is not None:
             placeholders = ", ".join("?" for _ in ids)
             catalog.con.execute(
@@ -172,3 +199,5 @@ def record_query(catalog: Any, index: Any, row: QueryRow, at: datetime | None) -
             f"last_accessed_at IS NULL OR last_accessed_at < {filters.literal(at)}",
         )
         index.table.table.update(where=where, values={"last_accessed_at": at, "decay_steps": 0})
+    if activated is not None and activated.memories:
+        index.upsert(activated.memories)

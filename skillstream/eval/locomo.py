@@ -61,8 +61,8 @@ from skillstream.errors import InputError
 from skillstream.eval.baseline import BASELINES, RawTurnsExecutor
 from skillstream.eval.qa import QAGrader, Usage
 from skillstream.eval.scoring import clean_evidence, evidence_recall, mean, score_answer
+from skillstream.memories import LIVE
 from skillstream.settings import Settings
-from skillstream.vocab import MemoryStatus
 
 log = logging.getLogger(__name__)
 
@@ -222,7 +222,7 @@ def build_home(settings: Settings, input_path: Path, system: str) -> Build:
     out.spans = counts.get("spans_done", 0)
     out.spans_failed = counts.get("spans_failed", 0)
     index = MemoryIndex(settings.storage.lancedb, parts.dim)
-    out.items = index.count(filters.eq("status", MemoryStatus.ACTIVATED))
+    out.items = index.count(filters.is_in("status", list(LIVE)))
     out.items_total = index.count()
     cat = Catalog(settings.storage.catalog, read_only=True)
     try:
@@ -353,12 +353,20 @@ class LocomoEval:
             self.builds[system].append(built)
             index = MemoryIndex(settings.storage.lancedb, embedder.dim)
             t0 = time.perf_counter()
+            expanded = None
             with MemorySearch(settings, record=False, index=index) as searcher:
                 searcher.embedder = vectors  # type: ignore[assignment]
                 hits = self._retrieve(searcher, sid, questions, now)
+                if system == "ours" and settings.lifecycle.reorganize:
+                    expanded = self._retrieve(searcher, sid, questions, now, expand=True)
             self.search_seconds[system] += time.perf_counter() - t0
-            for rec, q, got in zip(records, questions, hits):
+            for i, (rec, q, got) in enumerate(zip(records, questions, hits)):
                 rec[system] = self._recall(q, got)
+                if expanded is not None:
+                    for k in self.options.ks:
+                        rec[system][f"recall@{k}_nodes"] = evidence_recall(
+                            q.evidence, [h.get("source_message_ids") or [] for h in expanded[i][:k]]
+                        )
             if grader is not None:
                 self._answer(grader, system, records, questions, hits)
             self.say(
@@ -381,12 +389,18 @@ class LocomoEval:
         }
 
     def _retrieve(
-        self, searcher: Any, owner: str, questions: list[Question], now: Any
+        self,
+        searcher: Any,
+        owner: str,
+        questions: list[Question],
+        now: Any,
+        *,
+        expand: bool = False,
     ) -> list[list[dict[str, Any]]]:
         depth = max(max(self.options.ks), self.qa_k)
 
         def one(q: Question) -> list[dict[str, Any]]:
-            return searcher.search(q.qa.question, owner=owner, k=depth, now=now)
+            return searcher.search(q.qa.question, owner=owner, k=depth, now=now, expand=expand)
 
         threads = max(1, self.options.search_threads)
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="eval-search") as pool:
@@ -440,6 +454,12 @@ class LocomoEval:
         out: dict[str, Any] = {}
         for k in self.options.ks:
             out[f"recall@{k}"] = _round(mean(r[system][f"recall@{k}"] for r in records))
+        for k in self.options.ks:
+            with_nodes = [
+                r[system][f"recall@{k}_nodes"] for r in records if f"recall@{k}_nodes" in r[system]
+            ]
+            if with_nodes:
+                out[f"recall@{k}_nodes"] = _round(mean(with_nodes))
         for name in ("f1", "judge"):
             out[name] = _round(mean(r[system].get(name) for r in records)) if qa else None
         return out
