@@ -54,14 +54,20 @@ def test_rank_combines_the_four_signals_exactly():
             ("confidence", 1.0),
             ("recency", 0.0),
             ("reinforcement", 0.0),
-        )
+        ),
     )
     assert [h["id"] for h in rank(hits, T0, only_conf, k=2)] == ["b", "a"]
 
 
 def test_the_default_rank_multiplies_confidence_recency_and_reinforcement():
     hits = [
-        {"id": "a", "score": 0.02, "confidence": 0.7, "reinforcement": 0, "valid_from": T0 - 30 * DAY},
+        {
+            "id": "a",
+            "score": 0.02,
+            "confidence": 0.7,
+            "reinforcement": 0,
+            "valid_from": T0 - 30 * DAY,
+        },
         {"id": "b", "score": 0.01, "confidence": 0.95, "reinforcement": 10, "valid_from": T0},
         {"id": "c", "score": 0.02, "confidence": 0.2, "reinforcement": 0, "valid_from": T0},
     ]
