@@ -8,11 +8,11 @@ Order of a write (one call, any number of results):
 1. every memory the results touched, de-duplicated by id (highest ``version`` wins), in one
    LanceDB upsert; expired memories are deleted from LanceDB instead (out of the vector and
    full-text indexes);
-2. one DuckDB transaction: ``memory_meta`` upsert, ``memory_events`` insert-if-new,
-   (the earlier events of expired memories lose their old and new values: only the minimal
-   ``memory_meta`` row and the ``expired`` event stay), ``llm_calls`` upsert, the typed ``rows`` of the results (each row class to its table, see
-   ``skillstream.tables``) and the task-skill tables, ``dead_letters``, and last the span ledger
-   (``spans``).
+2. one DuckDB transaction: ``memory_meta`` upsert, ``memory_events`` insert-if-new, (the earlier
+   events of expired memories lose their old and new values: only the minimal ``memory_meta`` row
+   and the ``expired`` event stay), ``llm_calls`` upsert, the typed ``rows`` of the results (each
+   row class to its table, see ``skillstream.tables``) and the task-skill tables,
+   ``dead_letters``, and last the span ledger (``spans``).
 
 The ledger row is the span's commit marker. A crash before the transaction commits leaves no
 ledger row, so the span is processed again and its rows are written again under the same

@@ -386,7 +386,8 @@ def test_the_reorganizer_writes_sentence_nodes_and_search_expands_them(
         assert node["text"][0].isupper()
     members = _rows(
         home,
-        "SELECT target_id, source_id, rank, relation FROM memory_relations ORDER BY target_id, rank",
+        "SELECT target_id, source_id, rank, relation FROM memory_relations "
+        "ORDER BY target_id, rank",
     )
     assert {m["relation"] for m in members} == {MEMBER_OF}
     assert sorted(len([m for m in members if m["target_id"] == n["id"]]) for n in nodes) == [3, 3]
