@@ -315,15 +315,23 @@ class TableRows:
     contradictions: list[ContradictionRow] = field(default_factory=list)
     session_summaries: list[SessionSummaryRow] = field(default_factory=list)
     failed_spans: list[FailedSpanRow] = field(default_factory=list)
-    relations: list[MemoryRelationRow] = field(default_factory=list)
+    memory_relations: list[MemoryRelationRow] = field(default_factory=list)
 
     def all(self) -> list[ContradictionRow | SessionSummaryRow | FailedSpanRow | MemoryRelationRow]:
         """Every row, table by table."""
-        return [*self.contradictions, *self.session_summaries, *self.failed_spans, *self.relations]
+        return [
+            *self.contradictions,
+            *self.session_summaries,
+            *self.failed_spans,
+            *self.memory_relations,
+        ]
 
     def __bool__(self) -> bool:
         return bool(
-            self.contradictions or self.session_summaries or self.failed_spans or self.relations
+            self.contradictions
+            or self.session_summaries
+            or self.failed_spans
+            or self.memory_relations
         )
 
 

@@ -210,7 +210,7 @@ def merge_versions(
             at,
             merged_into=new.id,
         )
-        log.rows.relations.append(
+        log.rows.memory_relations.append(
             MemoryRelationRow(
                 relation_id=prefixed_id("rel", old.id, new.id, CONSOLIDATED_INTO),
                 owner_id=new.owner_id,

@@ -231,7 +231,7 @@ def reorganize(
             current.version += 1
             log.log(current, LifecycleEvent.UPDATED, f"topic of {len(ranked)}: {members}", at, old)
             target = current
-        log.rows.relations.extend(_links(target, ranked, at, log.recorded_at))
+        log.rows.memory_relations.extend(_links(target, ranked, at, log.recorded_at))
         changed += 1
     kept = {n.id for n, _, _ in built}
     for m in sorted(state.items.values(), key=age_key):

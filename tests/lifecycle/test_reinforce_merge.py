@@ -74,7 +74,7 @@ def test_near_duplicates_are_consolidated_into_a_new_version(recorded, embedder)
     assert (new.text, new.status, new.reinforcement, new.confidence) == (dup, "generated", 1, 0.75)
     assert (new.valid_from, new.created_at, new.last_reinforced_at) == (T0, T0 + DAY, T0 + DAY)
     assert new.source_message_ids == [*first.source_message_ids, *merged.source_message_ids]
-    assert [(x.source_id, x.target_id, x.relation) for x in r.rows.relations] == [
+    assert [(x.source_id, x.target_id, x.relation) for x in r.rows.memory_relations] == [
         (first.id, new.id, "consolidated_into"),
         (merged.id, new.id, "consolidated_into"),
     ]

@@ -418,15 +418,15 @@ def test_the_reorganizer_refreshes_only_the_node_that_changed(recorded, embedder
     r = maintain_owner(state, T0 + 10 * DAY, params, embed=embedder.encode, recorded_at=recorded)
     nodes = {m.id: m for m in state.items.values() if m.kind == "topic"}
     assert [(e.event, e.event_ts) for e in r.events] == [("created", T0 + 10 * DAY)] * 2
-    assert len(r.rows.relations) == 6 and {x.version for x in r.rows.relations} == {1}
+    assert len(r.rows.memory_relations) == 6 and {x.version for x in r.rows.memory_relations} == {1}
     late = "Melanie went camping again in the forest with her kids"
     apply_ops(state, span([late], at=T0 + 11 * DAY), [MemoryOp(Op.INSERT, late)], recorded, opts)
     r = maintain_owner(state, T0 + 12 * DAY, params, embed=embedder.encode, recorded_at=recorded)
     (ev,) = r.events
     trips = nodes[ev.memory_id]
     assert (ev.event, ev.event_ts, trips.version) == ("updated", T0 + 12 * DAY, 2)
-    assert len(r.rows.relations) == 4 and {x.version for x in r.rows.relations} == {2}
-    assert late in {state.get(x.source_id).text for x in r.rows.relations}
+    assert len(r.rows.memory_relations) == 4 and {x.version for x in r.rows.memory_relations} == {2}
+    assert late in {state.get(x.source_id).text for x in r.rows.memory_relations}
     # when the members stop being live, the node is archived
     for m in list(state.items.values()):
         if m.kind != "topic" and "Melanie" in m.text:
