@@ -22,8 +22,8 @@ slightly from the first five of a deeper search.)
 
 Session summaries are off in both homes unless ``session_summaries`` is set: a summary memory
 cites every turn of its session as a source while showing at most eight facts, so one retrieved
-summary would count the whole session as recalled. Everything else (merging of near-duplicates,
-decay, capacity) runs as configured, for both systems alike.
+summary would count the whole session as recalled. Everything else (consolidation of
+near-duplicates, decay, capacity, the reorganizer) runs as configured, for both systems alike.
 
 Measures (see :mod:`.scoring`):
 
@@ -31,6 +31,9 @@ Measures (see :mod:`.scoring`):
   ``source_message_ids`` of the k retrieved items, averaged over the questions that have usable
   evidence; malformed evidence ids are repaired or dropped (:func:`.scoring.clean_evidence`) and
   listed in the result;
+* **evidence recall@k with node expansion** (``recall@k_nodes``, "ours" with the reorganizer on):
+  the same questions searched with ``expand=True``, so a retrieved topic node counts by its member
+  memories (in its place, most central first), never by the node's own union of sources;
 * **F1** and **judge** (only with an LLM backend): the question is answered from the top
   ``qa_k`` memories and scored with the category rules, then judged (:mod:`.qa`);
 * **cost**: stored items (live memories), LLM calls and tokens for building and for answering,
