@@ -6,8 +6,8 @@ it inside a dataflow, and the CLI, the task-skill API and lifecycle maintenance 
 Order of a write (one call, any number of results):
 
 1. every memory the results touched, de-duplicated by id (highest ``version`` wins), in one
-   LanceDB upsert; expired memories are deleted from LanceDB instead (out of the vector and
-   full-text indexes);
+   LanceDB upsert (an expired memory arrives without text and with a zero vector, so neither the
+   full-text nor the vector index holds anything of it);
 2. one DuckDB transaction: ``memory_meta`` upsert, ``memory_events`` insert-if-new, (the earlier
    events of expired memories lose their old and new values: only the minimal ``memory_meta`` row
    and the ``expired`` event stay), ``llm_calls`` upsert, the typed ``rows`` of the results (each
@@ -129,11 +129,7 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
     changes: list[SpanResult | MaintenanceResult] = [*results, *maintained]
     memories = latest_memories(m for r in changes for m in r.memories)
     expired = [m.id for m in memories if m.status == MemoryStatus.EXPIRED]
-    summary.memories = stores.index.upsert(
-        [m for m in memories if m.status != MemoryStatus.EXPIRED]
-    )
-    if expired and stores.index.table.exists:  # out of the vector and full-text indexes
-        stores.index.table.delete(filters.is_in("id", expired))
+    summary.memories = stores.index.upsert(memories)
     stored_skills = task_skill_writer.write_lance(stores, task_skills)
 
     events = [e for r in changes for e in r.events]

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+
 from skillstream.errors import InputError
 from skillstream.ids import prefixed_id
 from skillstream.memories import LIVE
@@ -116,13 +118,15 @@ def minimal(m: Memory) -> Memory:
     """Drop what an expired memory said (text, tags, key, subject, vector), in place.
 
     What stays is the minimal log of the seed: id, owner, kind, type, scope, status, times,
-    confidence and sources (message ids, not their content).
+    confidence and sources (message ids, not their content). The vector becomes zeros of the same
+    width: the stored row keeps its shape but no longer carries anything a search could match.
     """
     m.text = ""
     m.tags = []
     m.key = None
     m.subject = None
-    m.vector = None
+    if m.vector is not None:
+        m.vector = np.zeros_like(np.asarray(m.vector, dtype=np.float32))  # type: ignore[assignment]
     return m
 
 

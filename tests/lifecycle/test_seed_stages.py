@@ -162,7 +162,12 @@ def test_expiry_removes_the_memory_from_both_indexes_and_keeps_a_minimal_log(
         assert HIKE not in [h["text"] for h in hits], strategy
         assert all(h["status"] != "expired" for h in hits)
     with MemorySearch(home, record=False) as s:
-        assert s.index.count() == 1  # only the cello is left in LanceDB
+        (row,) = s.index.table.scan("status = 'expired'").to_pylist()
+        # nothing of it is left to index: no text for full-text search, a zero vector
+        assert row["text"] == "" and not any(row["vector"])
+        # not even a search over every status finds it by its old text
+        everything = s.index.search(HIKE, None, k=5, statuses=None)
+        assert HIKE not in [h["text"] for h in everything]
     (log_row,) = _rows(
         home,
         "SELECT id, status, text, tags, key, valid_to, source_message_ids "
@@ -188,15 +193,17 @@ def test_expiry_removes_the_memory_from_both_indexes_and_keeps_a_minimal_log(
     assert (events[0]["old_value"], events[0]["new_value"]) == (None, None)
     assert json.loads(events[1]["new_value"])["text"] == ""
     assert json.loads(events[1]["old_value"])["text"] == ""
-    # the memories view (memory_meta with LanceDB's vectors) still lists the minimal row
+    # the memories view (memory_meta with LanceDB's vectors) lists the minimal row
     from skillstream.cli.query import open_catalog
 
     cat = open_catalog(home)
     try:
-        rows = cat.sql("SELECT status, vector FROM memories WHERE id = ?", [log_row["id"]])
+        rows = cat.sql("SELECT status, text FROM memories WHERE id = ?", [log_row["id"]])
     finally:
         cat.close()
-    assert rows.to_pylist() == [{"status": "expired", "vector": None}]
+    assert rows.to_pylist() == [{"status": "expired", "text": ""}]
+    # and a later maintenance at the same time changes nothing (the expired row is still known)
+    assert _maintain(home, embedder, T0 + 20 * DAY).events == {}
 
 
 @pytest.mark.parametrize(
