@@ -10,8 +10,8 @@ archived    out of the way but kept: over capacity, or the loser of a contradict
 merged      folded with its near-duplicates into a new consolidated version (``merged_into``
             names it)
 expired     past its expiry (policy TTL), decayed to zero confidence, or archived too long;
-            ``valid_to`` is set, the text is dropped and the row leaves the search index: only a
-            minimal log row stays in ``memory_meta`` (and the earlier events)
+            ``valid_to`` is set; text, tags, key and subject are dropped and the vector zeroed,
+            so nothing of it stays in the search indexes: only a minimal log row stays
 deleted     soft-deleted (an explicit cancellation, or ``maintain --forget``); ``valid_to`` is set
 frozen      locked: updates, deletes and reinforcements are refused and logged (``refused``)
 ==========  ================================================================================
