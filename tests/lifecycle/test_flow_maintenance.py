@@ -137,6 +137,7 @@ def test_backfill_and_a_live_run_in_pieces_end_in_the_same_state(tmp_path):
         (False, "merged"),
         (False, "archived"),
         (False, "deleted"),
+        (True, "generated"),  # the summaries of the sessions closed at day 400
         (True, "activated"),
         (True, "expired"),
     }

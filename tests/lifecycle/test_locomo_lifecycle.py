@@ -138,9 +138,9 @@ def test_status_counts_agree_with_the_lifecycle_log(home):
     # archived: the two losers of contradictions (archived memories do not decay); deleted: the
     # cancelled trip; merged: the museum visit said twice, both consolidated into a new version;
     # expired: everything else, untouched since spring (0.25 per decay step here), the new version
-    # and the summary of the session it lives in among them
+    # among them
     assert counts == {"generated": 3, "archived": 2, "deleted": 1, "expired": 11, "merged": 2}
-    assert out["events"] == {"created": 3, "expired": 6}
+    assert out["events"] == {"created": 2, "expired": 5}
     # every memory was created exactly once (a consolidated version by its `consolidated` event)
     assert sql(
         home,
