@@ -5,8 +5,9 @@ each cluster gets a higher-level abstract memory node linked to its members. Her
 of maintenance (``maintain_owner``), so it runs on the flow's maintenance ticks and in
 ``skillstream maintain``:
 
-1. **Candidates**: the owner's live ``LongTermMemory`` and ``UserMemory`` memories with a vector,
-   except session summaries and the nodes themselves, oldest first.
+1. **Candidates**: the owner's live ``LongTermMemory`` and ``UserMemory`` memories with a vector
+   created by the maintenance time (a catch-up tick at an earlier boundary sees only what existed
+   then), except session summaries and the nodes themselves, oldest first.
 2. **Clusters**: one pass in that order; a memory joins the cluster whose centre (the normalised
    mean of its members' vectors) is most similar, when the cosine is at least
    ``reorganize_threshold``, else it starts a new cluster. The same memories give the same
@@ -56,13 +57,15 @@ def node_id(owner_id: str, anchor_id: str) -> str:
     return prefixed_id("mem", owner_id, "topic", anchor_id)
 
 
-def candidates(state: OwnerMemories) -> list[Memory]:
-    """The memories the reorganizer clusters, oldest first."""
+def candidates(state: OwnerMemories, at: datetime) -> list[Memory]:
+    """The memories the reorganizer clusters at ``at`` (created by then), oldest first."""
     return sorted(
         (
             m
             for m in state.items.values()
             if m.status in LIVE
+            and m.created_at is not None
+            and m.created_at <= at
             and m.memory_type in CLUSTERED_TYPES
             and m.kind not in NOT_CLUSTERED
             and m.vector is not None
@@ -185,7 +188,7 @@ def reorganize(
     """Write, refresh or archive the owner's topic nodes at ``at``; returns how many changed."""
     groups = [
         g
-        for g in cluster(candidates(state), rules.reorganize_threshold)
+        for g in cluster(candidates(state, at), rules.reorganize_threshold)
         if len(g) >= rules.reorganize_min_members
     ]
     built = [build_node(state.owner_id, g) for g in groups]
@@ -235,7 +238,13 @@ def reorganize(
         changed += 1
     kept = {n.id for n, _, _ in built}
     for m in sorted(state.items.values(), key=age_key):
-        if m.kind == MemoryKind.TOPIC and m.status in LIVE and m.id not in kept:
+        if (
+            m.kind == MemoryKind.TOPIC
+            and m.status in LIVE
+            and m.id not in kept
+            and m.created_at is not None
+            and m.created_at <= at
+        ):
             log.transition(
                 m, MemoryStatus.ARCHIVED, MemoryStatus.ARCHIVED, "its cluster fell apart", at
             )
