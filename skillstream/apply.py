@@ -33,15 +33,16 @@ import numpy as np
 from skillstream.embed import Embed
 from skillstream.ids import prefixed_id
 from skillstream.lifecycle import contradictions as ctr
+from skillstream.lifecycle.activation import activate
 from skillstream.lifecycle.lessons import LESSON_KIND, lesson_ops
 from skillstream.lifecycle.maintenance import enforce_capacity
 from skillstream.lifecycle.params import CONFIDENCE_CAP, REINFORCE_STEP, LifecycleParams
-from skillstream.lifecycle.reinforce import NearDuplicates, clamp_confidence, merge_into, reinforce
+from skillstream.lifecycle.reinforce import NearDuplicates, clamp_confidence, consolidate, reinforce
 from skillstream.lifecycle.states import (
     ChangeLog,
 )
 from skillstream.lifecycle.types import memory_type_for
-from skillstream.memories import OwnerMemories, age_key, normalise
+from skillstream.memories import LIVE, OwnerMemories, age_key, normalise
 from skillstream.model import Memory, MemoryOp, Span
 from skillstream.settings import LifecycleSettings
 from skillstream.text import memory_text
@@ -105,12 +106,16 @@ def apply_ops(
     ops: list[MemoryOp],
     now: datetime,
     options: ApplyOptions = ApplyOptions(),
+    *,
+    retrieved: Sequence[str] = (),
 ) -> Applied:
     """Apply ``ops`` for ``span`` to ``state`` in place and return what changed.
 
-    ``now`` is only written to ``recorded_at``; every decision uses the span's end time.
+    ``retrieved`` are the ids of the memories the extraction was shown: the ``generated`` ones
+    among them are activated (their first use). ``now`` is only written to ``recorded_at``; every
+    decision uses the span's end time.
     """
-    return _Apply(state, span, now, options).run(ops)
+    return _Apply(state, span, now, options).run(ops, retrieved)
 
 
 def _describe(op: MemoryOp) -> str:
@@ -139,18 +144,20 @@ class _Apply:
 
     # ------------------------------------------------------------------ bookkeeping
     def _index(self, m: Memory) -> None:
-        if m.status in (MemoryStatus.ACTIVATED, MemoryStatus.FROZEN, MemoryStatus.ARCHIVED):
+        if m.status in (*LIVE, MemoryStatus.FROZEN, MemoryStatus.ARCHIVED):
             self.by_text.setdefault(normalise(m.text), {})[m.id] = m
-        if m.key and m.status == MemoryStatus.ACTIVATED:
+        if m.key and m.status in LIVE:
             self.by_key.setdefault(m.key, {})[m.id] = m
 
     def _restated(self, text: str) -> Memory | None:
         """The memory a text restates: live first, then frozen, then archived (not invalidated)."""
         norm = normalise(text)
         found = [m for m in self.by_text.get(norm, {}).values() if normalise(m.text) == norm]
-        for status in (MemoryStatus.ACTIVATED, MemoryStatus.FROZEN, MemoryStatus.ARCHIVED):
+        for statuses in (LIVE, (MemoryStatus.FROZEN,), (MemoryStatus.ARCHIVED,)):
             for m in found:
-                if m.status == status and (status != MemoryStatus.ARCHIVED or m.valid_to is None):
+                if m.status in statuses and (
+                    m.status != MemoryStatus.ARCHIVED or m.valid_to is None
+                ):
                     return m
         return None
 
@@ -182,7 +189,7 @@ class _Apply:
         return round(float(np.dot(np.asarray(m.vector, dtype=np.float32), v)), 6)
 
     # ------------------------------------------------------------------ the run
-    def run(self, ops: list[MemoryOp]) -> Applied:
+    def run(self, ops: list[MemoryOp], retrieved: Sequence[str] = ()) -> Applied:
         ops = list(ops)
         if self.o.lessons:
             extra, problems = lesson_ops(self.span, self.rules.lesson_confidence)
@@ -208,7 +215,18 @@ class _Apply:
                 self._delete(op)
             elif op.op is Op.INSERT and cleaned:
                 self._insert(i, op, cleaned)
+        used = [m for m in (self.state.get(i) for i in retrieved) if m is not None]
+        activate(
+            self.out, used, self.t, f"retrieved for the extraction of span {self.span.span_id}"
+        )
         enforce_capacity(self.out, self.state, self.t, self.rules)
+        for c in self.out.rows.contradictions:
+            if c.resolution == ctr.UNRESOLVED and c.detected_at is not None:
+                self.state.open_contradictions[c.contradiction_id] = (
+                    c.memory_a,
+                    c.memory_b,
+                    c.detected_at,
+                )
         self._finish_vectors()
         return self.out
 
@@ -292,7 +310,7 @@ class _Apply:
 
     def _update(self, i: int, op: MemoryOp, text: str) -> None:
         cur = self.state.get(op.target_id or "")
-        if cur is None or cur.status not in (MemoryStatus.ACTIVATED, MemoryStatus.FROZEN):
+        if cur is None or cur.status not in (*LIVE, MemoryStatus.FROZEN):
             return
         if cur.status == MemoryStatus.FROZEN:
             self.out.refuse(cur, "update refused: the memory is frozen", self.t)
@@ -338,7 +356,7 @@ class _Apply:
 
     def _delete(self, op: MemoryOp) -> None:
         cur = self.state.get(op.target_id or "")
-        if cur is None or cur.status not in (MemoryStatus.ACTIVATED, MemoryStatus.FROZEN):
+        if cur is None or cur.status not in (*LIVE, MemoryStatus.FROZEN):
             return
         if cur.status == MemoryStatus.FROZEN:
             self.out.refuse(cur, "delete refused: the memory is frozen", self.t)
@@ -357,11 +375,7 @@ class _Apply:
 
     def _insert(self, i: int, op: MemoryOp, text: str) -> None:
         if op.kind == LESSON_KIND and op.key:
-            same = [
-                m
-                for m in self.by_key.get(op.key, {}).values()
-                if m.status == MemoryStatus.ACTIVATED
-            ]
+            same = [m for m in self.by_key.get(op.key, {}).values() if m.status in LIVE]
             if same:
                 self._reinforce(same[0], op, "lesson confirmed by a new outcome")
                 return
@@ -404,7 +418,7 @@ class _Apply:
                 )
             found = self._near.nearest(m, m.vector)  # type: ignore[arg-type]
             if found is not None:
-                merge_into(
+                new = consolidate(
                     self.out,
                     m,
                     found[0],
@@ -413,14 +427,17 @@ class _Apply:
                     self.rules,
                     expiry=self.policy.default_expiry,
                 )
+                self.state.put(new)
+                self._index(new)
+                self._near.add(new)
                 return
             self._near.add(m)
         if m.key:
             for c in list(self.by_key.get(m.key, {}).values()):
-                if c.id == m.id or c.status != MemoryStatus.ACTIVATED:
+                if c.id == m.id or c.status not in LIVE:
                     continue
                 described = ctr.conflict(c, m.text, m.kind, m.key, self._similarity(c, m.text))
                 if described:
                     ctr.settle(self.out, c, m, described, self.t, self.rules)
-                    if m.status != MemoryStatus.ACTIVATED:
+                    if m.status not in LIVE:
                         break

@@ -17,9 +17,10 @@ import numpy as np
 from skillstream.model import Memory
 from skillstream.vocab import MemoryKind, MemoryStatus
 
-LIVE = (MemoryStatus.ACTIVATED,)
-NOT_RETRIEVED = frozenset({MemoryKind.SUMMARY})
-"""Kinds the extractor is not shown: session summaries restate other memories."""
+LIVE: tuple[MemoryStatus, ...] = (MemoryStatus.GENERATED, MemoryStatus.ACTIVATED)
+"""Live statuses: new (``generated``) or used (``activated``); extraction sees these memories."""
+NOT_RETRIEVED = frozenset({MemoryKind.SUMMARY, MemoryKind.TOPIC})
+"""Kinds the extractor is not shown: session summaries and topic nodes restate other memories."""
 _NO_TIME = datetime.min.replace(tzinfo=UTC)
 _NORM = re.compile(r"[^\w]+", re.UNICODE)
 
@@ -50,6 +51,14 @@ class OwnerMemories:
     items: dict[str, Memory] = field(default_factory=dict)
     last_span_seq: dict[str, int] = field(default_factory=dict)
     """Per conversation, the seq of the last span applied (guards against re-applying a span)."""
+    open_contradictions: dict[str, tuple[str, str, datetime]] = field(default_factory=dict)
+    """Unresolved contradictions: id -> (memory_a, memory_b, detected_at), for escalation."""
+    escalated: set[str] = field(default_factory=set)
+    """Contradictions already escalated (each is escalated once)."""
+
+    def __setstate__(self, state: dict) -> None:
+        # states snapshotted before the two fields above existed get them empty
+        self.__dict__.update({"open_contradictions": {}, "escalated": set(), **state})
 
     def put(self, memory: Memory) -> None:
         if memory.vector is not None and not isinstance(memory.vector, np.ndarray):
@@ -60,7 +69,7 @@ class OwnerMemories:
         return self.items.get(memory_id)
 
     def live(self) -> list[Memory]:
-        """Memories that take part in extraction (status ``activated``), oldest first.
+        """Live memories (``generated`` or ``activated``), the ones extraction sees, oldest first.
 
         The order (creation time, then id) does not depend on how the state was built (in one
         run, or hydrated from the store), so rules that scan it decide the same either way.
@@ -102,4 +111,6 @@ class OwnerMemories:
             self.owner_id,
             {k: v.copy() for k, v in self.items.items()},
             dict(self.last_span_seq),
+            dict(self.open_contradictions),
+            set(self.escalated),
         )

@@ -119,7 +119,7 @@ class Memory:
     subject: str | None = None
     tags: list[str] = field(default_factory=list)
     confidence: float = 0.7
-    status: str = MemoryStatus.ACTIVATED
+    status: str = MemoryStatus.GENERATED
     event_ts: datetime | None = None
     valid_from: datetime | None = None
     valid_to: datetime | None = None
@@ -247,6 +247,30 @@ class SessionSummaryRow(CatalogRow):
 
 
 @dataclass(frozen=True, kw_only=True)
+class MemoryRelationRow(CatalogRow):
+    """A row of ``memory_relations``: ``source_id`` relates to ``target_id`` as ``relation``.
+
+    ``member_of``: a memory (source) belongs to an abstract topic node (target) of the
+    reorganizer; ``consolidated_into``: a merged memory (source) lives on in a new consolidated
+    version (target). ``version`` is the target's version when the row was written; the current
+    members of a node are the rows with the node's latest version.
+    """
+
+    relation_id: str = column(pa.string(), nullable=False)
+    owner_id: str = column(pa.string(), nullable=False)
+    source_id: str = column(pa.string(), nullable=False)
+    target_id: str = column(pa.string(), nullable=False)
+    relation: str = column(pa.string(), nullable=False)
+    rank: int | None = column(pa.int32(), default=None)
+    """Order of the member in its node (most central first)."""
+    weight: float | None = column(pa.float64(), default=None)
+    """Cosine similarity of the member to its node's centre (``member_of``)."""
+    version: int | None = column(pa.int32(), default=None)
+    event_ts: datetime | None = column(TS, default=None)
+    recorded_at: datetime | None = column(TS, default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
 class FailedSpanRow(CatalogRow):
     """A row of ``failed_spans``: a span whose extraction failed, with its messages as JSON."""
 
@@ -291,13 +315,24 @@ class TableRows:
     contradictions: list[ContradictionRow] = field(default_factory=list)
     session_summaries: list[SessionSummaryRow] = field(default_factory=list)
     failed_spans: list[FailedSpanRow] = field(default_factory=list)
+    memory_relations: list[MemoryRelationRow] = field(default_factory=list)
 
-    def all(self) -> list[ContradictionRow | SessionSummaryRow | FailedSpanRow]:
+    def all(self) -> list[ContradictionRow | SessionSummaryRow | FailedSpanRow | MemoryRelationRow]:
         """Every row, table by table."""
-        return [*self.contradictions, *self.session_summaries, *self.failed_spans]
+        return [
+            *self.contradictions,
+            *self.session_summaries,
+            *self.failed_spans,
+            *self.memory_relations,
+        ]
 
     def __bool__(self) -> bool:
-        return bool(self.contradictions or self.session_summaries or self.failed_spans)
+        return bool(
+            self.contradictions
+            or self.session_summaries
+            or self.failed_spans
+            or self.memory_relations
+        )
 
 
 @dataclass

@@ -158,7 +158,14 @@ class MemoryPipeline:
             )
         for op_text, reason in extraction.rejected:
             log.info("span %s: rejected operation %s: %s", span.span_id, op_text, reason)
-        applied = apply_ops(state.memories, span, extraction.ops, now, self.options)
+        applied = apply_ops(
+            state.memories,
+            span,
+            extraction.ops,
+            now,
+            self.options,
+            retrieved=[m.id for m in retrieved],
+        )
         changed = list(applied.changed.values())
         need = [applied.changed[i] for i in sorted(applied.needs_vector)]
         if defer:

@@ -151,6 +151,8 @@ ResponseFormat = Literal["json_schema", "json_object", "text"]
 Selection = Literal["auto", "all", "top_k", "gumbel"]
 Fusion = Literal["mean", "weighted"]
 Scope = Literal["private", "fleet", "session"]
+DecayRule = Literal["seed", "idle"]
+RankRule = Literal["product", "weighted"]
 
 
 def _key(key: str, default: Any, doc: str, **limits: Any) -> Any:
@@ -622,6 +624,64 @@ class LifecycleSettings(_Group):
         "session_summaries",
         True,
         "Write one summary memory per closed session. SKILLSTREAM_SESSION_SUMMARIES; default true.",
+    )
+    decay_rule: Annotated[DecayRule, BeforeValidator(_name)] = _key(
+        "decay_rule",
+        "seed",
+        "Which memories decay: 'seed' (unused for decay_after_s AND confidence below "
+        "decay_below) or 'idle' (every memory unused for decay_after_s). SKILLSTREAM_DECAY_RULE; "
+        "default seed.",
+    )
+    decay_below: Float = _key(
+        "decay_below",
+        0.3,
+        "With decay_rule 'seed', only memories less confident than this decay. "
+        "SKILLSTREAM_DECAY_BELOW; default 0.3.",
+        ge=0,
+        le=1,
+    )
+    rank_rule: Annotated[RankRule, BeforeValidator(_name)] = _key(
+        "rank_rule",
+        "product",
+        "Search ranking: 'product' (relevance x confidence x recency x reinforcement factors) "
+        "or 'weighted' (a weighted sum with rank_weights). SKILLSTREAM_RANK_RULE; default product.",
+    )
+    archive_after_s: Float = _key(
+        "archive_after_s",
+        0,
+        "A live memory unused (not created, reinforced or accessed) for this long (event time, "
+        "seconds) is archived: out of default search, found with `search --archived`; 0 never "
+        "archives for idleness. SKILLSTREAM_ARCHIVE_AFTER_S; default 0.",
+        ge=0,
+    )
+    expire_archived_after_s: Float = _key(
+        "expire_archived_after_s",
+        0,
+        "An archived memory untouched for this long after it was archived (event time, seconds) "
+        "expires: it leaves the search index and only a minimal log row stays; 0 never. "
+        "SKILLSTREAM_EXPIRE_ARCHIVED_AFTER_S; default 0.",
+        ge=0,
+    )
+    reorganize: Bool = _key(
+        "reorganize",
+        True,
+        "Maintenance clusters each owner's long-term memories into abstract topic nodes linked "
+        "to their members (memory_relations). SKILLSTREAM_REORGANIZE; default true.",
+    )
+    reorganize_threshold: Float = _key(
+        "reorganize_threshold",
+        0.6,
+        "Cosine similarity to a cluster's centre at or above which a memory joins the cluster. "
+        "SKILLSTREAM_REORGANIZE_THRESHOLD; default 0.6.",
+        ge=0,
+        le=1,
+    )
+    reorganize_min_members: Int = _key(
+        "reorganize_min_members",
+        3,
+        "Smallest cluster that gets an abstract node. SKILLSTREAM_REORGANIZE_MIN_MEMBERS; "
+        "default 3.",
+        ge=2,
     )
 
 

@@ -24,6 +24,7 @@ from skillstream.model import (
     CatalogRow,
     ContradictionRow,
     FailedSpanRow,
+    MemoryRelationRow,
     QueryRow,
     SessionSummaryRow,
 )
@@ -241,6 +242,13 @@ SESSION_SUMMARIES = _schema(
     "memory.",
 )
 
+MEMORY_RELATIONS = _schema(
+    arrow_fields(MemoryRelationRow),
+    "relation_id",
+    "Links between memories: member_of (a memory in an abstract topic node of the reorganizer) "
+    "and consolidated_into (a merged memory and the new version that replaced it).",
+)
+
 QUERIES = _schema(
     arrow_fields(QueryRow),
     "query_id",
@@ -301,6 +309,7 @@ CATALOG: tuple[Table, ...] = (
     Table("contradictions", CONTRADICTIONS, ContradictionRow),
     Table("queries", QUERIES, QueryRow),
     Table("session_summaries", SESSION_SUMMARIES, SessionSummaryRow),
+    Table("memory_relations", MEMORY_RELATIONS, MemoryRelationRow),
     Table("task_skills", TASK_SKILLS),
     Table("task_skill_versions", TASK_SKILL_VERSIONS, TaskSkillVersionRow),
 )

@@ -6,12 +6,13 @@ columns, JSON, Kafka events, ids and messages hold the same words they always di
 as plain strings compare equal to the members. ``yaml.safe_dump`` does not take a member: pass
 ``str(member)``.
 
-Two status words: a memory is ``activated``, a task skill or a memory skill ``active``. They stay
-different on purpose. A memory's status is one state of a lifecycle (``activated``, ``archived``,
-``merged``, ``expired``, ``deleted``, ``frozen``) whose events speak the same language (an archived
-memory is ``reactivated``); a skill's status is only whether it is published. Both words are stored
-in existing homes (``memory_meta``, the LanceDB table, ``task_skills``, ``memory_skills``, SKILL.md
-front matter) and read by Kafka consumers, so unifying them would change stored values.
+Two status words: a used memory is ``activated``, a task skill or a memory skill ``active``. They
+stay different on purpose. A memory's status is one state of a lifecycle (``generated``,
+``activated``, ``archived``, ``merged``, ``expired``, ``deleted``, ``frozen``) whose events speak
+the same language (an archived memory is ``reactivated``); a skill's status is only whether it is
+published. Both words are stored in existing homes (``memory_meta``, the LanceDB table,
+``task_skills``, ``memory_skills``, SKILL.md front matter) and read by Kafka consumers, so unifying
+them would change stored values.
 """
 
 from __future__ import annotations
@@ -41,6 +42,12 @@ class MemoryKind(Word):
     """A lesson learned from a task outcome."""
     SKILL = "skill"
     TASK_SKILL = "task_skill"
+    TOPIC = "topic"
+    """An abstract node of the reorganizer: a cluster of long-term memories said in one sentence."""
+    REASONING = "reasoning"
+    """A conclusion drawn from other statements (why something is so)."""
+    PROCEDURE = "procedure"
+    """How something is done: steps, a routine, a method."""
 
 
 KINDS: tuple[MemoryKind, ...] = (
@@ -49,6 +56,8 @@ KINDS: tuple[MemoryKind, ...] = (
     MemoryKind.PREFERENCE,
     MemoryKind.PLAN,
     MemoryKind.OPINION,
+    MemoryKind.REASONING,
+    MemoryKind.PROCEDURE,
 )
 """The kinds an extractor may write (the LLM schema offers these)."""
 
@@ -62,9 +71,19 @@ class MemoryType(Word):
     SKILL = "SkillMemory"
 
 
+EXTRACTED_TYPES: tuple[MemoryType, ...] = (
+    MemoryType.WORKING,
+    MemoryType.LONG_TERM,
+    MemoryType.USER,
+)
+"""The types an extractor may choose for a memory (``SkillMemory`` belongs to task skills)."""
+
+
 class MemoryStatus(Word):
     """The lifecycle state of a memory (the ``status`` column); see ``lifecycle.states``."""
 
+    GENERATED = "generated"
+    """New, not used yet (no search hit, no extraction retrieved it)."""
     ACTIVATED = "activated"
     ARCHIVED = "archived"
     MERGED = "merged"
@@ -77,6 +96,10 @@ class LifecycleEvent(Word):
     """What happened to a memory (the ``event`` column of ``memory_events``)."""
 
     CREATED = "created"
+    ACTIVATED = "activated"
+    """First use of a generated memory (a search hit, or retrieved for an extraction)."""
+    CONSOLIDATED = "consolidated"
+    """A new version written from memories merged into it."""
     UPDATED = "updated"
     REINFORCED = "reinforced"
     MERGED = "merged"
@@ -89,6 +112,8 @@ class LifecycleEvent(Word):
     FROZEN = "frozen"
     UNFROZEN = "unfrozen"
     REFUSED = "refused"
+    ESCALATED = "escalated"
+    """An unresolved contradiction grew older than the escalation time: it needs a human."""
 
 
 class Op(Word):

@@ -122,12 +122,12 @@ def register_view(name: str, sql: str, needs: Sequence[str] = ()) -> None:
 
 register_view(
     "memories",
-    "SELECT m.*, l.vector FROM memory_meta AS m JOIN lance_memories AS l ON l.id = m.id",
+    "SELECT m.*, l.vector FROM memory_meta AS m LEFT JOIN lance_memories AS l ON l.id = m.id",
     needs=("memory_meta", "lance_memories"),
 )
 register_view(
     "active_memories",
-    "SELECT * FROM memory_meta WHERE status = 'activated'",
+    "SELECT * FROM memory_meta WHERE status IN ('generated', 'activated')",
     needs=("memory_meta",),
 )
 register_view(

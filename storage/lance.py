@@ -535,7 +535,7 @@ class MemoryIndex:
         owner: str | None = None,
         k: int = 10,
         where: str | None = None,
-        statuses: Iterable[str] | None = (MemoryStatus.ACTIVATED,),
+        statuses: Iterable[str] | None = (MemoryStatus.GENERATED, MemoryStatus.ACTIVATED),
     ) -> list[dict[str, Any]]:
         """Find memories by text, vector or both (hybrid, RRF-fused).
 

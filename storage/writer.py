@@ -7,11 +7,14 @@ Order of a write (one call, any number of results):
 
 1. the task skills' new versions into LanceDB ``task_skills``; then every memory the results
    touched, with each stored task skill's ``SkillMemory`` item (``distill.memory_item``),
-   de-duplicated by id (highest ``version`` wins), in one LanceDB upsert;
-2. one DuckDB transaction: ``memory_meta`` upsert, ``memory_events`` insert-if-new,
-   ``llm_calls`` upsert, the typed ``rows`` of the results (each row class to its table, see
-   ``skillstream.tables``) and the task-skill tables, ``dead_letters``, and last the span ledger
-   (``spans``).
+   de-duplicated by id (highest ``version`` wins), in one LanceDB upsert (an expired memory
+   arrives without text and with a zero vector, so neither the full-text nor the vector index
+   holds anything of it);
+2. one DuckDB transaction: ``memory_meta`` upsert, ``memory_events`` insert-if-new, (the earlier
+   events of expired memories lose their old and new values: only the minimal ``memory_meta`` row
+   and the ``expired`` event stay), ``llm_calls`` upsert, the typed ``rows`` of the results (each
+   row class to its table, see ``skillstream.tables``) and the task-skill tables,
+   ``dead_letters``, and last the span ledger (``spans``).
 
 The ledger row is the span's commit marker. A crash before the transaction commits leaves no
 ledger row, so the span is processed again and its rows are written again under the same
@@ -33,6 +36,7 @@ from skillstream.storage import filters, task_skill_writer
 from skillstream.storage.home import Stores
 from skillstream.storage.rows import as_dict, latest_indices
 from skillstream.tables import table_of
+from skillstream.vocab import LifecycleEvent, MemoryStatus
 
 
 @dataclass
@@ -130,6 +134,7 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
     memories = latest_memories(
         [*(m for r in changes for m in r.memories), *task_skill_writer.memory_items(stored_skills)]
     )
+    expired = [m.id for m in memories if m.status == MemoryStatus.EXPIRED]
     summary.memories = stores.index.upsert(memories)
 
     events = [e for r in changes for e in r.events]
@@ -147,6 +152,13 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
     with cat.transaction():
         cat.upsert("memory_meta", [_meta_row(m) for m in memories], version="version")
         summary.events = cat.insert_ignore("memory_events", [as_dict(e) for e in events])
+        if expired:  # an expired memory keeps a minimal log: no text in its earlier events
+            placeholders = ", ".join("?" for _ in expired)
+            cat.con.execute(
+                "UPDATE memory_events SET old_value = NULL, new_value = NULL "
+                f"WHERE memory_id IN ({placeholders}) AND event <> ?",
+                [*expired, LifecycleEvent.EXPIRED],
+            )
         summary.llm_calls = cat.upsert("llm_calls", [as_dict(c) for c in calls])
         for table, rows in by_table.items():
             summary.tables[table] = cat.upsert(table, rows)
@@ -155,14 +167,26 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
     return summary
 
 
-def record_query(catalog: Any, index: Any, row: QueryRow, at: datetime | None) -> None:
-    """Write a ``queries`` row (``lifecycle.querylog.query_row``) and the hits' access times.
+def record_query(
+    catalog: Any,
+    index: Any,
+    row: QueryRow,
+    at: datetime | None,
+    activated: MaintenanceResult | None = None,
+) -> None:
+    """Write a ``queries`` row (``lifecycle.querylog.query_row``), the hits' access times and the
+    memories the search activated (``activated``: their new states and ``activated`` events).
 
     The catalog transaction first, then LanceDB.
     """
     ids = list(row.result_ids)
     with catalog.transaction():
         catalog.upsert(QUERIES_TABLE, [row])
+        if activated is not None:
+            catalog.upsert(
+                "memory_meta", [_meta_row(m) for m in activated.memories], version="version"
+            )
+            catalog.insert_ignore("memory_events", [as_dict(e) for e in activated.events])
         if ids and at is not None:
             placeholders = ", ".join("?" for _ in ids)
             catalog.con.execute(
@@ -177,3 +201,5 @@ def record_query(catalog: Any, index: Any, row: QueryRow, at: datetime | None) -
             f"last_accessed_at IS NULL OR last_accessed_at < {filters.literal(at)}",
         )
         index.table.table.update(where=where, values={"last_accessed_at": at, "decay_steps": 0})
+    if activated is not None and activated.memories:
+        index.upsert(activated.memories)

@@ -127,16 +127,31 @@ def _tables(cat) -> set[str]:
 @click.option(
     "--all", "all_", is_flag=True, help="Every contradiction, resolved or not, of any age."
 )
+@click.option(
+    "--resolve", "resolve_id", default=None, metavar="CONTRADICTION_ID", help="Settle this one."
+)
+@click.option(
+    "--as",
+    "resolution",
+    type=click.Choice(["keep-a", "keep-b", "merge", "discard-both"]),
+    default=None,
+    help="How to settle --resolve: keep one, merge both into a new version, or discard both.",
+)
+@click.option("--text", default=None, help="With --as merge: the merged statement.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def contradictions(ctx, older_than, now, owner, all_, as_json):
-    """List unresolved contradictions older than a given age (they need a human)."""
+def contradictions(ctx, older_than, now, owner, all_, resolve_id, resolution, text, as_json):
+    """List unresolved contradictions older than a given age (they need a human), or settle one
+    with --resolve ID --as keep-a|keep-b|merge|discard-both."""
     from datetime import timedelta
 
     from skillstream.cli.query import open_catalog
     from skillstream.services import home_lifecycle as store
 
     settings = settings_from(ctx)
+    if resolve_id is not None or resolution is not None:
+        _resolve(settings, resolve_id, resolution, text, now, as_json)
+        return
     age = (
         parse_duration(older_than)
         if older_than is not None
@@ -162,6 +177,32 @@ def contradictions(ctx, older_than, now, owner, all_, as_json):
             width=48,
         )
     )
+
+
+def _resolve(settings, resolve_id, resolution, text, now, as_json) -> None:
+    from skillstream.embed import get_embedder
+    from skillstream.errors import InputError
+    from skillstream.lifecycle.params import LifecycleParams
+    from skillstream.services import home_lifecycle as store
+    from skillstream.storage.home import open_stores
+
+    if resolve_id is None or resolution is None:
+        raise InputError("settle a contradiction with both --resolve ID and --as RESOLUTION")
+    if text is not None and resolution != "merge":
+        raise InputError("--text goes with --as merge only")
+    rules = LifecycleParams.from_settings(settings.lifecycle, settings.spans.idle_gap)
+    embedder = get_embedder(settings.embedding)
+    with open_stores(settings, embedder.dim) as stores:
+        at = parse_time(now) or store.store_clock(stores.catalog)
+        if at is None:
+            raise InputError("the store has no events yet; pass --now")
+        row = store.resolve_contradiction(
+            stores, resolve_id, resolution, at=at, text=text, embed=embedder.encode, rules=rules
+        )
+    if as_json:
+        click.echo(dumps(row))
+    else:
+        click.echo(f"{resolve_id}: {row['resolution']} (winner {row['winner_id']})")
 
 
 @click.command()

@@ -44,9 +44,14 @@ def open_catalog(settings, dim: int | None = None):
     "--now", default=None, help="Event time for recency (ISO 8601); default: the store's latest."
 )
 @click.option("--no-record", is_flag=True, help="Do not log the query or update access times.")
+@click.option("--archived", is_flag=True, help="Search archived memories (cold storage) too.")
+@click.option("--nodes", is_flag=True, help="Return the reorganizer's topic nodes too.")
+@click.option("--expand", is_flag=True, help="Replace each topic node by its member memories.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def search(ctx, query, owner, agent, session, k, strategy, now, no_record, as_json):
+def search(
+    ctx, query, owner, agent, session, k, strategy, now, no_record, archived, nodes, expand, as_json
+):
     """Search memories (hybrid by default), ranked by relevance, confidence, recency, reinforcement.
 
     Without --owner and --agent the search is the operator's and sees every memory.
@@ -65,6 +70,9 @@ def search(ctx, query, owner, agent, session, k, strategy, now, no_record, as_js
         strategy=strategy,
         now=parse_time(now),
         record=not no_record,
+        archived=archived,
+        nodes=nodes,
+        expand=expand,
     )
     keep = [
         "text",
@@ -79,6 +87,7 @@ def search(ctx, query, owner, agent, session, k, strategy, now, no_record, as_js
         "confidence",
         "reinforcement",
         "relevance",
+        "node_id",
     ]
     rows = [{c: h.get(c) for c in keep} for h in hits]
     if as_json:
@@ -93,6 +102,13 @@ STATS_SQL = {
     ),
     "memories_by_type": (
         "select memory_type, kind, count(*) as n from memories group by all order by all"
+    ),
+    "lifecycle_events": (
+        "select event, new_status, count(*) as n from memory_events group by all order by all"
+    ),
+    "memory_relations": (
+        "select relation, count(distinct target_id) as targets, count(*) as n "
+        "from memory_relations group by relation order by relation"
     ),
     "spans_by_status": "select status, count(*) as n from spans group by status order by status",
     "dead_letters_by_reason": (

@@ -22,8 +22,8 @@ slightly from the first five of a deeper search.)
 
 Session summaries are off in both homes unless ``session_summaries`` is set: a summary memory
 cites every turn of its session as a source while showing at most eight facts, so one retrieved
-summary would count the whole session as recalled. Everything else (merging of near-duplicates,
-decay, capacity) runs as configured, for both systems alike.
+summary would count the whole session as recalled. Everything else (consolidation of
+near-duplicates, decay, capacity, the reorganizer) runs as configured, for both systems alike.
 
 Measures (see :mod:`.scoring`):
 
@@ -31,6 +31,9 @@ Measures (see :mod:`.scoring`):
   ``source_message_ids`` of the k retrieved items, averaged over the questions that have usable
   evidence; malformed evidence ids are repaired or dropped (:func:`.scoring.clean_evidence`) and
   listed in the result;
+* **evidence recall@k with node expansion** (``recall@k_nodes``, "ours" with the reorganizer on):
+  the same questions searched with ``expand=True``, so a retrieved topic node counts by its member
+  memories (in its place, most central first), never by the node's own union of sources;
 * **F1** and **judge** (only with an LLM backend): the question is answered from the top
   ``qa_k`` memories and scored with the category rules, then judged (:mod:`.qa`);
 * **cost**: stored items (live memories), LLM calls and tokens for building and for answering,
@@ -61,8 +64,8 @@ from skillstream.errors import InputError
 from skillstream.eval.baseline import BASELINES, RawTurnsExecutor
 from skillstream.eval.qa import QAGrader, Usage
 from skillstream.eval.scoring import clean_evidence, evidence_recall, mean, score_answer
+from skillstream.memories import LIVE
 from skillstream.settings import Settings
-from skillstream.vocab import MemoryStatus
 
 log = logging.getLogger(__name__)
 
@@ -232,12 +235,12 @@ def build_home(settings: Settings, input_path: Path, system: str) -> Build:
 
 
 def count_items(index: Any) -> tuple[int, int]:
-    """Extracted memories of a home: ``(activated, all)``. Task skills' ``SkillMemory`` items
-    are not extracted memories and count in neither figure."""
+    """Extracted memories of a home: ``(live, all)``, live being generated or activated. Task
+    skills' ``SkillMemory`` items are not extracted memories and count in neither figure."""
     from skillstream.storage import filters
 
     extracted = filters.not_skill_item()
-    live = filters.where_all(filters.eq("status", MemoryStatus.ACTIVATED), extracted)
+    live = filters.where_all(filters.is_in("status", list(LIVE)), extracted)
     return index.count(live), index.count(extracted)
 
 
@@ -368,12 +371,20 @@ class LocomoEval:
             self.builds[system].append(built)
             index = open_index(settings, embedder.dim)
             t0 = time.perf_counter()
+            expanded = None
             with MemorySearch(settings, record=False, index=index) as searcher:
                 searcher.embedder = vectors  # type: ignore[assignment]
                 hits = self._retrieve(searcher, sid, questions, now)
+                if system == "ours" and settings.lifecycle.reorganize:
+                    expanded = self._retrieve(searcher, sid, questions, now, expand=True)
             self.search_seconds[system] += time.perf_counter() - t0
-            for rec, q, got in zip(records, questions, hits):
+            for i, (rec, q, got) in enumerate(zip(records, questions, hits)):
                 rec[system] = self._recall(q, got)
+                if expanded is not None:
+                    for k in self.options.ks:
+                        rec[system][f"recall@{k}_nodes"] = evidence_recall(
+                            q.evidence, [h.get("source_message_ids") or [] for h in expanded[i][:k]]
+                        )
             if grader is not None:
                 self._answer(grader, system, records, questions, hits)
             self.say(
@@ -396,12 +407,20 @@ class LocomoEval:
         }
 
     def _retrieve(
-        self, searcher: Any, owner: str, questions: list[Question], now: Any
+        self,
+        searcher: Any,
+        owner: str,
+        questions: list[Question],
+        now: Any,
+        *,
+        expand: bool = False,
     ) -> list[list[dict[str, Any]]]:
         depth = max(max(self.options.ks), self.qa_k)
 
         def one(q: Question) -> list[dict[str, Any]]:
-            return searcher.search(q.qa.question, owner=owner, k=depth, now=now, task_skills=False)
+            return searcher.search(
+                q.qa.question, owner=owner, k=depth, now=now, task_skills=False, expand=expand
+            )
 
         threads = max(1, self.options.search_threads)
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="eval-search") as pool:
@@ -455,6 +474,12 @@ class LocomoEval:
         out: dict[str, Any] = {}
         for k in self.options.ks:
             out[f"recall@{k}"] = _round(mean(r[system][f"recall@{k}"] for r in records))
+        for k in self.options.ks:
+            with_nodes = [
+                r[system][f"recall@{k}_nodes"] for r in records if f"recall@{k}_nodes" in r[system]
+            ]
+            if with_nodes:
+                out[f"recall@{k}_nodes"] = _round(mean(with_nodes))
         for name in ("f1", "judge"):
             out[name] = _round(mean(r[system].get(name) for r in records)) if qa else None
         return out

@@ -26,6 +26,15 @@ Automatic resolution (``resolve``), in this order:
 2. otherwise the one more than ``contradiction_gap`` (0.3) more confident wins;
 3. otherwise it stays ``unresolved`` and both memories stay live.
 
+A fourth resolution, ``merge``, is a person's (``skillstream contradictions --resolve ID --as merge
+[--text ...]``): both memories are merged into a new consolidated version (``consolidated_into``
+relations), whose text is the given one, or by default both statements joined.
+
+An unresolved contradiction older than ``contradiction_escalate_after_s`` (7 days of event time) is
+escalated once, by maintenance: an ``escalated`` event on each of its memories, on the memory event
+stream (the ``memory_events`` table, and the Kafka event topic when the flow publishes there),
+at the time it fell due (:func:`escalate`).
+
 The loser is not deleted: it is archived with ``valid_to`` set to the time the winner holds from
 (``invalidated`` event), so "what did we believe on date X" stays answerable::
 
@@ -42,6 +51,7 @@ from skillstream.ids import prefixed_id
 from skillstream.lifecycle.clock import latest
 from skillstream.lifecycle.params import LifecycleParams
 from skillstream.lifecycle.states import ChangeLog
+from skillstream.memories import LIVE, OwnerMemories
 from skillstream.model import ContradictionRow, Memory
 from skillstream.text import CJK
 from skillstream.vocab import LifecycleEvent, MemoryKind, MemoryStatus
@@ -49,6 +59,8 @@ from skillstream.vocab import LifecycleEvent, MemoryKind, MemoryStatus
 TABLE = "contradictions"
 
 KEEP_A, KEEP_B, DISCARD_BOTH, UNRESOLVED = "keep-a", "keep-b", "discard-both", "unresolved"
+MERGE = "merge"
+RESOLUTIONS = (KEEP_A, KEEP_B, MERGE, DISCARD_BOTH, UNRESOLVED)
 CONFLICT_KINDS = frozenset(
     {MemoryKind.FACT, MemoryKind.PREFERENCE, MemoryKind.PLAN, MemoryKind.OPINION}
 )
@@ -266,3 +278,28 @@ def settle(
         )
     )
     return resolution
+
+
+def escalate(log: ChangeLog, state: OwnerMemories, at: datetime, rules: LifecycleParams) -> int:
+    """Escalate the owner's unresolved contradictions that fell due by ``at``; returns how many.
+
+    A contradiction one of whose memories is no longer live is dropped from the open ones (it was
+    settled, or will be by ``skillstream maintain``). Each escalation is an ``escalated`` event on
+    both memories at ``detected_at + escalate_after``; the memories themselves do not change.
+    """
+    n = 0
+    for cid, (a_id, b_id, detected) in sorted(state.open_contradictions.items()):
+        a, b = state.get(a_id), state.get(b_id)
+        live = (*LIVE, MemoryStatus.FROZEN)
+        if a is None or b is None or a.status not in live or b.status not in live:
+            del state.open_contradictions[cid]
+            continue
+        due = detected + rules.escalate_after
+        if cid in state.escalated or due > at:
+            continue
+        why = f"contradiction {cid} unresolved since {detected:%Y-%m-%d}: needs a person"
+        for m in (a, b):
+            log.log(m, LifecycleEvent.ESCALATED, why, due, m.copy(), changed=False)
+        state.escalated.add(cid)
+        n += 1
+    return n

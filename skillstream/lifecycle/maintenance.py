@@ -32,13 +32,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from skillstream.embed import Embed
+from skillstream.lifecycle.contradictions import escalate
 from skillstream.lifecycle.params import LifecycleParams
+from skillstream.lifecycle.reorganizer import reorganize
 from skillstream.lifecycle.states import ChangeLog
 from skillstream.lifecycle.summaries import summarize
 from skillstream.lifecycle.types import over_capacity, touched_at
-from skillstream.memories import OwnerMemories
+from skillstream.memories import LIVE, OwnerMemories
 from skillstream.model import MaintenanceResult, Memory
-from skillstream.vocab import LifecycleEvent, MemoryStatus
+from skillstream.vocab import LifecycleEvent, MemoryKind, MemoryStatus
 
 
 @dataclass(frozen=True)
@@ -54,11 +56,21 @@ class MaintenanceTick:
 
 
 def steps_due(m: Memory, at: datetime, rules: LifecycleParams) -> int:
-    """Decay steps that have fallen due for ``m`` by ``at`` since its last touch."""
+    """Decay steps that have fallen due for ``m`` by ``at`` since its last touch.
+
+    ``idle`` rule: step k falls due once the memory has been unused for ``decay_after`` plus
+    ``k - 1`` periods. ``seed`` rule: the same steps, each due only when the memory has been unused
+    for *more* than that (the seed's "lastAccessedAt > 90 days"), and only while its confidence is
+    below ``decay_below``.
+    """
     touch = touched_at(m)
     if touch is None or rules.decay_step <= 0:
         return 0
     idle = at - touch - rules.decay_after
+    if rules.decay_rule == "seed":
+        if m.confidence >= rules.decay_below or idle.total_seconds() <= 0:
+            return 0
+        return math.ceil(idle / rules.decay_period)
     if idle.total_seconds() < 0:
         return 0
     return 1 + math.floor(idle / rules.decay_period)
@@ -70,21 +82,42 @@ def _step_time(m: Memory, k: int, rules: LifecycleParams) -> datetime:
     return touch + rules.decay_after + rules.decay_period * (k - 1)
 
 
-def expire_or_decay(log: ChangeLog, m: Memory, at: datetime, rules: LifecycleParams) -> None:
-    """Steps 2 and 3 of the module docstring for one memory.
+def archive_time(m: Memory, rules: LifecycleParams) -> datetime | None:
+    """When ``m`` is archived for idleness (``None``: never, or not a memory that idles)."""
+    touch = touched_at(m)
+    if rules.archive_after is None or touch is None or m.kind == MemoryKind.TOPIC:
+        return None
+    return touch + rules.archive_after
 
-    Decay is applied up to the expiry time at most, then expiry: the same order of events as when
-    maintenance ran before and after the expiry time.
+
+def expire_or_decay(log: ChangeLog, m: Memory, at: datetime, rules: LifecycleParams) -> None:
+    """Steps 2 to 4 of the module docstring for one memory, in event-time order.
+
+    Decay is applied up to the first of the expiry time and the archive time, then the earlier of
+    the two happens, then the other: the same events in the same order as when maintenance ran
+    before and after each of those times.
     """
     expires = m.expires_at
     expiring = expires is not None and expires <= at
-    if m.status == MemoryStatus.ACTIVATED:
-        _decay(log, m, expires if expires is not None and expiring else at, rules)
-    if (
-        m.status in (MemoryStatus.ACTIVATED, MemoryStatus.ARCHIVED)
-        and expires is not None
-        and expiring
-    ):
+    archives = archive_time(m, rules) if m.status in LIVE else None
+    archiving = archives is not None and archives <= at and (not expiring or archives < expires)  # type: ignore[operator]
+    if m.status in LIVE and m.kind != MemoryKind.TOPIC:
+        until = min(
+            t
+            for t in (at, expires if expiring else None, archives if archiving else None)
+            if t is not None
+        )
+        _decay(log, m, until, rules)
+    if archiving and m.status in LIVE:
+        assert archives is not None
+        log.transition(
+            m,
+            MemoryStatus.ARCHIVED,
+            MemoryStatus.ARCHIVED,
+            f"unused since {touched_at(m):%Y-%m-%d}",
+            archives,
+        )
+    if m.status in (*LIVE, MemoryStatus.ARCHIVED) and expires is not None and expiring:
         valid_to = expires if m.valid_to is None else min(m.valid_to, expires)
         log.transition(
             m,
@@ -94,6 +127,18 @@ def expire_or_decay(log: ChangeLog, m: Memory, at: datetime, rules: LifecyclePar
             expires,
             valid_to=valid_to,
         )
+    if m.status == MemoryStatus.ARCHIVED and rules.expire_archived_after is not None:
+        since = m.updated_at
+        if since is not None and since + rules.expire_archived_after <= at:
+            when = since + rules.expire_archived_after
+            log.transition(
+                m,
+                MemoryStatus.EXPIRED,
+                MemoryStatus.EXPIRED,
+                f"archived since {since:%Y-%m-%d}",
+                when,
+                valid_to=when if m.valid_to is None else m.valid_to,
+            )
 
 
 def _decay(log: ChangeLog, m: Memory, at: datetime, rules: LifecycleParams) -> None:
@@ -133,7 +178,7 @@ def enforce_capacity(
 ) -> int:
     """Archive what is over the type capacities and the policies' per-scope maxima."""
     archived = 0
-    live = [m for m in state.items.values() if m.status == MemoryStatus.ACTIVATED]
+    live = [m for m in state.items.values() if m.status in LIVE and m.kind != MemoryKind.TOPIC]
     by_type: dict[str, list[Memory]] = {}
     for m in live:
         by_type.setdefault(m.memory_type, []).append(m)
@@ -150,7 +195,7 @@ def enforce_capacity(
             archived += 1
     by_scope: dict[tuple[str, str], list[Memory]] = {}
     for m in live:
-        if m.status == MemoryStatus.ACTIVATED:
+        if m.status in LIVE:
             policy = rules.policies.for_agent(m.agent_id)
             if policy.max_items:
                 by_scope.setdefault((policy.agent, m.scope), []).append(m)
@@ -186,6 +231,9 @@ def maintain_owner(
     for m in sorted(state.items.values(), key=lambda m: (m.created_at or at, m.id)):
         expire_or_decay(log, m, at, rules)
     enforce_capacity(log, state, at, rules)
+    escalate(log, state, at, rules)
+    if rules.reorganize:
+        reorganize(log, state, at, rules, embed)
     if not log.events:
         return None
     return MaintenanceResult(

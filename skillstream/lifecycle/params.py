@@ -39,6 +39,19 @@ class LifecycleParams:
     default_confidence: float = 0.7
     rank_weights: tuple[tuple[str, float], ...] = tuple(DEFAULT_WEIGHTS.items())
     recency_half_life: timedelta = timedelta(days=30)
+    decay_rule: str = "seed"
+    """``seed``: decay only memories unused for ``decay_after`` and below ``decay_below``;
+    ``idle``: decay every memory unused for ``decay_after``."""
+    decay_below: float = 0.3
+    rank_rule: str = "product"
+    """``product`` (relevance x confidence x recency x reinforcement) or ``weighted``."""
+    archive_after: timedelta | None = None
+    """Idle time after which a live memory is archived (``None``: never)."""
+    expire_archived_after: timedelta | None = None
+    """Time in the archive after which a memory expires (``None``: never)."""
+    reorganize: bool = True
+    reorganize_threshold: float = 0.6
+    reorganize_min_members: int = 3
 
     def capacity(self, memory_type: str) -> int | None:
         """Most live memories of one owner of this type (``None``: no limit)."""
@@ -82,6 +95,14 @@ class LifecycleParams:
             default_confidence=float(lifecycle.default_confidence),
             rank_weights=rank_weights(lifecycle.rank_weights),
             recency_half_life=timedelta(seconds=lifecycle.recency_half_life_s),
+            decay_rule=lifecycle.decay_rule,
+            decay_below=float(lifecycle.decay_below),
+            rank_rule=lifecycle.rank_rule,
+            archive_after=_seconds(lifecycle.archive_after_s),
+            expire_archived_after=_seconds(lifecycle.expire_archived_after_s),
+            reorganize=bool(lifecycle.reorganize),
+            reorganize_threshold=float(lifecycle.reorganize_threshold),
+            reorganize_min_members=int(lifecycle.reorganize_min_members),
         )
 
 
@@ -98,6 +119,10 @@ def _check_default_scope_writable(policies: PolicySet, default_scope: str) -> No
                 f"{scope!r} to writable_scopes or set a default_scope out of "
                 f"{list(policy.writable) or ['private', 'fleet', 'session']}"
             )
+
+
+def _seconds(value: float) -> timedelta | None:
+    return timedelta(seconds=value) if value > 0 else None
 
 
 def rank_weights(overrides: dict[str, float] | None) -> tuple[tuple[str, float], ...]:

@@ -1,6 +1,16 @@
 """Search ranking: relevance combined with confidence, recency and reinforcement.
 
-For each candidate hit::
+Two rules (setting ``rank_rule``). ``product``, the default, multiplies as the recall skill of the
+seed does ("confidence x recency x reinforcedCount"), on top of the search's relevance::
+
+    score = relevance / best relevance among the candidates
+          * confidence
+          * (1 - w_recency       * (1 - 0.5 ** (age / recency_half_life)))
+          * (1 - w_reinforcement * (1 - min(1, log(1 + reinforcement) / log(11))))
+
+Recency and reinforcement are factors between ``1 - w`` and 1 rather than raw numbers: a raw
+recency of a year-old memory (2^-12) or a raw count of 0 would zero out memories the question is
+about. ``weighted`` is the weighted sum::
 
     score = w_relevance     * relevance / best relevance among the candidates
           + w_confidence    * confidence
@@ -9,7 +19,8 @@ For each candidate hit::
 
 ``age`` is the event time of the search (``--now``, default the store's latest event time) minus
 the memory's last confirmation (valid from, created, updated or reinforced, whichever is latest).
-Weights default to 0.6 / 0.2 / 0.1 / 0.1 and are set with ``rank_weights``. Access does not count
+Weights default to 0.6 / 0.2 / 0.1 / 0.1 and are set with ``rank_weights`` (``product`` reads
+only the recency and reinforcement weights). Access does not count
 toward recency, so searching does not change later rankings; it only keeps memories from decaying.
 """
 
@@ -58,13 +69,24 @@ def rank(
         r = dict(h)
         r["relevance"] = rel
         r["recency"] = round(recency(h, now, rules), 6)
-        r["score"] = round(
-            w["relevance"] * (rel / best if best > 0 else 0.0)
-            + w["confidence"] * float(h.get("confidence") or 0.0)
-            + w["recency"] * r["recency"]
-            + w["reinforcement"] * reinforcement_score(h.get("reinforcement")),
-            6,
-        )
+        relative = rel / best if best > 0 else 0.0
+        confidence = float(h.get("confidence") or 0.0)
+        reinforced = reinforcement_score(h.get("reinforcement"))
+        if rules.rank_rule == "weighted":
+            score = (
+                w["relevance"] * relative
+                + w["confidence"] * confidence
+                + w["recency"] * r["recency"]
+                + w["reinforcement"] * reinforced
+            )
+        else:
+            score = (
+                relative
+                * confidence
+                * (1 - w["recency"] * (1 - r["recency"]))
+                * (1 - w["reinforcement"] * (1 - reinforced))
+            )
+        r["score"] = round(score, 6)
         out.append(r)
     out.sort(key=lambda r: (-r["score"], r["id"]))
     return out[:k]

@@ -5,8 +5,8 @@
   reinforces it: ``reinforcement`` + 1, confidence + 0.05 up to 0.95, ``last_reinforced_at`` set
   to the event time, decay restarts, and a TTL from the policy restarts from that time.
 * A new memory whose embedding has cosine similarity >= ``merge_threshold`` with a live memory of
-  the same owner and scope is a near-duplicate: it is kept with status ``merged`` and
-  ``merged_into`` naming the older memory, which is reinforced.
+  the same owner and scope is a near-duplicate: both are consolidated into a new version
+  (:func:`consolidate`) and kept with status ``merged`` and ``merged_into`` naming it.
 """
 
 from __future__ import annotations
@@ -16,15 +16,19 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
+from skillstream.ids import prefixed_id
 from skillstream.lifecycle.clock import latest
 from skillstream.lifecycle.params import LifecycleParams
 from skillstream.lifecycle.states import ChangeLog
-from skillstream.model import Memory
+from skillstream.memories import LIVE
+from skillstream.model import Memory, MemoryRelationRow
 from skillstream.vocab import LifecycleEvent, MemoryKind, MemoryStatus
 
-NO_MERGE_KINDS = frozenset({MemoryKind.SUMMARY, MemoryKind.LESSON})
-"""Kinds that never merge by similarity (lessons are confirmed by key, summaries are per session).
-"""
+NO_MERGE_KINDS = frozenset({MemoryKind.SUMMARY, MemoryKind.LESSON, MemoryKind.TOPIC})
+"""Kinds that never merge by similarity (lessons are confirmed by key, summaries are per session,
+topic nodes belong to the reorganizer)."""
+CONSOLIDATED_INTO = "consolidated_into"
+"""The ``memory_relations`` relation from a merged memory to the version that replaced it."""
 
 
 def clamp_confidence(value: float, rules: LifecycleParams) -> float:
@@ -69,7 +73,7 @@ class NearDuplicates:
 
     def add(self, m: Memory) -> None:
         """Make ``m`` a candidate (when it is live, has a vector and may merge)."""
-        if m.vector is None or m.kind in NO_MERGE_KINDS or m.status != MemoryStatus.ACTIVATED:
+        if m.vector is None or m.kind in NO_MERGE_KINDS or m.status not in LIVE:
             return
         v = np.asarray(m.vector, dtype=np.float32).reshape(-1)
         n = len(self.items)
@@ -92,7 +96,7 @@ class NearDuplicates:
         best: tuple[float, int] | None = None
         for i in np.flatnonzero(sims >= self.threshold - 1e-6):
             c = self.items[int(i)]
-            if c.id == m.id or c.status != MemoryStatus.ACTIVATED or c.scope != m.scope:
+            if c.id == m.id or c.status not in LIVE or c.scope != m.scope:
                 continue
             s = round(float(sims[i]), 6)
             if best is None or s > best[0]:
@@ -102,7 +106,16 @@ class NearDuplicates:
         return self.items[best[1]], best[0]
 
 
-def merge_into(
+def consolidated_id(owner_id: str, ids: Sequence[str]) -> str:
+    """The id of the version that consolidates ``ids`` (the same merged set, the same id)."""
+    return prefixed_id("mem", owner_id, "consolidated", *sorted(ids))
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def consolidate(
     log: ChangeLog,
     dup: Memory,
     into: Memory,
@@ -111,19 +124,113 @@ def merge_into(
     rules: LifecycleParams,
     *,
     expiry: timedelta | None = None,
-) -> None:
-    """Fold the new ``dup`` into ``into``: ``dup`` becomes ``merged``, ``into`` is reinforced."""
-    log.transition(
-        dup,
-        MemoryStatus.MERGED,
-        MemoryStatus.MERGED,
-        f"near-duplicate of {into.id} (cosine {similarity:.3f})",
+) -> Memory:
+    """Merge the new ``dup`` and the older ``into`` into a new consolidated version.
+
+    The seed's Merged stage: overlapping records are compressed into an updated, stable entry.
+    The new memory keeps the more informative text of the two (more words; on a tie the newer)
+    and lives in the session that restated it; see :func:`merge_versions` for the rest.
+
+    Returns:
+        The new memory (logged ``consolidated``; its vector is the kept text's).
+    """
+    keep = dup if _words(dup.text) >= _words(into.text) else into
+    return merge_versions(
+        log,
+        [into, dup],
+        keep,
         at,
-        merged_into=into.id,
+        rules,
+        reason=f"cosine {similarity:.3f}",
+        weight=similarity,
+        expiry=expiry,
     )
-    reinforce(
-        log, into, at, rules, f"merged {dup.id}", expiry=expiry, source_ids=dup.source_message_ids
+
+
+def merge_versions(
+    log: ChangeLog,
+    olds: Sequence[Memory],
+    keep: Memory,
+    at: datetime,
+    rules: LifecycleParams,
+    *,
+    text: str | None = None,
+    reason: str,
+    weight: float | None = None,
+    expiry: timedelta | None = None,
+) -> Memory:
+    """Replace ``olds`` (oldest first) by one new version with ``keep``'s text (or ``text``).
+
+    The new memory has the union of their sources and tags, their reinforcements plus one (the
+    restatement), the highest confidence plus one reinforcement step, the earliest ``valid_from``
+    and the newest memory's session and span. Every old memory becomes ``merged`` with
+    ``merged_into`` naming it (its row and events stay), and ``memory_relations`` gets one
+    ``consolidated_into`` row per old memory. Without ``text`` the new memory reuses ``keep``'s
+    vector; with it, the caller embeds the text.
+    """
+    first, last = olds[0], olds[-1]
+    new = Memory(
+        id=consolidated_id(first.owner_id, [m.id for m in olds]),
+        owner_id=first.owner_id,
+        text=text or keep.text,
+        kind=first.kind,
+        scope=first.scope,
+        memory_type=first.memory_type,
+        agent_id=last.agent_id or first.agent_id,
+        conversation_id=last.conversation_id,
+        key=next((m.key for m in olds if m.key), None),
+        subject=keep.subject or first.subject,
+        tags=sorted({t for m in olds for t in m.tags}),
+        confidence=clamp_confidence(max(m.confidence for m in olds) + rules.reinforce_step, rules),
+        status=(
+            MemoryStatus.ACTIVATED
+            if any(m.status == MemoryStatus.ACTIVATED for m in olds)
+            else MemoryStatus.GENERATED
+        ),
+        event_ts=last.event_ts,
+        valid_from=latest_or_first(*(m.valid_from for m in olds)),
+        created_at=at,
+        updated_at=at,
+        last_accessed_at=latest(*(m.last_accessed_at for m in olds)),
+        last_reinforced_at=at,
+        reinforcement=sum(m.reinforcement for m in olds) + 1,
+        expires_at=(at + expiry if expiry is not None else latest(*(m.expires_at for m in olds))),
+        source_message_ids=list(dict.fromkeys(s for m in olds for s in m.source_message_ids)),
+        span_id=last.span_id,
+        lang=keep.lang,
+        session_id=last.session_id,
+        vector=None if text else keep.vector,
     )
+    for old in olds:
+        log.transition(
+            old,
+            MemoryStatus.MERGED,
+            MemoryStatus.MERGED,
+            f"consolidated into {new.id} ({reason})",
+            at,
+            merged_into=new.id,
+        )
+        log.rows.memory_relations.append(
+            MemoryRelationRow(
+                relation_id=prefixed_id("rel", old.id, new.id, CONSOLIDATED_INTO),
+                owner_id=new.owner_id,
+                source_id=old.id,
+                target_id=new.id,
+                relation=CONSOLIDATED_INTO,
+                weight=weight,
+                version=new.version,
+                event_ts=at,
+                recorded_at=log.recorded_at,
+            )
+        )
+    log.log(new, LifecycleEvent.CONSOLIDATED, f"consolidates {', '.join(m.id for m in olds)}", at)
+    return new
+
+
+def latest_or_first(*times: datetime | None) -> datetime | None:
+    """The earliest of the given times, ignoring ``None``."""
+    present = [t for t in times if t is not None]
+    return min(present) if present else None
 
 
 def _age_key(m: Memory) -> tuple:

@@ -3,21 +3,27 @@
 States:
 
 ==========  ================================================================================
-activated   live: extractors see it, search finds it
+generated   live and new: extractors see it, search finds it, nothing has used it yet
+activated   live and used: a search returned it, or an extraction retrieved it
 archived    out of the way but kept: over capacity, or the loser of a contradiction (then its
             ``valid_to`` says until when it was believed); restating it can reactivate it
-merged      a near-duplicate folded into another memory (``merged_into`` names it)
-expired     past its expiry (policy TTL) or decayed to zero confidence; ``valid_to`` is set
+merged      folded with its near-duplicates into a new consolidated version (``merged_into``
+            names it)
+expired     past its expiry (policy TTL), decayed to zero confidence, or archived too long;
+            ``valid_to`` is set; text, tags, key and subject are dropped and the vector zeroed,
+            so nothing of it stays in the search indexes: only a minimal log row stays
 deleted     soft-deleted (an explicit cancellation, or ``maintain --forget``); ``valid_to`` is set
 frozen      locked: updates, deletes and reinforcements are refused and logged (``refused``)
 ==========  ================================================================================
 
 Event names (the ``event`` column of ``memory_events``; stable, Kafka consumers read them):
-``created``, ``updated``, ``reinforced``, ``merged``, ``archived``, ``invalidated`` (lost a
-contradiction: archived with ``valid_to``), ``reactivated``, ``decayed``, ``expired``, ``deleted``,
-``frozen``, ``unfrozen``, ``refused``. Each row holds the reason, old and new values (JSON), old and
-new status, the span id (none for maintenance), the actor, the event time and the memory's version
-after the change, so the latest event of a memory always names its current status.
+``created``, ``activated`` (first use), ``consolidated`` (a new version written from merged
+memories), ``escalated`` (an unresolved contradiction needs a human), ``updated``, ``reinforced``,
+``merged``, ``archived``, ``invalidated`` (lost a contradiction: archived with ``valid_to``),
+``reactivated``, ``decayed``, ``expired``, ``deleted``, ``frozen``, ``unfrozen``, ``refused``. Each
+row holds the reason, old and new values (JSON), old and new status, the span id (none for
+maintenance), the actor, the event time and the memory's version after the change, so the latest
+event of a memory always names its current status.
 """
 
 from __future__ import annotations
@@ -27,18 +33,33 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+
 from skillstream.errors import InputError
 from skillstream.ids import prefixed_id
+from skillstream.memories import LIVE
 from skillstream.model import Memory, MemoryEvent, TableRows
 from skillstream.vocab import LifecycleEvent, MemoryStatus
 
 STATUSES: tuple[MemoryStatus, ...] = tuple(MemoryStatus)
-SEARCHABLE = (MemoryStatus.ACTIVATED, MemoryStatus.FROZEN)
+SEARCHABLE = (*LIVE, MemoryStatus.FROZEN)
 """Statuses search returns by default (frozen memories are locked, not hidden)."""
+WITH_ARCHIVED = (*SEARCHABLE, MemoryStatus.ARCHIVED)
+"""Statuses search returns when asked for archived memories too."""
 
 EVENTS: tuple[LifecycleEvent, ...] = tuple(LifecycleEvent)
 
 TRANSITIONS: dict[str, frozenset[str]] = {
+    MemoryStatus.GENERATED: frozenset(
+        {
+            MemoryStatus.ACTIVATED,
+            MemoryStatus.ARCHIVED,
+            MemoryStatus.MERGED,
+            MemoryStatus.EXPIRED,
+            MemoryStatus.DELETED,
+            MemoryStatus.FROZEN,
+        }
+    ),
     MemoryStatus.ACTIVATED: frozenset(
         {
             MemoryStatus.ARCHIVED,
@@ -91,6 +112,22 @@ def snapshot(m: Memory) -> str:
         },
         ensure_ascii=False,
     )
+
+
+def minimal(m: Memory) -> Memory:
+    """Drop what an expired memory said (text, tags, key, subject, vector), in place.
+
+    What stays is the minimal log of the seed: id, owner, kind, type, scope, status, times,
+    confidence and sources (message ids, not their content). The vector becomes zeros of the same
+    width: the stored row keeps its shape but no longer carries anything a search could match.
+    """
+    m.text = ""
+    m.tags = []
+    m.key = None
+    m.subject = None
+    if m.vector is not None:
+        m.vector = np.zeros_like(np.asarray(m.vector, dtype=np.float32))  # type: ignore[assignment]
+    return m
 
 
 def _iso(t: datetime | None) -> str | None:
@@ -181,7 +218,11 @@ class ChangeLog:
             setattr(m, name, value)
         m.updated_at = max(at, m.updated_at) if m.updated_at is not None else at
         m.version += 1
-        self.log(m, event, reason, at, old, actor)
+        logged = old
+        if to == MemoryStatus.EXPIRED:  # the seed's minimal log: no content in the event either
+            minimal(m)
+            logged = minimal(old.copy())
+        self.log(m, event, reason, at, logged, actor)
         return old
 
     def refuse(self, m: Memory, reason: str, at: datetime) -> None:

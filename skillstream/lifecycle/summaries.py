@@ -3,11 +3,13 @@
 A session is closed once its last memory is older than the idle gap at the maintenance time (or
 when maintenance is told to close every session, ``maintain --close-sessions``). Its summary is a
 memory of kind ``summary`` (key ``summary|<session_id>``, type ``LongTermMemory``) whose text is a
-narrative line (date, who spoke, topics) and the key facts, so ordinary search finds it, plus a row
-in ``session_summaries``.
+narrative and the key facts, so ordinary search finds it, plus a row in ``session_summaries`` with
+the narrative, the key facts, the topics and the token count (the seed's memory-summary).
 
-The summary is built from the session's memories only (text rules, no LLM): key facts are up to
-eight of them spread evenly over the session in time order, topics the most frequent tags. Its
+The summary is built from the session's memories only (extractive, no LLM): the narrative says
+when and who spoke and then, in one sentence, what the three memories closest to the session's
+mean vector say, in time order; key facts are up to eight memories spread evenly over the session
+in time order; topics are the most frequent tags. Its
 times come from the session itself (first and last memory), never from when maintenance ran, so
 every path to the same memories gives the same summary. A summary is rebuilt when a memory of its
 session was created after the summary's time (a late span); its ``created_at`` is the time of the
@@ -23,11 +25,14 @@ from collections import Counter
 from collections.abc import Callable
 from datetime import datetime
 
+import numpy as np
+
 from skillstream.embed import Embed
 from skillstream.ids import prefixed_id
 from skillstream.lifecycle.params import LifecycleParams
+from skillstream.lifecycle.reorganizer import sentence
 from skillstream.lifecycle.states import ChangeLog
-from skillstream.memories import OwnerMemories
+from skillstream.memories import LIVE, OwnerMemories
 from skillstream.model import Memory, SessionSummaryRow
 from skillstream.prompts import render
 from skillstream.vocab import LifecycleEvent, MemoryKind, MemoryStatus, MemoryType
@@ -36,6 +41,7 @@ TABLE = "session_summaries"
 
 SUMMARY_KIND = MemoryKind.SUMMARY
 MAX_FACTS = 8
+NARRATIVE_FACTS = 3
 MAX_TOPICS = 5
 _SCOPE_ORDER = {"session": 0, "private": 1, "fleet": 2}
 
@@ -45,13 +51,14 @@ def summary_id(owner_id: str, session_id: str) -> str:
 
 
 def sessions(state: OwnerMemories) -> dict[str, list[Memory]]:
-    """The owner's memories by the session that created them (not summaries, not merged ones)."""
+    """The owner's memories by the session that created them (not summaries, not merged or expired
+    ones)."""
     out: dict[str, list[Memory]] = {}
     for m in state.items.values():
         if (
             m.session_id
             and m.kind != SUMMARY_KIND
-            and m.status != MemoryStatus.MERGED
+            and m.status not in (MemoryStatus.MERGED, MemoryStatus.EXPIRED)
             and m.created_at
         ):
             out.setdefault(m.session_id, []).append(m)
@@ -64,6 +71,25 @@ def _spread(items: list[Memory], n: int) -> list[Memory]:
     if len(items) <= n:
         return items
     return [items[(i * len(items)) // n] for i in range(n)]
+
+
+def central(items: list[Memory], n: int) -> list[Memory]:
+    """The ``n`` memories that best stand for the session, in time order.
+
+    With vectors: the closest to the session's mean vector (ties by id). Without: the first, the
+    last and ones spread evenly between.
+    """
+    if len(items) <= n:
+        return items
+    with_vec = [m for m in items if m.vector is not None]
+    if len(with_vec) < len(items):
+        picked = {id(m) for m in _spread(items[:-1], n - 1)} | {id(items[-1])}
+        return [m for m in items if id(m) in picked]
+    mat = np.asarray([m.vector for m in items], dtype=np.float32)
+    centre = mat.sum(axis=0)
+    sims = mat @ centre
+    best = sorted(range(len(items)), key=lambda i: (-round(float(sims[i]), 5), items[i].id))[:n]
+    return [items[i] for i in sorted(best)]
 
 
 def _join(names: list[str], lang: str) -> str:
@@ -85,14 +111,13 @@ def build(owner_id: str, session_id: str, items: list[Memory]) -> tuple[Memory, 
     facts = [m.text for m in _spread(items, MAX_FACTS)]
     start, end = items[0].created_at, items[-1].created_at
     assert start is not None and end is not None
-    none = "无" if lang == "zh" else "various things"
     narrative_facts = "\n".join(f"- {f}" for f in facts)
     text = render(
         "lifecycle_summary",
         lang,
         date=start.strftime("%Y-%m-%d"),
-        speakers=_join(speakers, lang) or ("参与者" if lang == "zh" else "the participants"),
-        topics=_join(topics, lang) or none,
+        speakers=_join(speakers, lang) or ("参与者" if lang == "zh" else "The participants"),
+        narrative=sentence([m.text for m in central(items, NARRATIVE_FACTS)], lang),
         facts=narrative_facts,
     ).strip()
     narrative = text.split("\n", 1)[0]
@@ -154,7 +179,7 @@ def summarize(
         last = items[-1].created_at
         assert last is not None  # sessions() keeps only memories with a creation time
         if current is not None and (
-            current.status != MemoryStatus.ACTIVATED
+            current.status not in LIVE
             or (current.created_at is not None and last <= current.created_at)
         ):
             continue  # up to date: no memory of the session is newer than the summary

@@ -38,7 +38,7 @@ from collections.abc import Sequence
 
 from skillstream.extract import Extraction, ExtractionInput, MemorySkill
 from skillstream.lang import detect_language
-from skillstream.memories import OwnerMemories
+from skillstream.memories import LIVE, OwnerMemories
 from skillstream.memskill.seeds import PRIMITIVES
 from skillstream.model import Message
 from skillstream.rules.classify import Classified, classify, np_head, strip_cue, subject_key
@@ -56,7 +56,7 @@ from skillstream.text import (
     strip_emoji,
     strip_fillers,
 )
-from skillstream.vocab import MemoryKind, MemoryStatus
+from skillstream.vocab import MemoryKind
 
 _GENERIC_SPEAKERS = frozenset({"", "user", "human", "me", "customer", "client", "用户"})
 _ANAPHORA = re.compile(
@@ -387,11 +387,7 @@ def _known_people(state: OwnerMemories) -> dict[str, str]:
     out: dict[str, str] = {}
     for m in state.items.values():
         s = m.subject
-        if (
-            s
-            and s not in ("user", "assistant", "用户", "助手")
-            and m.status == MemoryStatus.ACTIVATED
-        ):
+        if s and s not in ("user", "assistant", "用户", "助手") and m.status in LIVE:
             out.setdefault(s.lower(), s)
     return out
 

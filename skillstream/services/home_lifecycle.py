@@ -23,11 +23,12 @@ from skillstream.lifecycle import contradictions as ctr
 from skillstream.lifecycle.maintenance import maintain_owner
 from skillstream.lifecycle.params import LifecycleParams
 from skillstream.lifecycle.policy import Reader, can_read
+from skillstream.lifecycle.reinforce import merge_versions
 from skillstream.lifecycle.states import (
     STATUSES,
     ChangeLog,
 )
-from skillstream.memories import OwnerMemories
+from skillstream.memories import LIVE, OwnerMemories
 from skillstream.model import ContradictionRow, MaintenanceResult
 from skillstream.vocab import LifecycleEvent, MemoryStatus
 
@@ -49,11 +50,120 @@ def owners(stores: Any) -> list[str]:
 
 
 def load_owner(stores: Any, owner_id: str) -> OwnerMemories:
-    """One owner's memories (every status, with vectors) from LanceDB."""
+    """One owner's memories (every status, with vectors) from LanceDB, with its unresolved
+    contradictions and the ones already escalated from the catalog."""
     state = OwnerMemories(owner_id)
     for m in stores.index.owner_memories(owner_id):
         state.put(m)
+    rows = stores.catalog.sql(
+        f"SELECT contradiction_id, memory_a, memory_b, detected_at FROM {ctr.TABLE} "
+        "WHERE owner_id = ? AND resolution = ?",
+        [owner_id, ctr.UNRESOLVED],
+    ).to_pylist()
+    for r in rows:
+        if r["detected_at"] is not None:
+            detected = r["detected_at"].astimezone(UTC)
+            state.open_contradictions[r["contradiction_id"]] = (
+                r["memory_a"],
+                r["memory_b"],
+                detected,
+            )
+    if rows:
+        done = stores.catalog.sql(
+            "SELECT DISTINCT reason FROM memory_events WHERE owner_id = ? AND event = ?",
+            [owner_id, LifecycleEvent.ESCALATED],
+        ).to_pylist()
+        for r in done:
+            for cid in state.open_contradictions:
+                if cid in (r["reason"] or ""):
+                    state.escalated.add(cid)
     return state
+
+
+def resolve_contradiction(
+    stores: Any,
+    contradiction_id: str,
+    resolution: str,
+    *,
+    at: datetime,
+    text: str | None = None,
+    embed: Any = None,
+    rules: LifecycleParams | None = None,
+    actor: str = "cli",
+) -> dict[str, Any]:
+    """Settle a contradiction by hand: ``keep-a``, ``keep-b``, ``discard-both`` or ``merge``.
+
+    ``keep-*`` archives the other memory with its validity ending (``invalidated``),
+    ``discard-both`` deletes both, ``merge`` merges both into a new consolidated version with
+    ``text`` (default: both statements joined). Returns the updated ``contradictions`` row.
+
+    Raises:
+        InputError: for an unknown id or resolution, a settled contradiction, a memory that is no
+            longer live, or a frozen one.
+    """
+    from skillstream.storage.writer import write_results
+
+    rules = rules or LifecycleParams()
+    manual = (ctr.KEEP_A, ctr.KEEP_B, ctr.DISCARD_BOTH, ctr.MERGE)
+    if resolution not in manual:
+        raise InputError(f"resolution {resolution!r} is not one of {', '.join(manual)}")
+    rows = stores.catalog.sql(
+        f"SELECT * FROM {ctr.TABLE} WHERE contradiction_id = ?", [contradiction_id]
+    ).to_pylist()
+    if not rows:
+        raise InputError(f"no contradiction with id {contradiction_id!r}")
+    row = rows[0]
+    if row["resolution"] != ctr.UNRESOLVED:
+        raise InputError(
+            f"contradiction {contradiction_id} is already settled ({row['resolution']})"
+        )
+    a, b = _get(stores, row["memory_a"]), _get(stores, row["memory_b"])
+    for side, m in (("a", a), ("b", b)):
+        if m is None or m.status not in LIVE:
+            status = m.status if m is not None else "missing"
+            raise InputError(
+                f"memory {side} of {contradiction_id} is {status}; run `skillstream maintain` to "
+                "settle contradictions whose memories are no longer live"
+            )
+    assert a is not None and b is not None
+    recorded = datetime.now(UTC)
+    log = ChangeLog(a.owner_id, f"resolve-{contradiction_id}", None, actor, recorded)
+    why = f"contradiction {contradiction_id} settled by hand ({resolution})"
+    winner = None
+    if resolution == ctr.KEEP_A:
+        ctr.invalidate(log, b, a, "by hand", at)
+        winner = a.id
+    elif resolution == ctr.KEEP_B:
+        ctr.invalidate(log, a, b, "by hand", at)
+        winner = b.id
+    elif resolution == ctr.DISCARD_BOTH:
+        for m in (a, b):
+            log.transition(m, MemoryStatus.DELETED, MemoryStatus.DELETED, why, at, valid_to=at)
+    else:
+        olds = sorted([a, b], key=lambda m: (m.created_at or at, m.id))
+        joined = text or merged_text([m.text for m in olds])
+        new = merge_versions(log, olds, olds[-1], at, rules, text=joined, reason=why)
+        if embed is not None:
+            new.vector = embed([new.text])[0]
+        winner = new.id
+    row.update(resolution=resolution, rule="by hand", resolved_at=at, recorded_at=recorded)
+    row["winner_id"] = winner
+    log.rows.contradictions.append(ContradictionRow.from_row(row))
+    write_results(
+        stores,
+        [
+            MaintenanceResult(
+                a.owner_id, at, list(log.changed.values()), log.events, log.rows, actor
+            )
+        ],
+    )
+    return row
+
+
+def merged_text(texts: list[str]) -> str:
+    """Two statements joined into one: ``A; and B.``"""
+    parts = [t.strip().rstrip(".;,!? ") for t in texts if t.strip()]
+    return "; and ".join(parts) + "."
 
 
 @dataclass
@@ -147,8 +257,8 @@ def _recheck_contradictions(
             state.owner_id, ChangeLog(state.owner_id, "contradictions", None, actor, recorded)
         )
         live_a, live_b = (
-            a.status in (MemoryStatus.ACTIVATED, MemoryStatus.FROZEN),
-            b.status in (MemoryStatus.ACTIVATED, MemoryStatus.FROZEN),
+            a.status in (*LIVE, MemoryStatus.FROZEN),
+            b.status in (*LIVE, MemoryStatus.FROZEN),
         )
         if live_a and live_b:
             resolution, rule = ctr.resolve(a, b, rules)

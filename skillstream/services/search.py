@@ -25,15 +25,21 @@ from typing import Any
 
 from skillstream.embed import get_embedder
 from skillstream.errors import InputError
+from skillstream.lifecycle.activation import activate
 from skillstream.lifecycle.clock import latest
 from skillstream.lifecycle.params import LifecycleParams
 from skillstream.lifecycle.policy import Reader, can_read
 from skillstream.lifecycle.querylog import STRATEGIES, query_row
 from skillstream.lifecycle.ranking import rank
-from skillstream.lifecycle.states import SEARCHABLE
+from skillstream.lifecycle.states import SEARCHABLE, ChangeLog
+from skillstream.model import MaintenanceResult
 from skillstream.redact import redactor_for
+from skillstream.services.nodes import NodeMembers
+from skillstream.services.nodes import expand as expand_nodes
 from skillstream.settings import Settings
-from skillstream.storage.filters import not_skill_item, read_filter, where_all
+from skillstream.storage import filters
+from skillstream.storage.filters import not_skill_item, read_filter
+from skillstream.vocab import MemoryKind, MemoryStatus
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +74,7 @@ class MemorySearch:
             self.catalog = self._open_catalog()
             self._own_catalog = self.catalog is not None
         self.recording = record and self.catalog is not None
+        self._members: NodeMembers | None = None
 
     def _open_catalog(self) -> Any:
         from skillstream.storage.catalog import Catalog, CatalogLockedError
@@ -103,13 +110,18 @@ class MemorySearch:
         now: datetime | None = None,
         statuses: tuple[str, ...] = SEARCHABLE,
         task_skills: bool = True,
+        archived: bool = False,
+        nodes: bool = False,
+        expand: bool = False,
     ) -> list[dict[str, Any]]:
         """Search for ``reader = (owner, agent, session)``; hits best first.
 
         Each hit has every memory column except the vector, ``score`` (the combined rank score),
         ``relevance`` and ``recency``. Task skills are hits too (``memory_type`` ``SkillMemory``,
         ``kind`` ``task_skill``, tagged ``task-skill``; see ``distill.memory_item``) unless
-        ``task_skills`` is false.
+        ``task_skills`` is false. ``archived`` adds archived memories (cold storage) to
+        ``statuses``; ``nodes`` adds the reorganizer's topic nodes (skipped by default);
+        ``expand`` replaces each node by its members (``services.nodes``).
 
         Raises:
             InputError: for an unknown strategy or a k outside 1..``MAX_K``.
@@ -122,16 +134,31 @@ class MemorySearch:
         policy = self.rules.policies.for_agent(agent)
         text = query if strategy in ("keyword", "hybrid") else None
         vector = self.embedder.encode_one(query) if strategy in ("semantic", "hybrid") else None
+        if archived:
+            statuses = tuple(dict.fromkeys([*statuses, MemoryStatus.ARCHIVED]))
+        skip_nodes = None if nodes or expand else f"NOT ({filters.eq('kind', MemoryKind.TOPIC)})"
         found = self.index.search(
             text,
             vector,
             k=max(CANDIDATES_PER_HIT * k, 20),
-            where=where_all(read_filter(reader, policy), None if task_skills else not_skill_item()),
+            where=filters.where_all(
+                read_filter(reader, policy), skip_nodes, None if task_skills else not_skill_item()
+            ),
             statuses=statuses,
         )
         allowed = [h for h in found if can_read(reader, policy, h)]
         at = now or self.clock() or latest(*(h.get("updated_at") for h in allowed))
         hits = rank(allowed, at, self.rules, k)
+        if expand:
+
+            def fetch(ids: list[str]) -> list[dict[str, Any]]:
+                where = filters.where_all(
+                    filters.is_in("id", ids), filters.is_in("status", statuses)
+                )
+                rows = self.index.table.scan(where).to_pylist()
+                return [r for r in rows if can_read(reader, policy, r)]
+
+            hits = expand_nodes(hits, self._node_members().members, fetch, k)
         if self.recording:
             row = query_row(
                 reader,
@@ -145,8 +172,30 @@ class MemorySearch:
             )
             from skillstream.storage.writer import record_query
 
-            record_query(self.catalog, self.index, row, at)
+            record_query(self.catalog, self.index, row, at, self._activations(hits, row, at))
         return hits
+
+    def _activations(self, hits: list[dict[str, Any]], row: Any, at: datetime | None) -> Any:
+        """The ``generated`` hits activated by this search (a ``MaintenanceResult``), if any."""
+        ids = [h["id"] for h in hits if h.get("status") == MemoryStatus.GENERATED]
+        if not ids or at is None:
+            return None
+        from skillstream.storage.lance import memory_from_row
+
+        log = ChangeLog(hits[0]["owner_id"], row.query_id, None, "search", row.recorded_at)
+        found = self.index.table.scan(filters.is_in("id", ids)).to_pylist()
+        activate(log, [memory_from_row(r) for r in found], at, f"search {row.query_id}")
+        for m in log.changed.values():
+            m.last_accessed_at = latest(m.last_accessed_at, at)
+            m.decay_steps = 0
+        return MaintenanceResult(
+            log.owner_id, at, list(log.changed.values()), log.events, log.rows, actor="search"
+        )
+
+    def _node_members(self) -> NodeMembers:
+        if self._members is None:
+            self._members = NodeMembers(self.catalog, self.settings.storage.catalog)
+        return self._members
 
     def close(self) -> None:
         if self._own_catalog and self.catalog is not None:
@@ -174,6 +223,9 @@ def search_memories(
     now: datetime | None = None,
     record: bool = True,
     task_skills: bool = True,
+    archived: bool = False,
+    nodes: bool = False,
+    expand: bool = False,
 ) -> list[dict[str, Any]]:
     """One search (see :class:`MemorySearch`); hits carry text, score and provenance."""
     with MemorySearch(settings, record=record, index=index) as s:
@@ -186,4 +238,7 @@ def search_memories(
             strategy=strategy,
             now=now,
             task_skills=task_skills,
+            archived=archived,
+            nodes=nodes,
+            expand=expand,
         )

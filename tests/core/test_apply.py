@@ -116,7 +116,7 @@ def test_update_that_changes_a_slot_value_supersedes_instead_of_overwriting():
     s2 = make_span([("user", "I live in Bergen now")], ts=datetime(2024, 6, 1, tzinfo=UTC))
     b = apply_ops(state, s2, [MemoryOp(Op.UPDATE, "User lives in Bergen", target_id=oslo.id)], NOW)
     assert [(e.event, e.new_status) for e in b.events] == [
-        ("created", "activated"),
+        ("created", "generated"),
         ("invalidated", "archived"),
     ]
     bergen = state.by_key("user|fact|home")

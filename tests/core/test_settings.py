@@ -31,13 +31,20 @@ def write_toml(home, text: str | bytes):
 
 def test_groups_hold_every_key_once_with_todays_defaults(tmp_path):
     s = Settings.load(home=str(tmp_path))
-    assert len(KEYS) == 65
+    assert len(KEYS) == 73
     assert s.llm.backend == "rules" and s.llm.cache is True and s.llm.model == "gpt-4o-mini"
     assert (s.embedding.model, s.embedding.batch) == ("minilm", 64)
     assert (s.embedding.backend, s.embedding.base_url, s.embedding.dimensions) == ("local", "", 0)
     assert (s.spans.span_tokens, s.spans.idle_gap) == (512, timedelta(minutes=30))
     assert s.flow.shards == 0 and s.flow.concurrency == 8
     assert s.lifecycle.default_scope == "private" and s.lifecycle.merge_threshold == 0.92
+    assert (s.lifecycle.decay_rule, s.lifecycle.decay_below, s.lifecycle.rank_rule) == (
+        "seed",
+        0.3,
+        "product",
+    )
+    assert (s.lifecycle.archive_after_s, s.lifecycle.expire_archived_after_s) == (0, 0)
+    assert (s.lifecycle.reorganize, s.lifecycle.reorganize_min_members) == (True, 3)
     assert s.distillation.enabled is True and s.distillation.full is False
     assert s.kafka.events_partitions == 3 and s.kafka.config == {}
     assert s.extraction.memory_skill_selection == "auto"
@@ -260,3 +267,14 @@ def test_every_field_documents_its_variable_and_default():
         doc = GROUPS[group].model_fields[name].description
         assert env_var(key) in doc, key
         assert "default" in doc.lower(), key
+
+
+def test_lifecycle_rules_are_named_and_checked(tmp_path):
+    s = Settings.load(home=str(tmp_path), decay_rule="IDLE", rank_rule="weighted")
+    assert (s.lifecycle.decay_rule, s.lifecycle.rank_rule) == ("idle", "weighted")
+    with pytest.raises(ConfigError, match="decay_rule: bad value 'daily'; expected one of 'seed'"):
+        Settings.load(home=str(tmp_path), decay_rule="daily")
+    with pytest.raises(ConfigError, match="rank_rule: bad value 'sum'; expected one of 'product'"):
+        Settings.load(home=str(tmp_path), rank_rule="sum")
+    with pytest.raises(ConfigError, match="reorganize_min_members"):
+        Settings.load(home=str(tmp_path), reorganize_min_members=1)

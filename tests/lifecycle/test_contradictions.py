@@ -108,7 +108,7 @@ def test_the_newer_fact_wins_and_the_older_keeps_its_validity(recorded):
         ("invalidated", oslo.id, f"contradicted by {bergen.id} (newer)"),
     ]
     assert (oslo.status, oslo.valid_to) == ("archived", T0 + 28 * DAY)
-    assert (bergen.status, bergen.valid_from, bergen.valid_to) == ("activated", T0 + 28 * DAY, None)
+    assert (bergen.status, bergen.valid_from, bergen.valid_to) == ("generated", T0 + 28 * DAY, None)
     assert [asdict(x) for x in r.rows.contradictions] == [
         {
             "contradiction_id": ctr.row(
@@ -169,7 +169,7 @@ def test_an_older_claim_loses_on_confidence_or_stays_unresolved(recorded):
     assert (row["resolution"], row["rule"], row["winner_id"]) == ("keep-a", "confidence", oslo.id)
     # the older claim held until the newer fact began
     assert (bergen.status, bergen.valid_from, bergen.valid_to) == ("archived", T0 - 100 * DAY, T0)
-    assert (oslo.status, oslo.confidence) == ("activated", 0.95)
+    assert (oslo.status, oslo.confidence) == ("generated", 0.95)
 
     # with confidences 0.7 and 0.7 no rule decides: both stay, the row says unresolved
     state, oslo = _home_state(recorded)
@@ -190,7 +190,7 @@ def test_an_older_claim_loses_on_confidence_or_stays_unresolved(recorded):
         None,
         None,
     )
-    assert sorted(m.status for m in state.items.values()) == ["activated", "activated"]
+    assert sorted(m.status for m in state.items.values()) == ["generated", "generated"]
 
 
 def test_what_did_we_believe_on_date_x_and_later_settlement(tmp_path, recorded, embedder):

@@ -11,7 +11,10 @@ from skillstream.model import MemoryOp
 from skillstream.vocab import Op
 from tests.lifecycle.conftest import DAY, T0, rules, span
 
-NO_SUMMARY = rules(summaries=False)
+NO_SUMMARY = rules(summaries=False, decay_rule="idle")
+"""Today's alternative decay rule: every memory unused for 90 days decays."""
+SEED = rules(summaries=False)
+"""The default (seed) decay rule: only memories unused for more than 90 days AND below 0.3."""
 
 
 NO_SUMMARY_OPTIONS = ApplyOptions(rules=NO_SUMMARY)
@@ -39,7 +42,7 @@ def test_decay_steps_fall_due_by_event_time(recorded):
     ]
     assert maintain_owner(state, T0 + 89 * DAY, NO_SUMMARY, recorded_at=recorded) is None
     r = maintain_owner(state, T0 + 150 * DAY, NO_SUMMARY, recorded_at=recorded)
-    assert (tea.confidence, tea.decay_steps, tea.version, tea.status) == (0.4, 3, 2, "activated")
+    assert (tea.confidence, tea.decay_steps, tea.version, tea.status) == (0.4, 3, 2, "generated")
     ev = next(e for e in r.events if e.memory_id == tea.id)
     # one event for the three steps, dated when the last of them fell due
     assert (ev.event, ev.event_ts, ev.reason, ev.actor, ev.span_id) == (
@@ -107,7 +110,7 @@ def test_ttl_from_the_policy_expires_and_reinforcement_extends_it(recorded):
         "expired",
         T0 + 40 * DAY,
         "expiry time reached",
-        "activated",
+        "generated",
         "expired",
     )
     assert (m.status, m.valid_to) == ("expired", T0 + 40 * DAY)
@@ -132,7 +135,9 @@ def _fields(state):
 
 def test_maintaining_daily_or_once_ends_in_the_same_state(recorded):
     """The backfill promise: ticks every day, or one catch-up at the end, give the same memories."""
-    policy = rules(policies={"*": {"default_expiry": "200d"}}, idle_gap=timedelta(hours=1))
+    policy = rules(
+        policies={"*": {"default_expiry": "200d"}}, idle_gap=timedelta(hours=1), decay_rule="idle"
+    )
     options = ApplyOptions(rules=policy)
 
     def build():

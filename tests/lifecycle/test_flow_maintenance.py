@@ -46,7 +46,13 @@ def rows(days_from: int = 0, days_to: int = 10**6) -> list[dict]:
 
 
 def _settings(path) -> Settings:
-    return Settings.load(home=str(path), epoch_interval_s=0.0, span_tokens=64, policies=POLICIES)
+    return Settings.load(
+        home=str(path),
+        epoch_interval_s=0.0,
+        span_tokens=64,
+        policies=POLICIES,
+        decay_rule="idle",  # every unused memory decays, so the flow's decay shows here
+    )
 
 
 def _run(settings, src) -> None:
@@ -131,6 +137,7 @@ def test_backfill_and_a_live_run_in_pieces_end_in_the_same_state(tmp_path):
         (False, "merged"),
         (False, "archived"),
         (False, "deleted"),
+        (True, "generated"),  # the summaries of the sessions closed at day 400
         (True, "activated"),
         (True, "expired"),
     }

@@ -114,7 +114,10 @@ def home(tmp_path_factory):
     home = tmp_path_factory.mktemp("locomo") / "home"
     home.mkdir()
     # faster decay than the default, so memories untouched since spring expire by December
-    (home / "skillstream.toml").write_text("decay_step = 0.25\n", encoding="utf-8")
+    # (the `idle` rule: every unused memory decays, not only the ones below 0.3)
+    (home / "skillstream.toml").write_text(
+        'decay_step = 0.25\ndecay_rule = "idle"\n', encoding="utf-8"
+    )
     src = home.parent / "locomo.json"
     src.write_text(json.dumps(SAMPLES), encoding="utf-8")
     invoke(home, "run", "--source", str(src), "--format", "locomo")
@@ -131,16 +134,18 @@ def test_status_counts_agree_with_the_lifecycle_log(home):
     assert after["disagreeing"] == 0 and after["by_memories"] == after["by_events"]
     counts = {r["status"]: r["n"] for r in after["by_memories"]}
     assert counts == out["memories_by_status"]
-    # activated: the two December facts and their session's summary; archived: the two losers of
-    # contradictions (archived memories do not decay); deleted: the cancelled trip; merged: the
-    # museum visit said twice; expired: everything else, untouched since spring (0.25 per decay
-    # step here)
-    assert counts == {"activated": 3, "archived": 2, "deleted": 1, "expired": 11, "merged": 1}
+    # generated (never used since): the two December facts and their session's summary;
+    # archived: the two losers of contradictions (archived memories do not decay); deleted: the
+    # cancelled trip; merged: the museum visit said twice, both consolidated into a new version;
+    # expired: everything else, untouched since spring (0.25 per decay step here), the new version
+    # among them
+    assert counts == {"generated": 3, "archived": 2, "deleted": 1, "expired": 11, "merged": 2}
     assert out["events"] == {"created": 2, "expired": 5}
-    # every memory was created exactly once
-    assert sql(home, "SELECT count(*) AS n FROM memory_events WHERE event = 'created'") == sql(
-        home, "SELECT count(*) AS n FROM memories"
-    )
+    # every memory was created exactly once (a consolidated version by its `consolidated` event)
+    assert sql(
+        home,
+        "SELECT count(*) AS n FROM memory_events WHERE event IN ('created', 'consolidated')",
+    ) == sql(home, "SELECT count(*) AS n FROM memories")
     # a second maintain at the same time changes nothing
     again = json.loads(invoke(home, "maintain", "--close-sessions", "--json"))
     assert again["events"] == {}
@@ -149,29 +154,40 @@ def test_status_counts_agree_with_the_lifecycle_log(home):
 @pytest.mark.slow
 def test_history_and_contradictions_commands(home):
     oslo = sql(home, "SELECT id FROM memories WHERE text = 'Alice lives in Oslo.'")[0]["id"]
-    bergen = sql(home, "SELECT id, valid_from FROM memories WHERE text = 'Alice lives in Bergen.'")[
-        0
-    ]
+    # Bergen won, then expired unused: only its minimal log row is left, found by its id
+    bergen = sql(
+        home,
+        "SELECT m.id, m.valid_from, m.text, m.status FROM memories m "
+        f"JOIN contradictions c ON c.memory_b = m.id WHERE c.memory_a = '{oslo}'",
+    )[0]
+    assert (bergen["text"], bergen["status"]) == ("", "expired")
     hist = json.loads(invoke(home, "history", oslo, "--json"))
     assert [(e["event"], e["old_status"], e["new_status"]) for e in hist["events"]][:2] == [
-        ("created", None, "activated"),
-        ("invalidated", "activated", "archived"),
+        ("created", None, "generated"),
+        ("invalidated", "generated", "archived"),
     ]
     assert hist["memory"]["valid_to"] == bergen["valid_from"]
     assert [(c["memory_b"], c["resolution"], c["rule"]) for c in hist["contradictions"]] == [
         (bergen["id"], "keep-b", "newer")
     ]
     text = invoke(home, "history", oslo)
-    assert "invalidated" in text and "activated -> archived" in text
+    assert "invalidated" in text and "generated -> archived" in text
     # as another owner, the memory is not there
     res = CliRunner().invoke(cli, ["--home", str(home), "history", oslo, "--owner", "conv-b"])
     assert res.exit_code != 0 and "may not see it" in str(res.exception or res.output)
 
     rows = json.loads(invoke(home, "contradictions", "--all", "--json"))
-    assert sorted((r["owner_id"], r["resolution"], r["text_a"], r["text_b"]) for r in rows) == [
-        ("conv-a", "keep-b", "Alice lives in Oslo.", "Alice lives in Bergen."),
-        ("conv-b", "keep-b", "Dan is vegetarian.", "Dan is vegan now."),
+    assert sorted((r["owner_id"], r["resolution"], r["text_a"]) for r in rows) == [
+        ("conv-a", "keep-b", "Alice lives in Oslo."),
+        ("conv-b", "keep-b", "Dan is vegetarian."),
     ]
+    # an expired winner shows no text (the minimal log), a live one its statement
+    status = {r["id"]: r["status"] for r in sql(home, "SELECT id, status FROM memories")}
+    for r in rows:
+        if status[r["memory_b"]] == "expired":
+            assert r["text_b"] == ""
+        else:
+            assert r["text_b"] == "Dan is vegan now."
     assert json.loads(invoke(home, "contradictions", "--json")) == []  # nothing left unresolved
 
 
@@ -208,13 +224,15 @@ def test_every_sql_example_in_the_lifecycle_docs_runs(home):
         sum(r["created"] for r in growth) == sql(home, "SELECT count(*) AS n FROM memories")[0]["n"]
     )
     assert {(r["owner_id"], r["contradictions"]) for r in rate} == {("conv-a", 1), ("conv-b", 1)}
-    assert [r["text"] for r in reinforced][:2] == [
-        "Cara prefers green tea over coffee.",
-        "Cara and family visited the science museum with the kids.",
+    # Cara's tea preference and the consolidated museum visit were reinforced, then expired: their
+    # rows stay (the minimal log), their statements do not
+    assert sorted((r["kind"], r["status"], r["text"]) for r in reinforced) == [
+        ("event", "expired", ""),
+        ("preference", "expired", ""),
     ]
     assert all(r["memories"] == r["agreeing"] for r in agreement)
     assert [r["owner_id"] for r in true_then] == ["conv-a", "conv-b"]
-    assert {r["status"] for r in believed_then} >= {"activated", "archived"}
+    assert {r["status"] for r in believed_then} >= {"generated", "archived"}
     assert per_day and searches == [
         {"strategy": "hybrid", "queries": 1, "empty": 0, "avg_results": searches[0]["avg_results"]}
     ]

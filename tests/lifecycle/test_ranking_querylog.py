@@ -40,7 +40,7 @@ def test_rank_combines_the_four_signals_exactly():
             "valid_from": T0 - 60 * DAY,
         },
     ]
-    out = rank(hits, T0, rules(), k=3)
+    out = rank(hits, T0, rules(rank_rule="weighted"), k=3)
     # a: .6*1 + .2*.7 + .1*.5 + 0 = .79 ; b: .6*.5 + .2*.95 + .1*1 + .1*1 = .69 ; c: .14 + .025
     assert [(h["id"], h["score"], h["relevance"], h["recency"]) for h in out] == [
         ("a", 0.79, 0.02, 0.5),
@@ -48,14 +48,39 @@ def test_rank_combines_the_four_signals_exactly():
         ("c", 0.165, 0.0, 0.25),
     ]
     only_conf = rules(
+        rank_rule="weighted",
         rank_weights=(
             ("relevance", 0.0),
             ("confidence", 1.0),
             ("recency", 0.0),
             ("reinforcement", 0.0),
-        )
+        ),
     )
     assert [h["id"] for h in rank(hits, T0, only_conf, k=2)] == ["b", "a"]
+
+
+def test_the_default_rank_multiplies_confidence_recency_and_reinforcement():
+    hits = [
+        {
+            "id": "a",
+            "score": 0.02,
+            "confidence": 0.7,
+            "reinforcement": 0,
+            "valid_from": T0 - 30 * DAY,
+        },
+        {"id": "b", "score": 0.01, "confidence": 0.95, "reinforcement": 10, "valid_from": T0},
+        {"id": "c", "score": 0.02, "confidence": 0.2, "reinforcement": 0, "valid_from": T0},
+    ]
+    out = rank(hits, T0, rules(), k=3)
+    # a: 1 * .7 * (1 - .1 * (1 - .5)) * (1 - .1 * 1) = .7 * .95 * .9 = .5985
+    # b: .5 * .95 * 1 * 1 = .475 ; c: 1 * .2 * 1 * .9 = .18
+    assert [(h["id"], h["score"], h["recency"]) for h in out] == [
+        ("a", 0.5985, 0.5),
+        ("b", 0.475, 1.0),
+        ("c", 0.18, 1.0),
+    ]
+    # a low confidence scales the whole score down: no relevance makes up for confidence 0
+    assert rank([{**hits[0], "confidence": 0.0}], T0, rules(), k=1)[0]["score"] == 0.0
 
 
 def test_rank_weights_are_configurable_and_checked(tmp_path):
@@ -151,15 +176,16 @@ def test_a_search_is_logged_and_touches_its_hits(home):
         for m in MemoryIndex(home.storage.lancedb, 384).owner_memories("o1")
     }
     assert lance["Caroline loves hiking in the Alps"] == T0 + 10 * DAY
-    # an earlier search never moves the access time back; the default time is the store's clock
+    # an earlier search never moves the access time back; the default time is the store's clock,
+    # which the first search moved on: activating its hit was a lifecycle event at T0 + 10 days
     search_memories(home, "hiking", owner="o1", k=1, strategy="keyword", now=T0 + 5 * DAY)
     search_memories(home, "cello", owner="o1", k=1, strategy="semantic")
     rows = _catalog_rows(home, "SELECT text, last_accessed_at FROM memory_meta ORDER BY text")
-    assert [r["last_accessed_at"] for r in rows] == [T0 + 10 * DAY, T0 + 2 * DAY, None]
+    assert [r["last_accessed_at"] for r in rows] == [T0 + 10 * DAY, T0 + 10 * DAY, None]
     assert [
         r["executed_at"]
         for r in _catalog_rows(home, "SELECT executed_at FROM queries ORDER BY recorded_at")
-    ] == [T0 + 10 * DAY, T0 + 5 * DAY, T0 + 2 * DAY]
+    ] == [T0 + 10 * DAY, T0 + 5 * DAY, T0 + 10 * DAY]
 
 
 def test_searching_while_a_flow_holds_the_catalog_answers_but_records_nothing(home, caplog):
@@ -192,7 +218,7 @@ def test_search_scores_follow_the_formula_and_weights_change_the_order(home):
     import math
 
     hits = search_memories(
-        home,
+        home.with_keys(rank_rule="weighted"),
         "Caroline hiking cello",
         owner="o1",
         k=3,
@@ -213,7 +239,7 @@ def test_search_scores_follow_the_formula_and_weights_change_the_order(home):
         )
     assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
     recent_first = home.with_keys(
-        rank_weights={"relevance": 0.0, "confidence": 0.0, "recency": 1.0}
+        rank_rule="weighted", rank_weights={"relevance": 0.0, "confidence": 0.0, "recency": 1.0}
     )
     ordered = search_memories(
         recent_first, "Caroline hiking cello", owner="o1", k=3, now=T0 + 2 * DAY, record=False

@@ -59,7 +59,7 @@ def test_create_update_delete_events_carry_everything(recorded):
         ev.event_ts,
         ev.recorded_at,
         ev.version,
-    ) == ("created", None, "activated", s1.span_id, "extractor", T0, recorded, 1)
+    ) == ("created", None, "generated", s1.span_id, "extractor", T0, recorded, 1)
     assert json.loads(ev.new_value) == {
         "text": "User plans a trip to Kyoto",
         "confidence": 0.7,
@@ -89,8 +89,8 @@ def test_create_update_delete_events_carry_everything(recorded):
     (ev,) = b.events
     assert (ev.event, ev.old_status, ev.new_status, ev.reason, ev.version, ev.event_ts) == (
         "updated",
-        "activated",
-        "activated",
+        "generated",
+        "generated",
         "adds the date",
         2,
         T0 + DAY,
@@ -101,7 +101,7 @@ def test_create_update_delete_events_carry_everything(recorded):
     (ev,) = c.events
     assert (ev.event, ev.old_status, ev.new_status, ev.version) == (
         "deleted",
-        "activated",
+        "generated",
         "deleted",
         3,
     )
@@ -207,7 +207,7 @@ def test_the_latest_event_of_each_memory_names_its_status(recorded):
         ]
     ):
         events += _one(state, span([f"turn {i}"], at=at), ops, recorded).events
-    r = maintain_owner(state, T0 + 400 * DAY, rules(), recorded_at=recorded)
+    r = maintain_owner(state, T0 + 400 * DAY, rules(decay_rule="idle"), recorded_at=recorded)
     events += r.events
     latest = {}
     for e in events:

@@ -56,7 +56,8 @@ def test_a_closed_session_gets_one_summary(recorded):
     r = maintain_owner(state, T0 + 40 * MIN, rules(), recorded_at=recorded)
     s = state.get(summary_id("o1", "s1"))
     assert s.text == (
-        "2024-01-01: Caroline and Melanie talked about drinks, kyoto, painting, tea and travel.\n"
+        "2024-01-01: Caroline and Melanie spoke. Caroline likes green tea; Melanie paints "
+        "sunsets; and Caroline plans a trip to Kyoto.\n"
         "Key facts:\n- Caroline likes green tea\n- Melanie "
         "paints sunsets\n- Caroline plans a trip to Kyoto"
     )
@@ -74,7 +75,7 @@ def test_a_closed_session_gets_one_summary(recorded):
         "summary|s1",
         "private",
         "LongTermMemory",
-        "activated",
+        "generated",
         "s1",
         T0,
         T0 + 10 * MIN,
@@ -92,12 +93,13 @@ def test_a_closed_session_gets_one_summary(recorded):
         "session_id": "s1",
         "n_memories": 3,
         "version": 1,
-        "token_count": 30,
+        "token_count": 37,
         "topics": ["drinks", "kyoto", "painting", "tea", "travel"],
     }
     assert (
         row["narrative"]
-        == "2024-01-01: Caroline and Melanie talked about drinks, kyoto, painting, tea and travel."
+        == "2024-01-01: Caroline and Melanie spoke. Caroline likes green tea; Melanie paints "
+        "sunsets; and Caroline plans a trip to Kyoto."
     )
     assert (
         maintain_owner(state, T0 + 50 * MIN, rules(), recorded_at=recorded) is None
@@ -139,7 +141,7 @@ def test_chinese_sessions_get_chinese_summaries(recorded):
     maintain_owner(state, T0 + 60 * MIN, rules(), recorded_at=recorded)
     assert (
         state.get(summary_id("o1", "s1")).text
-        == "2024-01-01：用户 谈到了 咖啡。\n要点：\n- 用户喜欢咖啡。"
+        == "2024-01-01：用户 交谈。用户喜欢咖啡。\n要点：\n- 用户喜欢咖啡。"
     )
 
 

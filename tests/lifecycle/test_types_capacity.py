@@ -93,11 +93,11 @@ def test_over_capacity_the_least_valuable_oldest_are_archived(recorded):
     )
     by_text = {m.text: m for m in state.items.values()}
     assert {t: (m.memory_type, m.status) for t, m in by_text.items()} == {
-        "Working on step one": ("WorkingMemory", "activated"),
+        "Working on step one": ("WorkingMemory", "generated"),
         "Working on step two": ("WorkingMemory", "archived"),
-        "Working on step three": ("WorkingMemory", "activated"),
-        "Working on step four": ("WorkingMemory", "activated"),
-        "The user likes green tea": ("UserMemory", "activated"),
+        "Working on step three": ("WorkingMemory", "generated"),
+        "Working on step four": ("WorkingMemory", "generated"),
+        "The user likes green tea": ("UserMemory", "generated"),
     }
     ev = r.events[-1]
     assert (ev.event, ev.memory_id, ev.reason, ev.event_ts, ev.new_status) == (
@@ -125,7 +125,7 @@ def test_policy_maximum_per_scope(recorded):
             recorded,
             options,
         )
-    live = sorted(m.text for m in state.items.values() if m.status == "activated")
+    live = sorted(m.text for m in state.items.values() if m.status in ("generated", "activated"))
     assert live == [
         "Private fact number 0",
         "Private fact number 1",

@@ -91,7 +91,7 @@ def test_hybrid_search_with_quoted_owner(populated):
     assert hits[0]["id"] == target.id
     assert {h["owner_id"] for h in hits} == {"o'brien"}
     assert "vector" not in hits[0] and "score" in hits[0]
-    assert all(h["status"] == "activated" for h in hits)
+    assert all(h["status"] == "generated" for h in hits)
     assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
 
 
@@ -111,7 +111,7 @@ def test_fts_search(populated):
     hits = index.search("sourdough", None, owner="alice", k=5)
     assert [h["id"] for h in hits] == ["mem_alice_1"]
     assert hits[0]["score"] > 0
-    hits = index.search("hiking", None, owner="o'brien", k=5, statuses=("activated", "archived"))
+    hits = index.search("hiking", None, owner="o'brien", k=5, statuses=("generated", "archived"))
     assert {h["id"] for h in hits} == {"mem_o'brien_10", "mem_o'brien_99"}
     # query text is never SQL: quotes and keywords are just words
     assert index.search("o'brien' OR 1=1 --", None, owner="alice", k=5) == []

@@ -1,0 +1,252 @@
+"""The reorganizer: abstract topic nodes over an owner's long-term memories.
+
+The seed's structure optimisation: long-term and user memories are clustered periodically and
+each cluster gets a higher-level abstract memory node linked to its members. Here it is one step
+of maintenance (``maintain_owner``), so it runs on the flow's maintenance ticks and in
+``skillstream maintain``:
+
+1. **Candidates**: the owner's live ``LongTermMemory`` and ``UserMemory`` memories with a vector
+   created by the maintenance time (a catch-up tick at an earlier boundary sees only what existed
+   then), except session summaries and the nodes themselves, oldest first.
+2. **Clusters**: one pass in that order; a memory joins the cluster whose centre (the normalised
+   mean of its members' vectors) is most similar, when the cosine is at least
+   ``reorganize_threshold``, else it starts a new cluster. The same memories give the same
+   clusters, however often maintenance ran before.
+3. **Nodes**: a cluster of at least ``reorganize_min_members`` memories gets a node, a memory of
+   kind ``topic`` (id from the cluster's oldest member). Offline its text is extractive: the
+   three members closest to the centre, joined into one sentence. Its sources are the members'
+   sources, its scope the strictest of theirs, its times the members' (first ``valid_from``,
+   last creation), so a node never shows what a member's reader could not see.
+4. **Links**: one ``memory_relations`` row (``member_of``) per member and node version, ranked by
+   closeness to the centre; a node's members are the rows of its latest version.
+5. **Incremental refresh**: a node whose members and text did not change is left alone; one that
+   changed is updated (``updated``, new version, new links); one whose cluster fell apart is
+   archived, and reactivated when the cluster forms again.
+
+Default search skips topic nodes; ``search --nodes`` returns them and ``--expand`` replaces each
+node by its members (``services.search``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime
+
+import numpy as np
+
+from skillstream.embed import Embed
+from skillstream.ids import prefixed_id
+from skillstream.lifecycle.params import LifecycleParams
+from skillstream.lifecycle.states import ChangeLog
+from skillstream.memories import LIVE, OwnerMemories, age_key
+from skillstream.model import Memory, MemoryRelationRow
+from skillstream.vocab import LifecycleEvent, MemoryKind, MemoryStatus, MemoryType
+
+MEMBER_OF = "member_of"
+"""The ``memory_relations`` relation from a member to its topic node."""
+CLUSTERED_TYPES = frozenset({MemoryType.LONG_TERM, MemoryType.USER})
+NOT_CLUSTERED = frozenset({MemoryKind.SUMMARY, MemoryKind.TOPIC})
+CENTRAL = 3
+"""Members whose texts make up an offline node's sentence."""
+MAX_TAGS = 5
+_SCOPE_ORDER = {"session": 0, "private": 1, "fleet": 2}
+
+
+def node_id(owner_id: str, anchor_id: str) -> str:
+    return prefixed_id("mem", owner_id, "topic", anchor_id)
+
+
+def candidates(state: OwnerMemories, at: datetime) -> list[Memory]:
+    """The memories the reorganizer clusters at ``at`` (created by then), oldest first."""
+    return sorted(
+        (
+            m
+            for m in state.items.values()
+            if m.status in LIVE
+            and m.created_at is not None
+            and m.created_at <= at
+            and m.memory_type in CLUSTERED_TYPES
+            and m.kind not in NOT_CLUSTERED
+            and m.vector is not None
+        ),
+        key=age_key,
+    )
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    n = float(np.linalg.norm(v))
+    return v / n if n > 0 else v
+
+
+def cluster(items: Sequence[Memory], threshold: float) -> list[list[Memory]]:
+    """Single-pass clustering by cosine to the cluster centres (see the module docstring)."""
+    groups: list[list[Memory]] = []
+    sums: list[np.ndarray] = []
+    centres: np.ndarray = np.empty((0, 0), dtype=np.float32)
+    for m in items:
+        v = np.asarray(m.vector, dtype=np.float32).reshape(-1)
+        best = -1
+        if groups:
+            sims = centres @ v
+            i = int(np.argmax(sims))
+            if float(sims[i]) >= threshold - 1e-6:
+                best = i
+        if best < 0:
+            groups.append([m])
+            sums.append(v.copy())
+            row = _unit(v)[None, :]
+            centres = row if centres.size == 0 else np.vstack([centres, row])
+        else:
+            groups[best].append(m)
+            sums[best] = sums[best] + v
+            centres[best] = _unit(sums[best])
+    return groups
+
+
+def sentence(texts: Sequence[str], lang: str) -> str:
+    """Member texts joined into one sentence: ``A; B; and C.``"""
+    if lang == "zh":
+        parts = [t.strip().rstrip("。．.!！?？；;，,") for t in texts]
+        return "；".join(p for p in parts if p) + "。"
+    parts = [t.strip().rstrip(".!?;,: ") for t in texts]
+    parts = [p for p in parts if p]
+    if len(parts) > 1:
+        parts[-1] = "and " + parts[-1]
+    text = "; ".join(parts) + "."
+    return text[:1].upper() + text[1:]
+
+
+def build_node(
+    owner_id: str, members: Sequence[Memory]
+) -> tuple[Memory, list[tuple[Memory, float]], np.ndarray]:
+    """The node for one cluster (without vector), its members by closeness, and its centre."""
+    mat = np.asarray([m.vector for m in members], dtype=np.float32)
+    centre = _unit(mat.sum(axis=0))
+    sims = mat @ centre
+    ranked = sorted(
+        ((m, round(float(s), 6)) for m, s in zip(members, sims)), key=lambda p: (-p[1], p[0].id)
+    )
+    langs = Counter(m.lang for m in members)
+    lang = "zh" if langs.get("zh", 0) > len(members) / 2 else "en"
+    text = sentence([m.text for m, _ in ranked[:CENTRAL]], lang)
+    subjects = Counter(m.subject for m in members if m.subject)
+    tags = Counter(t for m in members for t in m.tags)
+    anchor = members[0]
+    created = max(m.created_at for m in members if m.created_at is not None)
+    valid = [m.valid_from for m in members if m.valid_from is not None]
+    node = Memory(
+        id=node_id(owner_id, anchor.id),
+        owner_id=owner_id,
+        text=text,
+        kind=MemoryKind.TOPIC,
+        scope=min((m.scope for m in members), key=lambda s: _SCOPE_ORDER.get(s, -1)),
+        memory_type=MemoryType.LONG_TERM,
+        agent_id=anchor.agent_id,
+        conversation_id=anchor.conversation_id,
+        key=f"topic|{anchor.id}",
+        subject=min(subjects, key=lambda s: (-subjects[s], s)) if subjects else None,
+        tags=[t for t, _ in sorted(tags.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_TAGS]],
+        confidence=round(float(np.mean([m.confidence for m in members])), 6),
+        event_ts=created,
+        valid_from=min(valid) if valid else None,
+        created_at=created,
+        updated_at=created,
+        source_message_ids=list(dict.fromkeys(s for m, _ in ranked for s in m.source_message_ids)),
+        lang=lang,
+    )
+    return node, ranked, centre
+
+
+def _links(
+    node: Memory, ranked: Sequence[tuple[Memory, float]], at: datetime, recorded_at: datetime
+) -> list[MemoryRelationRow]:
+    return [
+        MemoryRelationRow(
+            relation_id=prefixed_id("rel", m.id, node.id, MEMBER_OF, node.version),
+            owner_id=node.owner_id,
+            source_id=m.id,
+            target_id=node.id,
+            relation=MEMBER_OF,
+            rank=i,
+            weight=sim,
+            version=node.version,
+            event_ts=at,
+            recorded_at=recorded_at,
+        )
+        for i, (m, sim) in enumerate(ranked)
+    ]
+
+
+def reorganize(
+    log: ChangeLog,
+    state: OwnerMemories,
+    at: datetime,
+    rules: LifecycleParams,
+    embed: Embed | None = None,
+) -> int:
+    """Write, refresh or archive the owner's topic nodes at ``at``; returns how many changed."""
+    groups = [
+        g
+        for g in cluster(candidates(state, at), rules.reorganize_threshold)
+        if len(g) >= rules.reorganize_min_members
+    ]
+    built = [build_node(state.owner_id, g) for g in groups]
+    todo: list[tuple[Memory, list[tuple[Memory, float]], np.ndarray, Memory | None]] = []
+    for node, ranked, centre in built:
+        current = state.get(node.id)
+        if current is not None and (
+            current.status in (MemoryStatus.EXPIRED, MemoryStatus.DELETED, MemoryStatus.FROZEN)
+            or (
+                current.status in LIVE
+                and current.text == node.text
+                and current.source_message_ids == node.source_message_ids
+            )
+        ):
+            continue  # unchanged (or no longer the reorganizer's to change)
+        todo.append((node, ranked, centre, current))
+    changed = 0
+    vectors = embed([n.text for n, _, _, _ in todo]) if embed is not None and todo else None
+    for i, (node, ranked, centre, current) in enumerate(todo):
+        vector = np.asarray(vectors[i], dtype=np.float32) if vectors is not None else centre
+        members = ", ".join(m.id for m, _ in ranked)
+        if current is None:
+            node.vector = vector  # type: ignore[assignment]
+            node.confidence = min(node.confidence, rules.confidence_cap)
+            state.put(node)
+            log.log(node, LifecycleEvent.CREATED, f"topic of {len(ranked)}: {members}", at)
+            target = node
+        else:
+            if current.status == MemoryStatus.ARCHIVED:
+                log.transition(
+                    current,
+                    MemoryStatus.ACTIVATED,
+                    LifecycleEvent.REACTIVATED,
+                    "its cluster formed again",
+                    at,
+                )
+            old = current.copy()
+            for name in ("text", "scope", "subject", "tags", "confidence", "source_message_ids"):
+                setattr(current, name, getattr(node, name))
+            current.vector = vector  # type: ignore[assignment]
+            current.event_ts = node.event_ts
+            current.updated_at = max(at, current.updated_at) if current.updated_at else at
+            current.version += 1
+            log.log(current, LifecycleEvent.UPDATED, f"topic of {len(ranked)}: {members}", at, old)
+            target = current
+        log.rows.memory_relations.extend(_links(target, ranked, at, log.recorded_at))
+        changed += 1
+    kept = {n.id for n, _, _ in built}
+    for m in sorted(state.items.values(), key=age_key):
+        if (
+            m.kind == MemoryKind.TOPIC
+            and m.status in LIVE
+            and m.id not in kept
+            and m.created_at is not None
+            and m.created_at <= at
+        ):
+            log.transition(
+                m, MemoryStatus.ARCHIVED, MemoryStatus.ARCHIVED, "its cluster fell apart", at
+            )
+            changed += 1
+    return changed

@@ -1,0 +1,110 @@
+"""Topic nodes in search: the members of each node, and a ranked list with nodes expanded.
+
+The reorganizer (``skillstream.lifecycle.reorganizer``) links every topic node to its members in
+``memory_relations`` (relation ``member_of``, one row per member and node version). A search that
+expands nodes replaces each node hit, in place, by its members that the reader may see and that
+are searchable, most central first; a member already in the list keeps its first place.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from skillstream.lifecycle.reorganizer import MEMBER_OF
+from skillstream.vocab import MemoryKind
+
+MEMBERS_SQL = """
+SELECT r.target_id, r.source_id
+FROM memory_relations r
+JOIN (SELECT target_id, max(version) AS version FROM memory_relations
+      WHERE relation = ? GROUP BY target_id) v
+  ON v.target_id = r.target_id AND v.version = r.version
+WHERE r.relation = ?
+ORDER BY r.target_id, r.rank, r.source_id
+"""
+
+
+class NodeMembers:
+    """The current members of every topic node of a home, read once from its catalog.
+
+    Args:
+        catalog: An open catalog, or ``None`` to open the home's catalog read-only when needed.
+        path: The catalog's path (used when ``catalog`` is ``None``).
+    """
+
+    def __init__(self, catalog: Any, path: str | None) -> None:
+        self.catalog = catalog
+        self.path = path
+        self._members: dict[str, list[str]] | None = None
+        self._lock = threading.Lock()
+
+    def members(self, node_id: str) -> list[str]:
+        with self._lock:
+            if self._members is None:
+                self._members = self._load()
+        return self._members.get(node_id, [])
+
+    def _load(self) -> dict[str, list[str]]:
+        rows = self._rows()
+        out: dict[str, list[str]] = {}
+        for r in rows:
+            out.setdefault(r["target_id"], []).append(r["source_id"])
+        return out
+
+    def _rows(self) -> list[dict[str, Any]]:
+        if self.catalog is not None:
+            return self.catalog.sql(MEMBERS_SQL, [MEMBER_OF, MEMBER_OF]).to_pylist()
+        if not self.path or not Path(self.path).exists():
+            return []
+        from skillstream.storage.catalog import Catalog
+
+        cat = Catalog(self.path, read_only=True)
+        try:
+            return cat.sql(MEMBERS_SQL, [MEMBER_OF, MEMBER_OF]).to_pylist()
+        finally:
+            cat.close()
+
+
+def expand(
+    hits: Sequence[dict[str, Any]],
+    members: Callable[[str], list[str]],
+    fetch: Callable[[list[str]], list[dict[str, Any]]],
+    k: int,
+) -> list[dict[str, Any]]:
+    """``hits`` with every topic node replaced by its members (see the module docstring).
+
+    Args:
+        hits: Ranked hits.
+        members: Node id -> member ids, most central first.
+        fetch: Member ids -> the rows of those the reader may see and search (any order).
+        k: Length of the result.
+
+    Returns:
+        At most ``k`` hits; a member carries its node's ``score``, ``relevance`` and ``recency``
+        and ``node_id``.
+    """
+    wanted = [i for h in hits if h.get("kind") == MemoryKind.TOPIC for i in members(h["id"])]
+    rows = {r["id"]: r for r in fetch(list(dict.fromkeys(wanted)))} if wanted else {}
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for h in hits:
+        if h.get("kind") != MemoryKind.TOPIC:
+            group = [h]
+        else:
+            group = []
+            for i in members(h["id"]):
+                if i in rows:
+                    m = dict(rows[i])
+                    m.pop("vector", None)
+                    for name in ("score", "relevance", "recency"):
+                        m[name] = h.get(name)
+                    m["node_id"] = h["id"]
+                    group.append(m)
+        for g in group:
+            if g["id"] not in seen:
+                seen.add(g["id"])
+                out.append(g)
+    return out[:k]
