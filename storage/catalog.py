@@ -2,7 +2,10 @@
 
 Tables are exactly those declared in ``skillstream.tables.CATALOG`` (DDL is generated, never
 written by hand); opening a catalog for writing creates the missing ones. A column added to a
-schema is added to an existing file with ``ALTER TABLE``.
+schema is added to an existing file with ``ALTER TABLE``. A new file is built under a temporary name
+with every table and linked into place only when complete, so a process killed while it creates the
+catalog leaves no catalog or a whole one; a file without tables (left by an older version) reads as
+an empty ledger and gets its tables from the next writer.
 
 Data goes in as Arrow tables registered on the connection, never as SQL text; statements quote every
 identifier. Writes are idempotent: :meth:`Catalog.upsert` replaces rows by primary key and
@@ -24,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import logging
+import os
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -173,9 +177,13 @@ class Catalog:
     def __init__(self, path: str, read_only: bool = False) -> None:
         self.path = str(path)
         self.read_only = read_only
+        file = Path(self.path)
         if not read_only and self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        if read_only and self.path != ":memory:" and not Path(self.path).exists():
+            file.parent.mkdir(parents=True, exist_ok=True)
+            _remove_dead_creators(file)
+            if not file.exists():
+                _create_file(file)
+        if read_only and self.path != ":memory:" and not file.exists():
             raise InputError(f"catalog file {self.path!r} does not exist; run the flow first")
         try:
             self.con = duckdb.connect(self.path, read_only=read_only)
@@ -347,6 +355,8 @@ class Catalog:
 
     def processed_span_ids(self) -> set[str]:
         """Ids of spans whose ledger row says ``done`` (they are not extracted again)."""
+        if not self.has("spans"):  # a file whose tables were never created: nothing is done
+            return set()
         rows = self.con.execute("SELECT span_id FROM spans WHERE status = 'done'").fetchall()
         return {r[0] for r in rows}
 
@@ -434,3 +444,53 @@ class Catalog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_CREATING = ".creating-"
+"""Infix of the temporary name a catalog file is built under (``catalog.duckdb.creating-PID-X``)."""
+
+
+def _create_file(file: Path) -> None:
+    """Create a catalog file with every declared table, atomically.
+
+    The file is built under a temporary name and hard-linked to its real name only when complete,
+    so a process killed at any moment leaves either no catalog or a whole one. A link never
+    replaces an existing file: when two processes create the catalog at once, the first wins and
+    the other's copy is dropped.
+    """
+    tmp = file.with_name(f"{file.name}{_CREATING}{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        con = duckdb.connect(str(tmp))
+        try:
+            con.execute("BEGIN TRANSACTION")
+            for name, schema in declared.CATALOG_TABLES.items():
+                con.execute(table_ddl(name, schema))
+            con.execute("COMMIT")
+            con.execute("CHECKPOINT")
+        finally:
+            con.close()
+        with contextlib.suppress(FileExistsError):
+            os.link(tmp, file)
+    finally:
+        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+
+
+def _remove_dead_creators(file: Path) -> None:
+    """Remove the temporary files of creators that were killed mid-creation (process gone)."""
+    for stale in file.parent.glob(f"{file.name}{_CREATING}*"):
+        pid = stale.name.split(_CREATING, 1)[1].split("-", 1)[0]
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            with contextlib.suppress(OSError):
+                stale.unlink()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
