@@ -648,7 +648,7 @@ class LifecycleSettings(_Group):
     )
     archive_after_s: Float = _key(
         "archive_after_s",
-        0,
+        0.0,
         "A live memory unused (not created, reinforced or accessed) for this long (event time, "
         "seconds) is archived: out of default search, found with `search --archived`; 0 never "
         "archives for idleness. SKILLSTREAM_ARCHIVE_AFTER_S; default 0.",
@@ -656,7 +656,7 @@ class LifecycleSettings(_Group):
     )
     expire_archived_after_s: Float = _key(
         "expire_archived_after_s",
-        0,
+        0.0,
         "An archived memory untouched for this long after it was archived (event time, seconds) "
         "expires: it leaves the search index and only a minimal log row stays; 0 never. "
         "SKILLSTREAM_EXPIRE_ARCHIVED_AFTER_S; default 0.",
@@ -664,9 +664,11 @@ class LifecycleSettings(_Group):
     )
     reorganize: Bool = _key(
         "reorganize",
-        True,
+        False,
         "Maintenance clusters each owner's long-term memories into abstract topic nodes linked "
-        "to their members (memory_relations). SKILLSTREAM_REORGANIZE; default true.",
+        "to their members (memory_relations). Off by default: a run resumed after a crash can "
+        "still cluster differently from an uninterrupted one. SKILLSTREAM_REORGANIZE; default "
+        "false.",
     )
     reorganize_threshold: Float = _key(
         "reorganize_threshold",

@@ -258,7 +258,7 @@ def test_a_message_from_the_future_run_twice(tmp_path):
     one = json.loads(first[first.index("{") :])
     assert one["dead_letters"] == 2 and one["spans_failed"] == 0
     stored = memories()
-    assert stored and {m["status"] for m in stored} == {"activated"}
+    assert stored and {m["status"] for m in stored} <= {"generated", "activated"}
     assert {m["event_ts"].year for m in stored if m["event_ts"]} == {2025}
 
     again = invoke(home, "run", "--source", str(path), "--json").stdout
@@ -272,4 +272,6 @@ def test_a_message_from_the_future_run_twice(tmp_path):
     # maintenance and a summary of the store still work on the home
     invoke(home, "maintain", "--json")
     stats = json.loads(invoke(home, "stats", "--json").stdout)
-    assert stats["memories"] == len(stored)
+    after = memories()  # maintenance may add summaries or topic nodes; nothing of the run is lost
+    assert stats["memories"] == len(after) and {m["id"] for m in stored} <= {m["id"] for m in after}
+    assert all(m["event_ts"].year < 9999 for m in after if m["event_ts"])

@@ -51,7 +51,8 @@ def test_file_flow_fills_both_stores_and_rerun_adds_nothing(tmp_path, settings):
     c = progress.snapshot()
     assert c.get("spans_done", 0) == 0 and c["spans_skipped"] == spans
     assert catalog_rows(
-        settings, "select count(*) as n from memory_events where event = 'created'"
+        settings,
+        "select count(*) as n from memory_events where event in ('created', 'consolidated')",
     )[0]["n"] == len(ids)
 
 

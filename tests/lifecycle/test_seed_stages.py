@@ -378,7 +378,7 @@ def test_the_reorganizer_writes_sentence_nodes_and_search_expands_them(
         0.6,
     )
     assert [len(g) for g in groups] == [3, 3, 1]
-    home = _home(tmp_path, embedder, recorded, texts)
+    home = _home(tmp_path, embedder, recorded, texts, reorganize=True)
     report = _maintain(home, embedder, T0 + 10 * DAY)
     assert report.events["created"] == 2
     nodes = _rows(

@@ -59,17 +59,24 @@ def test_updates_then_deletes_then_inserts_with_provenance(embedder):
     )
     (res,) = p.process_owner(state, [span])
     assert res.status == "done" and res.n_ops == 3 and res.extractor == "memskill"
-    assert [(e.event, e.memory_id) for e in res.events] == [
+    changes = [e for e in res.events if e.event != "activated"]
+    assert [(e.event, e.memory_id) for e in changes] == [
         ("updated", "mem_1"),
         ("deleted", "mem_2"),
-        ("created", res.events[2].memory_id),
+        ("created", changes[2].memory_id),
     ]
+    # the memories the span retrieved were used for the first time: generated -> activated
+    assert {e.memory_id for e in res.events if e.event == "activated"} <= {
+        "mem_0",
+        "mem_1",
+        "mem_2",
+    }
     assert all(e.span_id == span.span_id for e in res.events)
     by_id = {m.id: m for m in res.memories}
     assert by_id["mem_1"].text == "Sam works as a nurse." and by_id["mem_1"].span_id == span.span_id
     assert by_id["mem_1"].source_message_ids == [span.message_ids[0]]
     assert by_id["mem_2"].status == "deleted"
-    new = by_id[res.events[2].memory_id]
+    new = by_id[changes[2].memory_id]
     assert (new.text, new.kind, new.span_id, new.source_message_ids) == (
         "Sam moved to Lisbon in May 2024.",
         "event",
