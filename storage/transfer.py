@@ -53,7 +53,10 @@ class Transfer:
 
 def file_schema(dim: int) -> pa.Schema:
     """The schema of an export file for vectors of width ``dim``."""
-    events = pa.list_(pa.struct(list(declared.MEMORY_EVENTS)))
+    # The structs' fields are all nullable: older pyarrow (18.1, the floor) cannot cast a struct
+    # whose fields are nullable (what DuckDB returns) to one whose fields are not; the catalog
+    # checks the not-null columns when an import writes the events.
+    events = pa.list_(pa.struct([f.with_nullable(True) for f in declared.MEMORY_EVENTS]))
     return pa.schema(
         [*declared.MEMORY_FIELDS, declared.vector_field(dim), pa.field("events", events)]
     )
