@@ -31,7 +31,7 @@ position like a message.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,23 @@ def _conversations(data: Any, path: Any, fmt: str, key: str) -> list[Any]:
     return conversations
 
 
+def _iter_export(
+    path: str | Path | InputFile,
+    data: Any,
+    fmt: str,
+    key: str,
+    conversation: Callable[[Any, int], Iterator[Item]],
+) -> Iterator[tuple[int, Item]]:
+    """The items of every conversation of an export, numbered from 0 over the file."""
+    if data is None:
+        data = load_document(path, f"{fmt} export")
+    position = 0
+    for n, conv in enumerate(_conversations(data, path, fmt, key)):
+        for item in conversation(conv, n):
+            yield position, item
+            position += 1
+
+
 # ------------------------------------------------------------------------------------- ChatGPT
 
 
@@ -99,13 +116,7 @@ def iter_chatgpt(path: str | Path | InputFile, data: Any = None) -> Iterator[tup
     Raises:
         InputError: The file is not JSON or not a ChatGPT export.
     """
-    if data is None:
-        data = load_document(path, "ChatGPT export")
-    position = 0
-    for n, conv in enumerate(_conversations(data, path, "ChatGPT", "mapping")):
-        for item in _chatgpt_conversation(conv, n):
-            yield position, item
-            position += 1
+    return _iter_export(path, data, "ChatGPT", "mapping", _chatgpt_conversation)
 
 
 def _chatgpt_conversation(conv: Any, n: int) -> Iterator[Item]:
@@ -196,13 +207,7 @@ def iter_claude(path: str | Path | InputFile, data: Any = None) -> Iterator[tupl
     Raises:
         InputError: The file is not JSON or not a Claude export.
     """
-    if data is None:
-        data = load_document(path, "Claude export")
-    position = 0
-    for n, conv in enumerate(_conversations(data, path, "Claude", "chat_messages")):
-        for item in _claude_conversation(conv, n):
-            yield position, item
-            position += 1
+    return _iter_export(path, data, "Claude", "chat_messages", _claude_conversation)
 
 
 def _claude_conversation(conv: Any, n: int) -> Iterator[Item]:

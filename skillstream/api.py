@@ -198,18 +198,10 @@ class TaskSkills:
         Raises:
             InputError: when the skill would not be valid (the message says why).
         """
-        import yaml
-
-        from skillstream.distill.package import skill_from_files, validate_skill_md
+        from skillstream.distill.package import skill_from_files, skill_md_text, validate_skill_md
         from skillstream.services.task_skills import DEFAULT_OWNER
 
-        front = yaml.safe_dump(
-            {"name": name, "description": description},
-            sort_keys=False,
-            allow_unicode=True,
-            width=10_000,
-        ).strip()
-        text = f"---\n{front}\n---\n\n{content.strip()}\n"
+        text = skill_md_text(name, description, content)
         problems = validate_skill_md(text, name)
         if problems:
             raise InputError(f"task skill {name!r} is not valid: " + "; ".join(problems))

@@ -28,9 +28,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from skillstream.distill.package import render_skill_md, skill_from_files, validate_skill_md
+from skillstream.distill.package import (
+    render_skill_md,
+    skill_from_files,
+    skill_md_text,
+    validate_skill_md,
+)
 from skillstream.errors import InputError, MissingExtraError, SkillstreamError
 from skillstream.services.task_skills import TaskSkillAPI
 from skillstream.settings import Settings
@@ -96,13 +99,7 @@ def build_server(settings: Settings, owner: str, *, api: TaskSkillAPI | None = N
         """Create or replace a task skill. `content` is the markdown body with sections such as
         '## Procedure' (numbered steps), '## Pitfalls and experience', '## User preferences',
         '## Tools', '## Verification'."""
-        front = yaml.safe_dump(
-            {"name": name, "description": description},
-            sort_keys=False,
-            allow_unicode=True,
-            width=10_000,
-        ).strip()
-        text = f"---\n{front}\n---\n\n{content.strip()}\n"
+        text = skill_md_text(name, description, content)
         problems = validate_skill_md(text, name)
         if problems:
             raise InputError("cannot save: " + "; ".join(problems))

@@ -204,6 +204,17 @@ def split_frontmatter(text: str) -> tuple[dict[str, Any], str]:
     return data, text[m.end() :]
 
 
+def skill_md_text(name: str, description: str, content: str) -> str:
+    """A ``SKILL.md`` from its name, description and markdown body (front matter + body)."""
+    front = yaml.safe_dump(
+        {"name": name, "description": description},
+        sort_keys=False,
+        allow_unicode=True,
+        width=10_000,
+    ).strip()
+    return f"---\n{front}\n---\n\n{content.strip()}\n"
+
+
 def validate_skill_md(text: str, folder: str | None = None) -> list[str]:
     """Problems of a ``SKILL.md`` text against the Agent Skills rules (empty list: valid)."""
     try:
