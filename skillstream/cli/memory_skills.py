@@ -185,10 +185,27 @@ def _training_skills(settings: Any) -> list[Any]:
 @click.option("--k", "k", type=int, default=3, show_default=True, help="Skills per span.")
 @click.option("--updates", type=int, default=30, show_default=True, help="PPO updates.")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--memory-cost", type=float, default=0.0003, show_default=True)
+@click.option(
+    "--budget",
+    default="cosine",
+    show_default=True,
+    help="Memories per span allowed: 'cosine' (the cosine controller's, on the training "
+    "conversations), a number, or 'none' (only --memory-cost).",
+)
+@click.option(
+    "--select-every",
+    type=int,
+    default=4,
+    show_default=True,
+    help="Evaluate on the training conversations every N updates; keep the best within budget.",
+)
+@click.option("--memory-cost", type=float, default=0.0, show_default=True, help="Fixed cost.")
 @click.option("--token-cost", type=float, default=0.0, show_default=True)
 @click.option("--lr", type=float, default=1e-3, show_default=True)
 @click.option("--threads", type=int, default=1, show_default=True, help="Torch CPU threads.")
+@click.option(
+    "--fresh", is_flag=True, help="Start over instead of resuming a saved run with these options."
+)
 @click.pass_context
 def train_cmd(
     ctx: click.Context,
@@ -203,20 +220,33 @@ def train_cmd(
     k: int,
     updates: int,
     seed: int,
+    budget: str,
+    select_every: int,
     memory_cost: float,
     token_cost: float,
     lr: float,
     threads: int,
+    fresh: bool,
 ) -> None:
-    """Train the controller's scorer with PPO on the memories it causes; compare on validation."""
+    """Train the controller's scorer with PPO on the memories it causes; compare on validation.
+
+    Resumable: the trainer's state is saved in the artifact store after every update, and the same
+    command continues an interrupted run from its last completed update (``--fresh`` starts over).
+    """
     import torch
 
     from skillstream.embed import get_embedder
-    from skillstream.eval.controller import TrainOptions, train_controller
+    from skillstream.eval.controller import TrainOptions, parse_budget, train_controller
     from skillstream.services.pipeline import make_executor
 
     torch.set_num_threads(max(1, threads))
     settings = settings_from(ctx)
+    from skillstream.errors import ConfigError
+
+    try:
+        parse_budget(budget)
+    except ConfigError as e:
+        raise click.BadParameter(str(e), param_hint="--budget") from e
     opts = TrainOptions(
         data=data,
         fmt=fmt,
@@ -229,6 +259,8 @@ def train_cmd(
         memory_cost=memory_cost,
         token_cost=token_cost,
         lr=lr,
+        budget=budget,
+        select_every=select_every,
     )
     embedder = get_embedder(settings.embedding)
     skills = _training_skills(settings)
@@ -250,6 +282,7 @@ def train_cmd(
             out,
             on_update=step,
             curve_dir=curve_dir,
+            resume=not fresh,
         )
     rewards = report.pop("skill_rewards", {})
     if Path(settings.storage.catalog).exists():

@@ -27,9 +27,15 @@ from typing import Any
 
 import numpy as np
 
-from skillstream.errors import InputError
+from skillstream.errors import ConfigError, InputError
 from skillstream.extract import Controller, Executor, MemorySkill
-from skillstream.memskill.controller import CosineScorer, TopKController, save_scorer
+from skillstream.memskill.budget import MemoryBudget
+from skillstream.memskill.controller import (
+    COSINE_TEMPERATURE,
+    CosineScorer,
+    TopKController,
+    save_scorer,
+)
 from skillstream.memskill.ppo import PPOConfig, Step
 from skillstream.memskill.rewards import Query, score, step_rewards, unlabelled_queries
 from skillstream.memskill.train import CachedEmbed, RolloutController, Trainer, finish_episode
@@ -269,10 +275,55 @@ class TrainOptions:
     k: int = 3
     updates: int = 30
     seed: int = 0
-    memory_cost: float = 0.0003
+    memory_cost: float = 0.0
     token_cost: float = 0.0
     lr: float = 1e-3
     episodes_per_update: int = 4
+    budget: str = "cosine"
+    """``cosine`` (the cosine controller's memories per span on the training conversations), a
+    number of memories per span, or ``none`` (only the fixed ``memory_cost``)."""
+    prior: float = COSINE_TEMPERATURE
+    """Cosine prior temperature of the fresh network (0: a network without the prior)."""
+    select_every: int = 4
+    """Evaluate the deterministic policy on the training conversations every this many updates and
+    keep the best checkpoint within the budget (0: keep the last weights)."""
+    dual_step: float = 1.0
+
+    def key(self, skills: Sequence[MemorySkill]) -> str:
+        """What a resumable run's state is filed under: every option and the bank."""
+        import hashlib
+
+        text = json.dumps(
+            [
+                {k: v for k, v in vars(self).items()},
+                [(s.name, s.version, s.description, s.instruction) for s in skills],
+                str(Path(self.data).resolve()),
+            ],
+            sort_keys=True,
+            default=str,
+        )
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def parse_budget(value: str) -> float | str | None:
+    """``--budget``: ``cosine``, ``none`` or a positive number of memories per span.
+
+    Raises:
+        ConfigError: anything else.
+    """
+    v = value.strip().lower()
+    if v in ("cosine", "none"):
+        return None if v == "none" else "cosine"
+    try:
+        n = float(v)
+    except ValueError:
+        n = float("nan")
+    if not n > 0 or n == float("inf"):
+        raise ConfigError(
+            f"--budget must be 'cosine', 'none' or a positive number of memories per span, got "
+            f"{value!r}"
+        )
+    return n
 
 
 def split(
@@ -297,6 +348,72 @@ def split(
     return tr, va
 
 
+def _figures(
+    convs: Sequence[Conversation],
+    settings: Settings,
+    embedder: _Embedder,
+    executor: Executor,
+    skills: Sequence[MemorySkill],
+    controller: Controller,
+) -> tuple[float, int, int]:
+    """(recall@10, memories, spans) of one deterministic controller on ``convs``."""
+    got = compare(convs, settings, embedder, executor, skills, {"c": controller})["c"]
+    return float(got[f"recall@{RECALL_K}"]), int(got["memories"]), sum(len(c.spans) for c in convs)
+
+
+class RunState:
+    """Where a resumable run keeps its state: ``memskill/<kind>/<key>/`` in the artifact store."""
+
+    def __init__(self, settings: Settings, kind: str, key: str) -> None:
+        from skillstream.storage.artifacts import ArtifactStore
+
+        self.store = ArtifactStore(settings.storage.artifacts, settings.storage.storage_options)
+        self.prefix = f"memskill/{kind}/{key}"
+
+    def put(self, name: str, data: Any) -> str:
+        """``torch.save`` ``data`` as ``name`` (written whole, then replacing the old one)."""
+        import io
+
+        import torch
+
+        buf = io.BytesIO()
+        torch.save(data, buf)
+        return self.store.put(f"{self.prefix}/{name}", buf.getvalue())
+
+    def get(self, name: str) -> Any | None:
+        import io
+
+        import torch
+
+        rel = f"{self.prefix}/{name}"
+        if not self.store.exists(rel):
+            return None
+        return torch.load(io.BytesIO(self.store.get(rel)), map_location="cpu", weights_only=True)
+
+    def save_trainer(self, trainer: Trainer, name: str = "trainer.pt", **extra: Any) -> str:
+        tensors, meta = trainer.state()
+        return self.put(name, {**tensors, "meta": json.dumps({**meta, **extra})})
+
+    def load_trainer(self, trainer: Trainer, name: str = "trainer.pt") -> dict[str, Any] | None:
+        """Load ``trainer`` from the saved state; the saved JSON, or ``None`` when there is none."""
+        data = self.get(name)
+        if data is None:
+            return None
+        meta = json.loads(data["meta"])
+        trainer.load_state(data, meta)
+        return meta
+
+
+def store_checkpoint(settings: Settings, path: str | Path) -> str:
+    """Copy a checkpoint into the artifact store as ``controllers/<version>.pt``; its URL."""
+    from skillstream.memskill.controller import checkpoint_version
+    from skillstream.storage.artifacts import ArtifactStore
+
+    store = ArtifactStore(settings.storage.artifacts, settings.storage.storage_options)
+    rel = f"controllers/{checkpoint_version(path)}.pt"
+    return store.put(rel, Path(path).read_bytes())
+
+
 def train_controller(
     opts: TrainOptions,
     settings: Settings,
@@ -307,34 +424,83 @@ def train_controller(
     *,
     on_update: Callable[[dict[str, float]], None] | None = None,
     curve_dir: str | Path | None = None,
+    resume: bool = True,
+    stop_after: int | None = None,
 ) -> dict[str, Any]:
     """Train a scorer, save it at ``out`` and compare the policies on the validation set.
+
+    With a budget (``opts.budget``) each inserted memory pays the budget's price, adapted by dual
+    ascent, and the checkpoint kept is the best one within the budget on the training
+    conversations (``skillstream.memskill.budget``). The trainer's state is saved in the artifact
+    store after every update; with ``resume`` a run with the same options continues from it.
+
+    Args:
+        stop_after: Stop after this many updates in total, without validating (an interrupted run).
 
     Returns:
         The report (the ``--json`` contract): ``val`` with ``all``, ``random``, ``untrained``,
         ``trained`` (each ``recall@10`` and ``memories``), ``seconds``, ``curve`` and the options.
+        An interrupted run (``stop_after``) returns only ``updates`` and ``interrupted``.
     """
     t0 = time.perf_counter()
     embed = CachedEmbed(embedder.encode)
     emb = _Embedder(embed, int(embedder.dim))
     convs = load_conversations(opts.data, opts.fmt, settings, embed, opts.reward)
     tr, va = split(convs, opts.train, opts.val)
+    budget_opt = parse_budget(opts.budget)
     cfg = PPOConfig(lr=opts.lr, episodes_per_update=opts.episodes_per_update)
+    fusion = settings.extraction.memory_skill_fusion
     trainer = Trainer(
         embed,
         emb.dim,
         skills,
         k=opts.k,
-        fusion=settings.extraction.memory_skill_fusion,
+        fusion=fusion,
         config=cfg,
         seed=opts.seed,
+        prior=opts.prior,
     )
+    untrained_net = _clone(trainer.net)
     episodes = [
         ConversationEpisode(c, settings, emb, executor, skills, opts.memory_cost, opts.token_cost)
         for c in tr
     ]
-    untrained_net = _clone(trainer.net)
-    curve = trainer.fit(episodes, opts.updates, on_update)
+
+    def evaluate(net: Any) -> tuple[float, int, int]:
+        ctrl = RolloutController(embed, net, k=opts.k, fusion=fusion, explore=False)
+        return _figures(tr, settings, emb, executor, skills, ctrl)
+
+    run = RunState(settings, "train", opts.key(skills))
+    resumed = run.load_trainer(trainer) if resume else None
+    if resumed is None:
+        cosine_train: tuple[float, int, int] | None = None
+        if budget_opt is not None:
+            cosine = TopKController(embed, CosineScorer(), k=opts.k, fusion=fusion)
+            cosine_train = _figures(tr, settings, emb, executor, skills, cosine)
+            recall, memories, spans = cosine_train
+            per_span = budget_opt if isinstance(budget_opt, float) else memories / max(spans, 1)
+            price = max(recall, 1e-3) / max(memories / max(len(tr), 1), 1.0)
+            trainer.budget = MemoryBudget(per_span, price, opts.dual_step)
+        if opts.select_every > 0:
+            if opts.prior > 0 and cosine_train is not None:
+                trainer.consider(lambda net: cosine_train)  # the fresh net selects as cosine does
+            else:
+                trainer.consider(evaluate)
+        run.save_trainer(trainer)
+    target = stop_after if stop_after is not None else opts.updates
+    curve = trainer.fit(
+        episodes,
+        0,
+        on_update,
+        evaluate=evaluate if opts.select_every > 0 else None,
+        every=opts.select_every,
+        until=min(target, opts.updates),
+        save=run.save_trainer,
+    )
+    if stop_after is not None and stop_after < opts.updates:
+        return {"updates": trainer.updates, "interrupted": True}
+    if trainer.best_weights is not None:
+        trainer.net.load_state_dict(trainer.best_weights)
     ckpt = save_scorer(
         trainer.net,
         out,
@@ -343,8 +509,9 @@ def train_controller(
         seed=opts.seed,
         skills=",".join(s.name for s in skills),
         updates=opts.updates,
+        selected_update=trainer.best.update if trainer.best is not None else opts.updates,
     )
-    fusion = settings.extraction.memory_skill_fusion
+    stored = store_checkpoint(settings, ckpt)
     trained = RolloutController(embed, trainer.net, k=opts.k, fusion=fusion, explore=False)
     untrained_torch = RolloutController(
         embed, untrained_net, k=opts.k, fusion=fusion, explore=False
@@ -353,14 +520,17 @@ def train_controller(
         "all": _All(),
         "random": RandomK(opts.k, opts.seed),
         "untrained": TopKController(embed, CosineScorer(), k=opts.k, fusion=fusion),
-        "untrained_net": untrained_torch,
         "trained": trained,
     }
+    if opts.prior <= 0:
+        controllers["untrained_net"] = untrained_torch
     val = compare(va, settings, emb, executor, skills, controllers)
+    budget = trainer.budget
     report: dict[str, Any] = {
         "val": val,
         "seconds": round(time.perf_counter() - t0, 1),
         "checkpoint": str(ckpt),
+        "stored": stored,
         "train_conversations": [c.conversation_id for c in tr],
         "val_conversations": [c.conversation_id for c in va],
         "reward": opts.reward,
@@ -368,6 +538,17 @@ def train_controller(
         "updates": opts.updates,
         "seed": opts.seed,
         "memory_cost": opts.memory_cost,
+        "budget": None
+        if budget is None
+        else {
+            "memories_per_span": round(budget.per_span, 4),
+            "final_price": budget.price,
+            "source": opts.budget,
+        },
+        "prior": opts.prior,
+        "selected_update": trainer.best.update if trainer.best is not None else opts.updates,
+        "candidates": [vars(c) for c in trainer.candidates],
+        "resumed_from": None if resumed is None else int(resumed["updates"]),
         "skills": [s.name for s in skills],
         "curve": curve.points,
         "skill_rewards": trainer.skill_rewards,
