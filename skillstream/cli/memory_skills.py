@@ -374,6 +374,9 @@ def activate(ctx: click.Context, checkpoint: str) -> None:
 @click.option("--llm-base-url", default=None)
 @click.option("--llm-model", default=None)
 @click.option("--threads", type=int, default=1, show_default=True)
+@click.option(
+    "--fresh", is_flag=True, help="Start over instead of resuming a saved run with these options."
+)
 @click.pass_context
 def evolve_cmd(
     ctx: click.Context,
@@ -396,10 +399,13 @@ def evolve_cmd(
     llm_base_url: str | None,
     llm_model: str | None,
     threads: int,
+    fresh: bool,
 ) -> None:
     """Alternate controller training and designer rounds; store the best bank (source=designer).
 
-    The designer needs an OpenAI-compatible LLM; the executor is the configured backend.
+    The designer needs an OpenAI-compatible LLM; the executor is the configured backend. Every
+    cycle's bank and controller are kept in the artifact store; the same command continues an
+    interrupted run after its last completed cycle (``--fresh`` starts over).
     """
     import torch
 
@@ -447,6 +453,7 @@ def evolve_cmd(
         cycles=cycles,
         patience=patience,
         on_cycle=lambda row: click.echo(dumps(row), err=True),
+        resume=not fresh,
     )
     Path(settings.storage.catalog).parent.mkdir(parents=True, exist_ok=True)
     before = {(x.name, x.description, x.instruction) for x in start}

@@ -610,16 +610,23 @@ def evolve_controller(
     cycles: int = 5,
     patience: int = 2,
     on_cycle: Callable[[dict[str, Any]], None] | None = None,
+    resume: bool = True,
+    stop_after: int | None = None,
 ) -> tuple[dict[str, Any], list[MemorySkill]]:
     """Alternate PPO training (``opts.updates`` per cycle) and designer rounds.
 
     The validation reward of a cycle is the trained controller's mean recall@10 on the validation
-    conversations minus ``opts.memory_cost`` per memory and conversation.
+    conversations minus ``opts.memory_cost`` per memory and conversation. After every cycle the
+    artifact store receives its snapshot, ``memskill/evolve/<key>/cycle-<n>/controller.pt`` and
+    ``bank.json``, and the run's state (``evolve.pt``); with ``resume`` the same run continues after
+    its last completed cycle. ``stop_after`` ends the run after that many cycles (an interruption).
 
     Returns:
-        The report (cycles, best cycle and reward, ``seconds``) and the best bank.
+        The report (cycles, best cycle and reward, snapshots, ``seconds``) and the best bank.
     """
-    from skillstream.memskill.designer import evolve
+    import tempfile
+
+    from skillstream.memskill.designer import EvolveReport, evolve, skill_row
 
     t0 = time.perf_counter()
     embed = CachedEmbed(embedder.encode)
@@ -628,11 +635,21 @@ def evolve_controller(
     tr, va = split(convs, opts.train, opts.val)
     cfg = PPOConfig(lr=opts.lr, episodes_per_update=opts.episodes_per_update)
     fusion = settings.extraction.memory_skill_fusion
-    trainer = Trainer(embed, emb.dim, skills, k=opts.k, fusion=fusion, config=cfg, seed=opts.seed)
+    trainer = Trainer(
+        embed,
+        emb.dim,
+        skills,
+        k=opts.k,
+        fusion=fusion,
+        config=cfg,
+        seed=opts.seed,
+        prior=opts.prior,
+    )
     episodes = [
         ConversationEpisode(c, settings, emb, executor, skills, opts.memory_cost, opts.token_cost)
         for c in tr
     ]
+    run = RunState(settings, "evolve", opts.key(skills) + f"-{cycles}-{patience}")
 
     def train(t: Trainer) -> list[tuple[Query, float]]:
         t.fit(episodes, opts.updates)
@@ -643,9 +660,47 @@ def evolve_controller(
         got = compare(va, settings, emb, executor, t.skills, {"trained": ctrl})["trained"]
         return got[f"recall@{RECALL_K}"] - opts.memory_cost * got["memories"] / max(len(va), 1)
 
-    result = evolve(
-        trainer, designer, train, validate, cycles=cycles, patience=patience, seed=opts.seed
-    )
+    snapshots: list[str] = []
+
+    class Interrupted(Exception):
+        pass
+
+    def cycle_done(state: dict[str, Any], report: EvolveReport) -> None:
+        n = int(state["next"]) - 1
+        with tempfile.TemporaryDirectory() as tmp:
+            path = save_scorer(trainer.net, Path(tmp) / "c.pt", k=opts.k, cycle=n)
+            url = run.store.put(f"{run.prefix}/cycle-{n}/controller.pt", path.read_bytes())
+        bank = json.dumps([skill_row(s) for s in trainer.skills], indent=2).encode()
+        run.store.put(f"{run.prefix}/cycle-{n}/bank.json", bank)
+        snapshots.append(url)
+        best = report.best.weights if report.best is not None else None
+        run.save_trainer(trainer, "evolve.pt", loop=state, snapshots=snapshots)
+        run.put("best.pt", {"weights": best})
+        if stop_after is not None and n + 1 >= stop_after and not state.get("stopped"):
+            raise Interrupted
+
+    previous = run.get("evolve.pt") if resume else None
+    loop: tuple[dict[str, Any], dict[str, Any] | None] | None = None
+    if previous is not None:
+        meta = json.loads(previous["meta"])
+        trainer.load_state(previous, meta)
+        best_saved = run.get("best.pt") or {}
+        loop = (meta["loop"], best_saved.get("weights"))
+        snapshots = list(meta.get("snapshots", []))
+    try:
+        result = evolve(
+            trainer,
+            designer,
+            train,
+            validate,
+            cycles=cycles,
+            patience=patience,
+            seed=opts.seed,
+            resume=loop,
+            on_cycle=cycle_done,
+        )
+    except Interrupted:
+        return {"interrupted": True, "cycles": len(snapshots)}, list(trainer.skills)
     best = result.best
     if best is not None:
         trainer.net.load_state_dict(best.weights)
@@ -659,6 +714,7 @@ def evolve_controller(
         skills=",".join(s.name for s in best_skills),
         updates=trainer.updates,
     )
+    stored = store_checkpoint(settings, out)
     for row in result.cycles:
         if on_cycle is not None:
             on_cycle(row)
@@ -668,6 +724,9 @@ def evolve_controller(
         "best_reward": best.reward if best else None,
         "skills": [s.name for s in best_skills],
         "checkpoint": str(out),
+        "stored": stored,
+        "snapshots": snapshots,
+        "resumed_from": None if loop is None else int(loop[0]["next"]),
         "seconds": round(time.perf_counter() - t0, 1),
     }
     return report, best_skills
