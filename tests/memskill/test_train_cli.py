@@ -132,3 +132,47 @@ def test_activate_then_run_records_the_controller_and_calls_no_llm(tmp_path, emb
     out = runner.invoke(cli, ["--home", str(home), "memory-skills", "list", "--json"])
     names = {r["name"] for r in json.loads(out.output)}
     assert names >= {s.name for s in RULE_SKILLS}
+
+
+def test_evolve_snapshots_every_cycle_and_resumes(tmp_path, embedder, one_thread) -> None:
+    from skillstream.eval.controller import evolve_controller
+    from skillstream.memskill.designer import Designer
+    from skillstream.storage.artifacts import ArtifactStore
+    from tests.memskill.conftest import ScriptedLLM
+    from tests.memskill.test_designer import ANALYSIS, GOOD_EDIT
+
+    data = write_locomo(tmp_path / "logs.json", samples=3, sessions=3, turns=8)
+    settings = Settings.from_keys(home=str(tmp_path / "home"))
+    opts = TrainOptions(data=str(data), reward="unlabelled", k=2, updates=1, lr=3e-3, seed=2)
+    skills = list(PRIMITIVES) + list(RULE_SKILLS)
+
+    def run(answers: list, **kw: object) -> tuple[dict, list]:
+        designer = Designer(ScriptedLLM(answers), max_changes=3)
+        ex = RulesExecutor(categories=True)
+        return evolve_controller(
+            opts,
+            settings,
+            embedder,
+            ex,
+            skills,
+            designer,
+            tmp_path / "e.pt",
+            cycles=2,
+            patience=5,
+            **kw,
+        )
+
+    part, _ = run([ANALYSIS, GOOD_EDIT], stop_after=1)
+    assert part == {"interrupted": True, "cycles": 1}
+    store = ArtifactStore(settings.storage.artifacts)
+    files = store.list("memskill/evolve")
+    assert any(f.endswith("cycle-0/controller.pt") for f in files)
+    bank = next(f for f in files if f.endswith("cycle-0/bank.json"))
+    assert "trip-dates" in {s["name"] for s in json.loads(store.get(bank))}
+    report, best = run([ANALYSIS, {"changes": []}])
+    assert report["resumed_from"] == 1
+    assert [r["cycle"] for r in report["cycles"]] == [0, 1]
+    assert len(report["snapshots"]) == 2
+    assert report["stored"].endswith(f"controllers/{checkpoint_version(tmp_path / 'e.pt')}.pt")
+    # the best cycle's bank: cycle 1 trained with the designer's new skill, cycle 0 without it
+    assert ("trip-dates" in {s.name for s in best}) == (report["best_cycle"] == 1)
