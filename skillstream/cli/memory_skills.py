@@ -172,10 +172,11 @@ def _training_skills(settings: Any) -> list[Any]:
 @click.option("--format", "fmt", default="locomo", show_default=True, help="Input format.")
 @click.option(
     "--reward",
-    type=click.Choice(["evidence", "unlabelled"]),
+    type=click.Choice(["evidence", "unlabelled", "qa"]),
     default="evidence",
     show_default=True,
-    help="evidence: LoCoMo questions; unlabelled: later turns that refer back (no labels).",
+    help="evidence: LoCoMo questions' evidence turns; qa: the configured LLM answers them (token "
+    "F1); unlabelled: later turns that refer back (no labels).",
 )
 @click.option("--train", "train_ids", default="", help="Comma-separated training conversations.")
 @click.option("--val", "val_ids", default="", help="Comma-separated validation conversations.")
@@ -265,6 +266,15 @@ def train_cmd(
     embedder = get_embedder(settings.embedding)
     skills = _training_skills(settings)
     executor = make_executor(settings)
+    grader = None
+    if reward == "qa":
+        from skillstream.eval.qa import QAGrader
+        from skillstream.llm import make_backend
+
+        backend = make_backend(settings.llm, settings.storage.home)
+        if backend is None:
+            raise click.UsageError("--reward qa needs an LLM: give --llm openai and its endpoint")
+        grader = QAGrader(backend, judge=False)
     if isinstance(getattr(executor, "categories", None), bool):
         executor.categories = True  # type: ignore[attr-defined]
     bar_file = click.get_text_stream("stderr")  # type: ignore[operator]
@@ -283,6 +293,7 @@ def train_cmd(
             on_update=step,
             curve_dir=curve_dir,
             resume=not fresh,
+            grader=grader,
         )
     rewards = report.pop("skill_rewards", {})
     if Path(settings.storage.catalog).exists():

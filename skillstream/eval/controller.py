@@ -37,13 +37,19 @@ from skillstream.memskill.controller import (
     save_scorer,
 )
 from skillstream.memskill.ppo import PPOConfig, Step
-from skillstream.memskill.rewards import Query, score, step_rewards, unlabelled_queries
+from skillstream.memskill.rewards import (
+    Query,
+    answer_score,
+    score,
+    step_rewards,
+    unlabelled_queries,
+)
 from skillstream.memskill.train import CachedEmbed, RolloutController, Trainer, finish_episode
 from skillstream.model import Memory, Message, Span
 from skillstream.settings import Settings
 from skillstream.spans import SpanBuilder, SpanState
 
-REWARDS = ("evidence", "unlabelled")
+REWARDS = ("evidence", "unlabelled", "qa")
 RECALL_K = 10
 
 
@@ -87,8 +93,8 @@ def load_conversations(
     for item in read_all(source):
         if isinstance(item, Message):
             by_conv.setdefault(item.conversation_id, []).append(item)
-    qa = _locomo_questions(path) if reward == "evidence" else {}
-    if reward == "evidence" and not qa:
+    qa = _locomo_questions(path) if reward in ("evidence", "qa") else {}
+    if reward in ("evidence", "qa") and not qa:
         raise InputError(
             f"{str(path)!r} holds no LoCoMo questions; use --reward unlabelled for plain chat logs"
         )
@@ -101,10 +107,10 @@ def load_conversations(
         for m in msgs:
             spans.extend(builder.add(state, m))
         spans.extend(builder.flush(state))
-        if reward == "evidence":
+        if reward in ("evidence", "qa"):
             questions = qa.get(cid, [])
-            vecs = embed([q for q, _ in questions]) if questions else np.zeros((0, 0))
-            queries = [Query(q, ev, v) for (q, ev), v in zip(questions, vecs)]
+            vecs = embed([q for q, _, _ in questions]) if questions else np.zeros((0, 0))
+            queries = [Query(q, ev, v, answer=a) for (q, ev, a), v in zip(questions, vecs)]
         else:
             vecs = embed([m.text for m in msgs])
             queries = unlabelled_queries(msgs, vecs)
@@ -112,7 +118,9 @@ def load_conversations(
     return out
 
 
-def _locomo_questions(path: str | Path) -> dict[str, list[tuple[str, tuple[str, ...]]]]:
+def _locomo_questions(
+    path: str | Path,
+) -> dict[str, list[tuple[str, tuple[str, ...], str | None]]]:
     from skillstream.connectors.locomo import load_locomo, load_locomo_qa, sample_records
     from skillstream.eval.scoring import clean_evidence
 
@@ -121,7 +129,7 @@ def _locomo_questions(path: str | Path) -> dict[str, list[tuple[str, tuple[str, 
     except InputError:
         return {}
     qas = load_locomo_qa(path)
-    out: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+    out: dict[str, list[tuple[str, tuple[str, ...], str | None]]] = {}
     for sample in samples:
         sid = str(sample["sample_id"])
         known = {
@@ -132,7 +140,7 @@ def _locomo_questions(path: str | Path) -> dict[str, list[tuple[str, tuple[str, 
         for qa in qas.get(sid, []):
             kept, _ = clean_evidence(qa.evidence, known)
             if kept and qa.category != 5:
-                out.setdefault(sid, []).append((qa.question, tuple(kept)))
+                out.setdefault(sid, []).append((qa.question, tuple(kept), qa.answer))
     return out
 
 
@@ -182,8 +190,11 @@ class ConversationEpisode:
         skills: Sequence[MemorySkill],
         memory_cost: float,
         token_cost: float,
+        grader: Any = None,
     ) -> None:
         self.name = conv.conversation_id
+        self.grader = grader
+        """A ``QAGrader`` for the ``qa`` reward (``None``: evidence recall)."""
         self.conv = conv
         self.settings = settings
         self.embedder = embedder
@@ -207,6 +218,10 @@ class ConversationEpisode:
         )
         steps = [s for s in controller.steps[start:] if s.info and "span" in s.info]
         result = score(mems, self.conv.queries, RECALL_K)
+        figures = {"recall": result.recall, "memories": float(len(mems))}
+        if self.grader is not None:
+            result = answer_score(mems, self.conv.queries, self.answer_f1, RECALL_K)
+            figures["f1"] = result.recall
         self.scores = result.per_query
         infos = [s.info or {} for s in steps]
         rewards = step_rewards(
@@ -218,7 +233,19 @@ class ConversationEpisode:
             memory_cost=self.memory_cost,
             token_cost=self.token_cost,
         )
-        return finish_episode(steps, rewards), {"recall": result.recall, "memories": len(mems)}
+        return finish_episode(steps, rewards), figures
+
+    def answer_f1(self, query: Query, memories: list[Memory]) -> float:
+        """The grader's answer to ``query`` from ``memories``, scored by token F1 (0 on failure)."""
+        from skillstream.eval.scoring import token_f1
+        from skillstream.llm import LLMFailure
+
+        hits = [{"text": m.text, "event_ts": m.event_ts} for m in memories]
+        try:
+            answer, _ = self.grader.answer(query.text, hits)
+        except LLMFailure:
+            return 0.0
+        return token_f1(answer, query.answer or "")
 
 
 class RandomK:
@@ -426,6 +453,7 @@ def train_controller(
     curve_dir: str | Path | None = None,
     resume: bool = True,
     stop_after: int | None = None,
+    grader: Any = None,
 ) -> dict[str, Any]:
     """Train a scorer, save it at ``out`` and compare the policies on the validation set.
 
@@ -436,6 +464,7 @@ def train_controller(
 
     Args:
         stop_after: Stop after this many updates in total, without validating (an interrupted run).
+        grader: A ``QAGrader`` answering with an LLM, for the ``qa`` reward (required by it).
 
     Returns:
         The report (the ``--json`` contract): ``val`` with ``all``, ``random``, ``untrained``,
@@ -448,6 +477,8 @@ def train_controller(
     convs = load_conversations(opts.data, opts.fmt, settings, embed, opts.reward)
     tr, va = split(convs, opts.train, opts.val)
     budget_opt = parse_budget(opts.budget)
+    if opts.reward == "qa" and grader is None:
+        raise ConfigError("the qa reward needs an LLM to answer the questions (--llm openai)")
     cfg = PPOConfig(lr=opts.lr, episodes_per_update=opts.episodes_per_update)
     fusion = settings.extraction.memory_skill_fusion
     trainer = Trainer(
@@ -462,7 +493,16 @@ def train_controller(
     )
     untrained_net = _clone(trainer.net)
     episodes = [
-        ConversationEpisode(c, settings, emb, executor, skills, opts.memory_cost, opts.token_cost)
+        ConversationEpisode(
+            c,
+            settings,
+            emb,
+            executor,
+            skills,
+            opts.memory_cost,
+            opts.token_cost,
+            grader if opts.reward == "qa" else None,
+        )
         for c in tr
     ]
 
