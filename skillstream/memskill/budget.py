@@ -10,7 +10,11 @@ through its Lagrangian ``recall - price * (memories - budget * spans)``. Each sp
 per memory it inserts (on top of any fixed cost); after every PPO update the price follows the
 constraint by multiplicative dual ascent on the update's rollouts,
 
-    price <- price * exp(step * (used / budget - 1)),
+    price <- price * exp(step * (used / (budget * scale) - 1)),
+
+where ``scale`` is the ratio of the memories per span of the sampled rollouts to those of the
+deterministic controller, measured at the latest evaluation (1 before the first): the budget
+binds the Top-K controller that is deployed, not its exploring version,
 
 rising while the rollouts store more than the budget and falling while they store less, kept within
 ``[floor, ceiling]`` (a factor ``span`` either side of the starting price). The checkpoint kept is
@@ -60,12 +64,18 @@ class MemoryBudget:
         self.floor = self.price / self.span
         self.ceiling = self.price * self.span
 
-    def update(self, memories: float, spans: float) -> float:
-        """One dual ascent step from rollouts that stored ``memories`` over ``spans``."""
+    def update(self, memories: float, spans: float, scale: float = 1.0) -> float:
+        """One dual ascent step from rollouts that stored ``memories`` over ``spans``.
+
+        ``scale`` converts the budget to the rollouts' measure: sampled rollouts store fewer (or
+        more) memories than the deterministic controller they train, so the trainer passes the
+        ratio of the two seen at its latest evaluation and the budget binds the deployed policy.
+        """
         if spans <= 0:
             return self.price
         used = memories / spans
-        moved = self.price * math.exp(self.step * (used / self.per_span - 1.0))
+        target = self.per_span * scale
+        moved = self.price * math.exp(self.step * (used / target - 1.0))
         self.price = min(self.ceiling, max(self.floor, moved))
         return self.price
 

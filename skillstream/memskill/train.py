@@ -221,6 +221,8 @@ class Trainer:
         """Checkpoints evaluated by ``consider`` (deterministic Top-K on the training data)."""
         self.best: Candidate | None = None
         self.best_weights: dict[str, Any] | None = None
+        self.scale = 1.0
+        """Rollout memories per span over the deterministic policy's, at the latest evaluation."""
 
     def skill_vectors(self) -> np.ndarray:
         return self.controller.skill_vectors(self.skills)
@@ -296,7 +298,8 @@ class Trainer:
         if self.budget is not None:
             point["price"] = price
             point["memories_per_span"] = used / spans if spans else 0.0
-            self.budget.update(used, spans)
+            point["scale"] = self.scale
+            self.budget.update(used, spans, self.scale)
         self.curve.add(**point)
         return point
 
@@ -306,6 +309,9 @@ class Trainer:
         recall, memories, spans = evaluate(self.net)
         cand = Candidate(self.updates, float(recall), int(memories), int(spans))
         self.candidates.append(cand)
+        sampled = self.curve.points[-1].get("memories_per_span") if self.curve.points else None
+        if sampled and memories > 0 and spans > 0:
+            self.scale = float(sampled) / (memories / spans)
         limit = self.budget.per_span if self.budget is not None else None
         if pick(self.candidates, limit) == cand:
             self.best = cand
@@ -383,6 +389,7 @@ class Trainer:
             "candidates": [vars(c) for c in self.candidates],
             "best": None if self.best is None else vars(self.best),
             "budget": None if self.budget is None else self.budget.state(),
+            "scale": self.scale,
             "skills": [s.name for s in self.skills],
         }
         return tensors, meta
@@ -401,6 +408,7 @@ class Trainer:
         self.skill_rewards = {k: list(v) for k, v in meta["skill_rewards"].items()}
         self.candidates = [Candidate(**c) for c in meta["candidates"]]
         self.best = Candidate(**meta["best"]) if meta.get("best") else None
+        self.scale = float(meta.get("scale", 1.0))
         if meta.get("budget") is not None:
             self.budget = MemoryBudget.from_state(meta["budget"])
 

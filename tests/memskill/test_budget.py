@@ -24,6 +24,13 @@ def test_the_price_rises_over_budget_falls_under_it_and_stays_in_bounds() -> Non
     assert b.update(memories=5, spans=0) == b.price
 
 
+def test_the_scale_moves_the_target_to_the_rollouts_measure() -> None:
+    # rollouts store 20% fewer than the deployed controller: 1.6 per span in them is on budget
+    b = MemoryBudget(per_span=2.0, price=0.01, step=1.0)
+    assert b.update(memories=16, spans=10, scale=0.8) == pytest.approx(0.01)
+    assert b.update(memories=20, spans=10, scale=0.8) > 0.01
+
+
 def test_budget_state_round_trips_and_bad_values_are_refused() -> None:
     b = MemoryBudget(1.5, 0.002, 0.5)
     b.update(30, 10)
