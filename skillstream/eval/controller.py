@@ -314,7 +314,7 @@ class TrainOptions:
     select_every: int = 4
     """Evaluate the deterministic policy on the training conversations every this many updates and
     keep the best checkpoint within the budget (0: keep the last weights)."""
-    dual_step: float = 1.0
+    dual_step: float = 2.0
 
     def key(self, skills: Sequence[MemorySkill]) -> str:
         """What a resumable run's state is filed under: every option and the bank."""

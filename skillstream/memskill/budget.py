@@ -13,8 +13,8 @@ constraint by multiplicative dual ascent on the update's rollouts,
     price <- price * exp(step * (used / (budget * scale) - 1)),
 
 where ``scale`` is the ratio of the memories per span of the sampled rollouts to those of the
-deterministic controller, measured at the latest evaluation (1 before the first): the budget
-binds the Top-K controller that is deployed, not its exploring version,
+deterministic controller with the same weights (the rollouts right after an evaluation): the
+budget binds the Top-K controller that is deployed, not its exploring version,
 
 rising while the rollouts store more than the budget and falling while they store less, kept within
 ``[floor, ceiling]`` (a factor ``span`` either side of the starting price). The checkpoint kept is

@@ -298,6 +298,10 @@ class Trainer:
         if self.budget is not None:
             point["price"] = price
             point["memories_per_span"] = used / spans if spans else 0.0
+            last = self.candidates[-1] if self.candidates else None
+            if last is not None and last.update == self.updates - 1 and last.memories and spans:
+                # these rollouts sampled the weights that evaluation built deterministically
+                self.scale = (used / spans) / (last.memories / last.spans)
             point["scale"] = self.scale
             self.budget.update(used, spans, self.scale)
         self.curve.add(**point)
@@ -309,9 +313,6 @@ class Trainer:
         recall, memories, spans = evaluate(self.net)
         cand = Candidate(self.updates, float(recall), int(memories), int(spans))
         self.candidates.append(cand)
-        sampled = self.curve.points[-1].get("memories_per_span") if self.curve.points else None
-        if sampled and memories > 0 and spans > 0:
-            self.scale = float(sampled) / (memories / spans)
         limit = self.budget.per_span if self.budget is not None else None
         if pick(self.candidates, limit) == cand:
             self.best = cand
