@@ -172,10 +172,11 @@ def _training_skills(settings: Any) -> list[Any]:
 @click.option("--format", "fmt", default="locomo", show_default=True, help="Input format.")
 @click.option(
     "--reward",
-    type=click.Choice(["evidence", "unlabelled"]),
+    type=click.Choice(["evidence", "unlabelled", "qa"]),
     default="evidence",
     show_default=True,
-    help="evidence: LoCoMo questions; unlabelled: later turns that refer back (no labels).",
+    help="evidence: LoCoMo questions' evidence turns; qa: the configured LLM answers them (token "
+    "F1); unlabelled: later turns that refer back (no labels).",
 )
 @click.option("--train", "train_ids", default="", help="Comma-separated training conversations.")
 @click.option("--val", "val_ids", default="", help="Comma-separated validation conversations.")
@@ -185,10 +186,27 @@ def _training_skills(settings: Any) -> list[Any]:
 @click.option("--k", "k", type=int, default=3, show_default=True, help="Skills per span.")
 @click.option("--updates", type=int, default=30, show_default=True, help="PPO updates.")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--memory-cost", type=float, default=0.0003, show_default=True)
+@click.option(
+    "--budget",
+    default="cosine",
+    show_default=True,
+    help="Memories per span allowed: 'cosine' (the cosine controller's, on the training "
+    "conversations), a number, or 'none' (only --memory-cost).",
+)
+@click.option(
+    "--select-every",
+    type=int,
+    default=4,
+    show_default=True,
+    help="Evaluate on the training conversations every N updates; keep the best within budget.",
+)
+@click.option("--memory-cost", type=float, default=0.0, show_default=True, help="Fixed cost.")
 @click.option("--token-cost", type=float, default=0.0, show_default=True)
 @click.option("--lr", type=float, default=1e-3, show_default=True)
 @click.option("--threads", type=int, default=1, show_default=True, help="Torch CPU threads.")
+@click.option(
+    "--fresh", is_flag=True, help="Start over instead of resuming a saved run with these options."
+)
 @click.pass_context
 def train_cmd(
     ctx: click.Context,
@@ -203,20 +221,33 @@ def train_cmd(
     k: int,
     updates: int,
     seed: int,
+    budget: str,
+    select_every: int,
     memory_cost: float,
     token_cost: float,
     lr: float,
     threads: int,
+    fresh: bool,
 ) -> None:
-    """Train the controller's scorer with PPO on the memories it causes; compare on validation."""
+    """Train the controller's scorer with PPO on the memories it causes; compare on validation.
+
+    Resumable: the trainer's state is saved in the artifact store after every update, and the same
+    command continues an interrupted run from its last completed update (``--fresh`` starts over).
+    """
     import torch
 
     from skillstream.embed import get_embedder
-    from skillstream.eval.controller import TrainOptions, train_controller
+    from skillstream.eval.controller import TrainOptions, parse_budget, train_controller
     from skillstream.services.pipeline import make_executor
 
     torch.set_num_threads(max(1, threads))
     settings = settings_from(ctx)
+    from skillstream.errors import ConfigError
+
+    try:
+        parse_budget(budget)
+    except ConfigError as e:
+        raise click.BadParameter(str(e), param_hint="--budget") from e
     opts = TrainOptions(
         data=data,
         fmt=fmt,
@@ -229,10 +260,21 @@ def train_cmd(
         memory_cost=memory_cost,
         token_cost=token_cost,
         lr=lr,
+        budget=budget,
+        select_every=select_every,
     )
     embedder = get_embedder(settings.embedding)
     skills = _training_skills(settings)
     executor = make_executor(settings)
+    grader = None
+    if reward == "qa":
+        from skillstream.eval.qa import QAGrader
+        from skillstream.llm import make_backend
+
+        backend = make_backend(settings.llm, settings.storage.home)
+        if backend is None:
+            raise click.UsageError("--reward qa needs an LLM: give --llm openai and its endpoint")
+        grader = QAGrader(backend, judge=False)
     if isinstance(getattr(executor, "categories", None), bool):
         executor.categories = True  # type: ignore[attr-defined]
     bar_file = click.get_text_stream("stderr")  # type: ignore[operator]
@@ -250,6 +292,8 @@ def train_cmd(
             out,
             on_update=step,
             curve_dir=curve_dir,
+            resume=not fresh,
+            grader=grader,
         )
     rewards = report.pop("skill_rewards", {})
     if Path(settings.storage.catalog).exists():
@@ -341,6 +385,9 @@ def activate(ctx: click.Context, checkpoint: str) -> None:
 @click.option("--llm-base-url", default=None)
 @click.option("--llm-model", default=None)
 @click.option("--threads", type=int, default=1, show_default=True)
+@click.option(
+    "--fresh", is_flag=True, help="Start over instead of resuming a saved run with these options."
+)
 @click.pass_context
 def evolve_cmd(
     ctx: click.Context,
@@ -363,10 +410,13 @@ def evolve_cmd(
     llm_base_url: str | None,
     llm_model: str | None,
     threads: int,
+    fresh: bool,
 ) -> None:
     """Alternate controller training and designer rounds; store the best bank (source=designer).
 
-    The designer needs an OpenAI-compatible LLM; the executor is the configured backend.
+    The designer needs an OpenAI-compatible LLM; the executor is the configured backend. Every
+    cycle's bank and controller are kept in the artifact store; the same command continues an
+    interrupted run after its last completed cycle (``--fresh`` starts over).
     """
     import torch
 
@@ -414,6 +464,7 @@ def evolve_cmd(
         cycles=cycles,
         patience=patience,
         on_cycle=lambda row: click.echo(dumps(row), err=True),
+        resume=not fresh,
     )
     Path(settings.storage.catalog).parent.mkdir(parents=True, exist_ok=True)
     before = {(x.name, x.description, x.instruction) for x in start}

@@ -27,17 +27,29 @@ from typing import Any
 
 import numpy as np
 
-from skillstream.errors import InputError
+from skillstream.errors import ConfigError, InputError
 from skillstream.extract import Controller, Executor, MemorySkill
-from skillstream.memskill.controller import CosineScorer, TopKController, save_scorer
+from skillstream.memskill.budget import MemoryBudget
+from skillstream.memskill.controller import (
+    COSINE_TEMPERATURE,
+    CosineScorer,
+    TopKController,
+    save_scorer,
+)
 from skillstream.memskill.ppo import PPOConfig, Step
-from skillstream.memskill.rewards import Query, score, step_rewards, unlabelled_queries
+from skillstream.memskill.rewards import (
+    Query,
+    answer_score,
+    score,
+    step_rewards,
+    unlabelled_queries,
+)
 from skillstream.memskill.train import CachedEmbed, RolloutController, Trainer, finish_episode
 from skillstream.model import Memory, Message, Span
 from skillstream.settings import Settings
 from skillstream.spans import SpanBuilder, SpanState
 
-REWARDS = ("evidence", "unlabelled")
+REWARDS = ("evidence", "unlabelled", "qa")
 RECALL_K = 10
 
 
@@ -81,8 +93,8 @@ def load_conversations(
     for item in read_all(source):
         if isinstance(item, Message):
             by_conv.setdefault(item.conversation_id, []).append(item)
-    qa = _locomo_questions(path) if reward == "evidence" else {}
-    if reward == "evidence" and not qa:
+    qa = _locomo_questions(path) if reward in ("evidence", "qa") else {}
+    if reward in ("evidence", "qa") and not qa:
         raise InputError(
             f"{str(path)!r} holds no LoCoMo questions; use --reward unlabelled for plain chat logs"
         )
@@ -95,10 +107,10 @@ def load_conversations(
         for m in msgs:
             spans.extend(builder.add(state, m))
         spans.extend(builder.flush(state))
-        if reward == "evidence":
+        if reward in ("evidence", "qa"):
             questions = qa.get(cid, [])
-            vecs = embed([q for q, _ in questions]) if questions else np.zeros((0, 0))
-            queries = [Query(q, ev, v) for (q, ev), v in zip(questions, vecs)]
+            vecs = embed([q for q, _, _ in questions]) if questions else np.zeros((0, 0))
+            queries = [Query(q, ev, v, answer=a) for (q, ev, a), v in zip(questions, vecs)]
         else:
             vecs = embed([m.text for m in msgs])
             queries = unlabelled_queries(msgs, vecs)
@@ -106,7 +118,9 @@ def load_conversations(
     return out
 
 
-def _locomo_questions(path: str | Path) -> dict[str, list[tuple[str, tuple[str, ...]]]]:
+def _locomo_questions(
+    path: str | Path,
+) -> dict[str, list[tuple[str, tuple[str, ...], str | None]]]:
     from skillstream.connectors.locomo import load_locomo, load_locomo_qa, sample_records
     from skillstream.eval.scoring import clean_evidence
 
@@ -115,7 +129,7 @@ def _locomo_questions(path: str | Path) -> dict[str, list[tuple[str, tuple[str, 
     except InputError:
         return {}
     qas = load_locomo_qa(path)
-    out: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+    out: dict[str, list[tuple[str, tuple[str, ...], str | None]]] = {}
     for sample in samples:
         sid = str(sample["sample_id"])
         known = {
@@ -126,7 +140,7 @@ def _locomo_questions(path: str | Path) -> dict[str, list[tuple[str, tuple[str, 
         for qa in qas.get(sid, []):
             kept, _ = clean_evidence(qa.evidence, known)
             if kept and qa.category != 5:
-                out.setdefault(sid, []).append((qa.question, tuple(kept)))
+                out.setdefault(sid, []).append((qa.question, tuple(kept), qa.answer))
     return out
 
 
@@ -176,8 +190,11 @@ class ConversationEpisode:
         skills: Sequence[MemorySkill],
         memory_cost: float,
         token_cost: float,
+        grader: Any = None,
     ) -> None:
         self.name = conv.conversation_id
+        self.grader = grader
+        """A ``QAGrader`` for the ``qa`` reward (``None``: evidence recall)."""
         self.conv = conv
         self.settings = settings
         self.embedder = embedder
@@ -201,6 +218,10 @@ class ConversationEpisode:
         )
         steps = [s for s in controller.steps[start:] if s.info and "span" in s.info]
         result = score(mems, self.conv.queries, RECALL_K)
+        figures = {"recall": result.recall, "memories": float(len(mems))}
+        if self.grader is not None:
+            result = answer_score(mems, self.conv.queries, self.answer_f1, RECALL_K)
+            figures["f1"] = result.recall
         self.scores = result.per_query
         infos = [s.info or {} for s in steps]
         rewards = step_rewards(
@@ -212,7 +233,19 @@ class ConversationEpisode:
             memory_cost=self.memory_cost,
             token_cost=self.token_cost,
         )
-        return finish_episode(steps, rewards), {"recall": result.recall, "memories": len(mems)}
+        return finish_episode(steps, rewards), figures
+
+    def answer_f1(self, query: Query, memories: list[Memory]) -> float:
+        """The grader's answer to ``query`` from ``memories``, scored by token F1 (0 on failure)."""
+        from skillstream.eval.scoring import token_f1
+        from skillstream.llm import LLMFailure
+
+        hits = [{"text": m.text, "event_ts": m.event_ts} for m in memories]
+        try:
+            answer, _ = self.grader.answer(query.text, hits)
+        except LLMFailure:
+            return 0.0
+        return token_f1(answer, query.answer or "")
 
 
 class RandomK:
@@ -269,10 +302,55 @@ class TrainOptions:
     k: int = 3
     updates: int = 30
     seed: int = 0
-    memory_cost: float = 0.0003
+    memory_cost: float = 0.0
     token_cost: float = 0.0
     lr: float = 1e-3
     episodes_per_update: int = 4
+    budget: str = "cosine"
+    """``cosine`` (the cosine controller's memories per span on the training conversations), a
+    number of memories per span, or ``none`` (only the fixed ``memory_cost``)."""
+    prior: float = COSINE_TEMPERATURE
+    """Cosine prior temperature of the fresh network (0: a network without the prior)."""
+    select_every: int = 4
+    """Evaluate the deterministic policy on the training conversations every this many updates and
+    keep the best checkpoint within the budget (0: keep the last weights)."""
+    dual_step: float = 2.0
+
+    def key(self, skills: Sequence[MemorySkill]) -> str:
+        """What a resumable run's state is filed under: every option and the bank."""
+        import hashlib
+
+        text = json.dumps(
+            [
+                {k: v for k, v in vars(self).items()},
+                [(s.name, s.version, s.description, s.instruction) for s in skills],
+                str(Path(self.data).resolve()),
+            ],
+            sort_keys=True,
+            default=str,
+        )
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def parse_budget(value: str) -> float | str | None:
+    """``--budget``: ``cosine``, ``none`` or a positive number of memories per span.
+
+    Raises:
+        ConfigError: anything else.
+    """
+    v = value.strip().lower()
+    if v in ("cosine", "none"):
+        return None if v == "none" else "cosine"
+    try:
+        n = float(v)
+    except ValueError:
+        n = float("nan")
+    if not n > 0 or n == float("inf"):
+        raise ConfigError(
+            f"--budget must be 'cosine', 'none' or a positive number of memories per span, got "
+            f"{value!r}"
+        )
+    return n
 
 
 def split(
@@ -297,6 +375,72 @@ def split(
     return tr, va
 
 
+def _figures(
+    convs: Sequence[Conversation],
+    settings: Settings,
+    embedder: _Embedder,
+    executor: Executor,
+    skills: Sequence[MemorySkill],
+    controller: Controller,
+) -> tuple[float, int, int]:
+    """(recall@10, memories, spans) of one deterministic controller on ``convs``."""
+    got = compare(convs, settings, embedder, executor, skills, {"c": controller})["c"]
+    return float(got[f"recall@{RECALL_K}"]), int(got["memories"]), sum(len(c.spans) for c in convs)
+
+
+class RunState:
+    """Where a resumable run keeps its state: ``memskill/<kind>/<key>/`` in the artifact store."""
+
+    def __init__(self, settings: Settings, kind: str, key: str) -> None:
+        from skillstream.storage.artifacts import ArtifactStore
+
+        self.store = ArtifactStore(settings.storage.artifacts, settings.storage.storage_options)
+        self.prefix = f"memskill/{kind}/{key}"
+
+    def put(self, name: str, data: Any) -> str:
+        """``torch.save`` ``data`` as ``name`` (written whole, then replacing the old one)."""
+        import io
+
+        import torch
+
+        buf = io.BytesIO()
+        torch.save(data, buf)
+        return self.store.put(f"{self.prefix}/{name}", buf.getvalue())
+
+    def get(self, name: str) -> Any | None:
+        import io
+
+        import torch
+
+        rel = f"{self.prefix}/{name}"
+        if not self.store.exists(rel):
+            return None
+        return torch.load(io.BytesIO(self.store.get(rel)), map_location="cpu", weights_only=True)
+
+    def save_trainer(self, trainer: Trainer, name: str = "trainer.pt", **extra: Any) -> str:
+        tensors, meta = trainer.state()
+        return self.put(name, {**tensors, "meta": json.dumps({**meta, **extra})})
+
+    def load_trainer(self, trainer: Trainer, name: str = "trainer.pt") -> dict[str, Any] | None:
+        """Load ``trainer`` from the saved state; the saved JSON, or ``None`` when there is none."""
+        data = self.get(name)
+        if data is None:
+            return None
+        meta = json.loads(data["meta"])
+        trainer.load_state(data, meta)
+        return meta
+
+
+def store_checkpoint(settings: Settings, path: str | Path) -> str:
+    """Copy a checkpoint into the artifact store as ``controllers/<version>.pt``; its URL."""
+    from skillstream.memskill.controller import checkpoint_version
+    from skillstream.storage.artifacts import ArtifactStore
+
+    store = ArtifactStore(settings.storage.artifacts, settings.storage.storage_options)
+    rel = f"controllers/{checkpoint_version(path)}.pt"
+    return store.put(rel, Path(path).read_bytes())
+
+
 def train_controller(
     opts: TrainOptions,
     settings: Settings,
@@ -307,34 +451,96 @@ def train_controller(
     *,
     on_update: Callable[[dict[str, float]], None] | None = None,
     curve_dir: str | Path | None = None,
+    resume: bool = True,
+    stop_after: int | None = None,
+    grader: Any = None,
 ) -> dict[str, Any]:
     """Train a scorer, save it at ``out`` and compare the policies on the validation set.
+
+    With a budget (``opts.budget``) each inserted memory pays the budget's price, adapted by dual
+    ascent, and the checkpoint kept is the best one within the budget on the training
+    conversations (``skillstream.memskill.budget``). The trainer's state is saved in the artifact
+    store after every update; with ``resume`` a run with the same options continues from it.
+
+    Args:
+        stop_after: Stop after this many updates in total, without validating (an interrupted run).
+        grader: A ``QAGrader`` answering with an LLM, for the ``qa`` reward (required by it).
 
     Returns:
         The report (the ``--json`` contract): ``val`` with ``all``, ``random``, ``untrained``,
         ``trained`` (each ``recall@10`` and ``memories``), ``seconds``, ``curve`` and the options.
+        An interrupted run (``stop_after``) returns only ``updates`` and ``interrupted``.
     """
     t0 = time.perf_counter()
     embed = CachedEmbed(embedder.encode)
     emb = _Embedder(embed, int(embedder.dim))
     convs = load_conversations(opts.data, opts.fmt, settings, embed, opts.reward)
     tr, va = split(convs, opts.train, opts.val)
+    budget_opt = parse_budget(opts.budget)
+    if opts.reward == "qa" and grader is None:
+        raise ConfigError("the qa reward needs an LLM to answer the questions (--llm openai)")
     cfg = PPOConfig(lr=opts.lr, episodes_per_update=opts.episodes_per_update)
+    fusion = settings.extraction.memory_skill_fusion
     trainer = Trainer(
         embed,
         emb.dim,
         skills,
         k=opts.k,
-        fusion=settings.extraction.memory_skill_fusion,
+        fusion=fusion,
         config=cfg,
         seed=opts.seed,
+        prior=opts.prior,
     )
+    untrained_net = _clone(trainer.net)
     episodes = [
-        ConversationEpisode(c, settings, emb, executor, skills, opts.memory_cost, opts.token_cost)
+        ConversationEpisode(
+            c,
+            settings,
+            emb,
+            executor,
+            skills,
+            opts.memory_cost,
+            opts.token_cost,
+            grader if opts.reward == "qa" else None,
+        )
         for c in tr
     ]
-    untrained_net = _clone(trainer.net)
-    curve = trainer.fit(episodes, opts.updates, on_update)
+
+    def evaluate(net: Any) -> tuple[float, int, int]:
+        ctrl = RolloutController(embed, net, k=opts.k, fusion=fusion, explore=False)
+        return _figures(tr, settings, emb, executor, skills, ctrl)
+
+    run = RunState(settings, "train", opts.key(skills))
+    resumed = run.load_trainer(trainer) if resume else None
+    if resumed is None:
+        cosine_train: tuple[float, int, int] | None = None
+        if budget_opt is not None:
+            cosine = TopKController(embed, CosineScorer(), k=opts.k, fusion=fusion)
+            cosine_train = _figures(tr, settings, emb, executor, skills, cosine)
+            recall, memories, spans = cosine_train
+            per_span = budget_opt if isinstance(budget_opt, float) else memories / max(spans, 1)
+            price = max(recall, 1e-3) / max(memories / max(len(tr), 1), 1.0)
+            trainer.budget = MemoryBudget(per_span, price, opts.dual_step)
+        if opts.select_every > 0:
+            if opts.prior > 0 and cosine_train is not None:
+                trainer.consider(lambda net: cosine_train)  # the fresh net selects as cosine does
+            else:
+                trainer.consider(evaluate)
+        run.save_trainer(trainer)
+    target = stop_after if stop_after is not None else opts.updates
+    curve = trainer.fit(
+        episodes,
+        0,
+        on_update,
+        evaluate=evaluate if opts.select_every > 0 else None,
+        every=opts.select_every,
+        until=min(target, opts.updates),
+        save=run.save_trainer,
+    )
+    if stop_after is not None and stop_after < opts.updates:
+        return {"updates": trainer.updates, "interrupted": True}
+    if trainer.best_weights is not None:
+        trainer.net.load_state_dict(trainer.best_weights)
     ckpt = save_scorer(
         trainer.net,
         out,
@@ -343,8 +549,9 @@ def train_controller(
         seed=opts.seed,
         skills=",".join(s.name for s in skills),
         updates=opts.updates,
+        selected_update=trainer.best.update if trainer.best is not None else opts.updates,
     )
-    fusion = settings.extraction.memory_skill_fusion
+    stored = store_checkpoint(settings, ckpt)
     trained = RolloutController(embed, trainer.net, k=opts.k, fusion=fusion, explore=False)
     untrained_torch = RolloutController(
         embed, untrained_net, k=opts.k, fusion=fusion, explore=False
@@ -353,14 +560,17 @@ def train_controller(
         "all": _All(),
         "random": RandomK(opts.k, opts.seed),
         "untrained": TopKController(embed, CosineScorer(), k=opts.k, fusion=fusion),
-        "untrained_net": untrained_torch,
         "trained": trained,
     }
+    if opts.prior <= 0:
+        controllers["untrained_net"] = untrained_torch
     val = compare(va, settings, emb, executor, skills, controllers)
+    budget = trainer.budget
     report: dict[str, Any] = {
         "val": val,
         "seconds": round(time.perf_counter() - t0, 1),
         "checkpoint": str(ckpt),
+        "stored": stored,
         "train_conversations": [c.conversation_id for c in tr],
         "val_conversations": [c.conversation_id for c in va],
         "reward": opts.reward,
@@ -368,6 +578,17 @@ def train_controller(
         "updates": opts.updates,
         "seed": opts.seed,
         "memory_cost": opts.memory_cost,
+        "budget": None
+        if budget is None
+        else {
+            "memories_per_span": round(budget.per_span, 4),
+            "final_price": budget.price,
+            "source": opts.budget,
+        },
+        "prior": opts.prior,
+        "selected_update": trainer.best.update if trainer.best is not None else opts.updates,
+        "candidates": [vars(c) for c in trainer.candidates],
+        "resumed_from": None if resumed is None else int(resumed["updates"]),
         "skills": [s.name for s in skills],
         "curve": curve.points,
         "skill_rewards": trainer.skill_rewards,
@@ -429,16 +650,23 @@ def evolve_controller(
     cycles: int = 5,
     patience: int = 2,
     on_cycle: Callable[[dict[str, Any]], None] | None = None,
+    resume: bool = True,
+    stop_after: int | None = None,
 ) -> tuple[dict[str, Any], list[MemorySkill]]:
     """Alternate PPO training (``opts.updates`` per cycle) and designer rounds.
 
     The validation reward of a cycle is the trained controller's mean recall@10 on the validation
-    conversations minus ``opts.memory_cost`` per memory and conversation.
+    conversations minus ``opts.memory_cost`` per memory and conversation. After every cycle the
+    artifact store receives its snapshot, ``memskill/evolve/<key>/cycle-<n>/controller.pt`` and
+    ``bank.json``, and the run's state (``evolve.pt``); with ``resume`` the same run continues after
+    its last completed cycle. ``stop_after`` ends the run after that many cycles (an interruption).
 
     Returns:
-        The report (cycles, best cycle and reward, ``seconds``) and the best bank.
+        The report (cycles, best cycle and reward, snapshots, ``seconds``) and the best bank.
     """
-    from skillstream.memskill.designer import evolve
+    import tempfile
+
+    from skillstream.memskill.designer import EvolveReport, evolve, skill_row
 
     t0 = time.perf_counter()
     embed = CachedEmbed(embedder.encode)
@@ -447,11 +675,21 @@ def evolve_controller(
     tr, va = split(convs, opts.train, opts.val)
     cfg = PPOConfig(lr=opts.lr, episodes_per_update=opts.episodes_per_update)
     fusion = settings.extraction.memory_skill_fusion
-    trainer = Trainer(embed, emb.dim, skills, k=opts.k, fusion=fusion, config=cfg, seed=opts.seed)
+    trainer = Trainer(
+        embed,
+        emb.dim,
+        skills,
+        k=opts.k,
+        fusion=fusion,
+        config=cfg,
+        seed=opts.seed,
+        prior=opts.prior,
+    )
     episodes = [
         ConversationEpisode(c, settings, emb, executor, skills, opts.memory_cost, opts.token_cost)
         for c in tr
     ]
+    run = RunState(settings, "evolve", opts.key(skills) + f"-{cycles}-{patience}")
 
     def train(t: Trainer) -> list[tuple[Query, float]]:
         t.fit(episodes, opts.updates)
@@ -462,9 +700,47 @@ def evolve_controller(
         got = compare(va, settings, emb, executor, t.skills, {"trained": ctrl})["trained"]
         return got[f"recall@{RECALL_K}"] - opts.memory_cost * got["memories"] / max(len(va), 1)
 
-    result = evolve(
-        trainer, designer, train, validate, cycles=cycles, patience=patience, seed=opts.seed
-    )
+    snapshots: list[str] = []
+
+    class Interrupted(Exception):
+        pass
+
+    def cycle_done(state: dict[str, Any], report: EvolveReport) -> None:
+        n = int(state["next"]) - 1
+        with tempfile.TemporaryDirectory() as tmp:
+            path = save_scorer(trainer.net, Path(tmp) / "c.pt", k=opts.k, cycle=n)
+            url = run.store.put(f"{run.prefix}/cycle-{n}/controller.pt", path.read_bytes())
+        bank = json.dumps([skill_row(s) for s in trainer.skills], indent=2).encode()
+        run.store.put(f"{run.prefix}/cycle-{n}/bank.json", bank)
+        snapshots.append(url)
+        best = report.best.weights if report.best is not None else None
+        run.save_trainer(trainer, "evolve.pt", loop=state, snapshots=snapshots)
+        run.put("best.pt", {"weights": best})
+        if stop_after is not None and n + 1 >= stop_after and not state.get("stopped"):
+            raise Interrupted
+
+    previous = run.get("evolve.pt") if resume else None
+    loop: tuple[dict[str, Any], dict[str, Any] | None] | None = None
+    if previous is not None:
+        meta = json.loads(previous["meta"])
+        trainer.load_state(previous, meta)
+        best_saved = run.get("best.pt") or {}
+        loop = (meta["loop"], best_saved.get("weights"))
+        snapshots = list(meta.get("snapshots", []))
+    try:
+        result = evolve(
+            trainer,
+            designer,
+            train,
+            validate,
+            cycles=cycles,
+            patience=patience,
+            seed=opts.seed,
+            resume=loop,
+            on_cycle=cycle_done,
+        )
+    except Interrupted:
+        return {"interrupted": True, "cycles": len(snapshots)}, list(trainer.skills)
     best = result.best
     if best is not None:
         trainer.net.load_state_dict(best.weights)
@@ -478,6 +754,7 @@ def evolve_controller(
         skills=",".join(s.name for s in best_skills),
         updates=trainer.updates,
     )
+    stored = store_checkpoint(settings, out)
     for row in result.cycles:
         if on_cycle is not None:
             on_cycle(row)
@@ -487,6 +764,9 @@ def evolve_controller(
         "best_reward": best.reward if best else None,
         "skills": [s.name for s in best_skills],
         "checkpoint": str(out),
+        "stored": stored,
+        "snapshots": snapshots,
+        "resumed_from": None if loop is None else int(loop[0]["next"]),
         "seconds": round(time.perf_counter() - t0, 1),
     }
     return report, best_skills

@@ -16,7 +16,9 @@ Scorers (pluggable, ``Scorer``):
 * ``TorchScorer``: the ``MemorySkillScorerNet`` MLPs (state ``2d -> 256 -> 256``, skill
   ``d -> 256 -> 256``, actor on the concatenation ``512 -> 256 -> 1`` logit per skill, critic on the
   state features) with weights loaded from a checkpoint (``settings.memory_skill_scorer``)
-  written by ``save_scorer``; a trainer (PPO, outside this package) produces it.
+  written by ``save_scorer``; a trainer (PPO, outside this package) produces it. A network with a
+  cosine *prior* adds the cosine scorer's logits to the actor's output (whose last layer starts at
+  zero), so training starts from the cosine controller and learns a correction.
 
 Action mask. Skills whose action needs a retrieved memory (UPDATE, DELETE) get a logit of ``-inf``
 when nothing was retrieved: they could only produce operations that would be rejected.
@@ -127,10 +129,20 @@ def _torch() -> Any:
     return torch
 
 
-def scorer_net(dim: int, hidden: int = HIDDEN) -> Any:
-    """A fresh ``MemorySkillScorerNet`` (torch module) for embeddings of width ``dim``."""
+def scorer_net(dim: int, hidden: int = HIDDEN, prior: float = 0.0) -> Any:
+    """A fresh ``MemorySkillScorerNet`` (torch module) for embeddings of width ``dim``.
+
+    Args:
+        dim: Embedding width.
+        hidden: Width of the hidden layers.
+        prior: When positive, the actor's logits are the cosine scorer's logits at this temperature
+            plus the learned output, whose last layer starts at zero: the fresh network selects
+            exactly as the cosine controller does and training learns a correction to it.
+    """
     torch = _torch()
     nn = torch.nn
+    if prior < 0:
+        raise ConfigError(f"the scorer's cosine prior temperature must be >= 0, got {prior}")
 
     class MemorySkillScorerNet(nn.Module):  # type: ignore[name-defined,misc]
         """State and skill encoders, an actor giving one logit per skill, a critic on the state."""
@@ -149,6 +161,19 @@ def scorer_net(dim: int, hidden: int = HIDDEN) -> Any:
                 nn.Linear(2 * hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1)
             )
             self.critic = nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+            self.prior = float(prior)
+            if self.prior > 0:
+                nn.init.zeros_(self.actor[-1].weight)
+                nn.init.zeros_(self.actor[-1].bias)
+
+        def cosine(self, state: Any, skills: Any) -> Any:
+            """The cosine scorer's logits ``(B, N)`` for states ``(B, 2d)`` (``CosineScorer``)."""
+            unit = torch.nn.functional.normalize
+            sk = unit(skills, dim=-1)
+            span = unit(state[:, : self.dim], dim=-1) @ sk.T
+            fused_norm = state[:, self.dim :].norm(dim=-1, keepdim=True)
+            fused = unit(state[:, self.dim :], dim=-1) @ sk.T
+            return torch.where(fused_norm > 0, 0.5 * (span + fused), span) / self.prior
 
         def forward(self, state: Any, skills: Any) -> Any:
             """``state`` (2d,) or (B, 2d), ``skills`` (N, d) -> logits (N,) or (B, N)."""
@@ -158,6 +183,8 @@ def scorer_net(dim: int, hidden: int = HIDDEN) -> Any:
             b, n = s.shape[0], k.shape[0]
             pair = torch.cat([s.unsqueeze(1).expand(b, n, -1), k.unsqueeze(0).expand(b, n, -1)], -1)
             logits = self.actor(pair).squeeze(-1)
+            if self.prior > 0:
+                logits = logits + self.cosine(state.unsqueeze(0) if single else state, skills)
             return logits[0] if single else logits
 
         def value(self, state: Any) -> Any:
@@ -204,6 +231,7 @@ def save_scorer(net: Any, path: str | Path, **meta: Any) -> Path:
             "format": CHECKPOINT_FORMAT,
             "dim": int(net.dim),
             "hidden": int(net.hidden),
+            "prior": float(getattr(net, "prior", 0.0)),
             "state_dict": net.state_dict(),
             "meta": {str(k): str(v) for k, v in meta.items()},
         },
@@ -239,7 +267,9 @@ def load_scorer(path: str | Path, dim: int) -> TorchScorer:
             f"{p} was trained for {ckpt['dim']}-wide embeddings but the embedder gives {dim}; "
             "train a scorer for this embedder or change SKILLSTREAM_EMBED_MODEL"
         )
-    net = scorer_net(int(ckpt["dim"]), int(ckpt.get("hidden", HIDDEN)))
+    net = scorer_net(
+        int(ckpt["dim"]), int(ckpt.get("hidden", HIDDEN)), float(ckpt.get("prior", 0.0))
+    )
     try:
         net.load_state_dict(ckpt["state_dict"])
     except (RuntimeError, KeyError) as e:

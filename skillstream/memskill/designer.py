@@ -14,7 +14,8 @@
   bank and controller when the validation reward is the best so far, rolls back to the best snapshot
   when it dropped, stops after ``patience`` cycles without improvement, and otherwise asks the
   designer for changes; new skills get an exploration bias (an extra logit, decaying linearly to 0
-  over ``bias_updates`` PPO updates).
+  over ``bias_updates`` PPO updates). After every cycle ``on_cycle`` receives the loop's state
+  (JSON-ready), with which ``evolve(resume=...)`` continues an interrupted run after that cycle.
 """
 
 from __future__ import annotations
@@ -336,6 +337,51 @@ class EvolveReport:
     best: Snapshot | None = None
 
 
+def skill_row(s: MemorySkill) -> dict[str, Any]:
+    """A memory skill as JSON-ready values (snapshots, resumable state)."""
+    return {
+        "name": s.name,
+        "description": s.description,
+        "instruction": s.instruction,
+        "action": s.action,
+        "version": s.version,
+    }
+
+
+def skill_from_row(row: dict[str, Any]) -> MemorySkill:
+    return MemorySkill(
+        str(row["name"]),
+        str(row["description"]),
+        str(row["instruction"]),
+        str(row["action"]),
+        int(row["version"]),
+    )
+
+
+def _case_row(c: HardCase) -> dict[str, Any]:
+    q = c.query
+    return {
+        "text": q.text,
+        "evidence": list(q.evidence),
+        "vector": [float(x) for x in np.asarray(q.vector, dtype=np.float32)],
+        "pool": None if q.pool is None else sorted(q.pool),
+        "score": c.score,
+        "fails": c.fails,
+        "last_step": c.last_step,
+    }
+
+
+def _case_from_row(row: dict[str, Any]) -> HardCase:
+    pool = row.get("pool")
+    query = Query(
+        str(row["text"]),
+        tuple(row["evidence"]),
+        np.asarray(row["vector"], dtype=np.float32),
+        None if pool is None else frozenset(pool),
+    )
+    return HardCase(query, float(row["score"]), int(row["fails"]), int(row["last_step"]))
+
+
 def evolve(
     trainer: Any,
     designer: Designer,
@@ -348,6 +394,8 @@ def evolve(
     bias_updates: int = 10,
     buffer: HardCaseBuffer | None = None,
     seed: int = 0,
+    resume: tuple[dict[str, Any], dict[str, Any] | None] | None = None,
+    on_cycle: Callable[[dict[str, Any], EvolveReport], None] | None = None,
 ) -> EvolveReport:
     """Alternate training and evolution (see the module docstring).
 
@@ -361,13 +409,63 @@ def evolve(
         patience: Stop after this many cycles without a better validation reward.
         bias: Initial extra logit of a new skill.
         bias_updates: PPO updates over which the bias decays to 0.
+        resume: The loop state an ``on_cycle`` call received and the best snapshot's weights:
+            continue after that cycle (the trainer must already hold its state of that moment).
+        on_cycle: Called after every completed cycle with the loop state (JSON-ready) and the
+            report so far, to snapshot the cycle and make the run resumable.
     """
     buffer = buffer or HardCaseBuffer()
     report = EvolveReport()
     stale = 0
     new_names: list[str] = []
     since = trainer.updates
-    for cycle in range(cycles):
+    first = 0
+    if resume is not None:
+        state, weights = resume
+        first = int(state["next"])
+        stale = int(state["stale"])
+        new_names = [str(n) for n in state["new_names"]]
+        since = int(state["since"])
+        report.cycles = [dict(r) for r in state["cycles"]]
+        buffer.cases = {c["text"]: _case_from_row(c) for c in state["buffer"]}
+        trainer.set_skills([skill_from_row(r) for r in state["skills"]])
+        best = state.get("best")
+        if best is not None and weights is not None:
+            report.best = Snapshot(
+                int(best["cycle"]),
+                float(best["reward"]),
+                [skill_from_row(r) for r in best["skills"]],
+                weights,
+            )
+        if state.get("stopped"):
+            return report
+
+    def done(cycle: int, stopped: bool = False) -> None:
+        if on_cycle is None:
+            return
+        best = report.best
+        on_cycle(
+            {
+                "next": cycle + 1,
+                "stale": stale,
+                "new_names": list(new_names),
+                "since": since,
+                "cycles": report.cycles,
+                "buffer": [_case_row(c) for c in buffer.cases.values()],
+                "skills": [skill_row(s) for s in trainer.skills],
+                "best": None
+                if best is None
+                else {
+                    "cycle": best.cycle,
+                    "reward": best.reward,
+                    "skills": [skill_row(s) for s in best.skills],
+                },
+                "stopped": stopped,
+            },
+            report,
+        )
+
+    for cycle in range(first, cycles):
         if new_names:
             left = max(0.0, 1.0 - (trainer.updates - since) / max(bias_updates, 1))
             trainer.set_skills(trainer.skills, {n: bias * left for n in new_names})
@@ -390,6 +488,7 @@ def evolve(
         if stale >= patience:
             row["stopped"] = True
             report.cycles.append(row)
+            done(cycle, stopped=True)
             break
         changes = designer.round(representatives(buffer, seed=seed + cycle), trainer.skills)
         row["changes"] = [(("add" if c.new else "refine"), c.skill.name) for c in changes]
@@ -399,4 +498,5 @@ def evolve(
             since = trainer.updates
             trainer.set_skills(apply_changes(trainer.skills, changes), {n: bias for n in new_names})
         report.cycles.append(row)
+        done(cycle)
     return report

@@ -5,6 +5,8 @@ A reward scores the memories an episode (one conversation, fresh memory) ended w
 memory must cite to be searchable for it. Two ways to get queries:
 
 * **evidence** (labelled): the questions of LoCoMo-format data and their evidence turns;
+* **qa** (labelled, needs an LLM): the same questions with their gold answers; the LLM answers each
+  from its top memories and the token F1 of the answer is the query's score (``answer_score``);
 * **unlabelled**: from the chat log alone. For every later session of a conversation, each user turn
   of at least ``min_words`` words is compared (embedding cosine) with every raw turn of the earlier
   sessions; when its best match reaches ``threshold`` the later turn *refers back* to that earlier
@@ -23,7 +25,7 @@ last step and spreads 40%; the exact split is a departure that assigns credit wh
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,6 +42,8 @@ class Query:
     vector: np.ndarray
     pool: frozenset[str] | None = None
     """Only memories citing one of these message ids are searched (``None``: all)."""
+    answer: str | None = None
+    """The gold answer (the ``qa`` reward)."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,44 @@ def score(memories: Sequence[Memory], queries: Sequence[Query], k: int = 10) -> 
                     hit += 1
                     break
         per_query.append((q, hit / len(q.evidence)))
+    return Score(total, credit, len(usable), per_query)
+
+
+def answer_score(
+    memories: Sequence[Memory],
+    queries: Sequence[Query],
+    answer_f1: Callable[[Query, list[Memory]], float],
+    k: int = 10,
+) -> Score:
+    """The QA reward: each query's top ``k`` memories (ranked as in ``score``) go to
+    ``answer_f1`` (an LLM answers from them; token F1 against the gold answer), and the mean F1
+    over the queries is the score. A query's share, ``F1 / n_queries``, is split equally over the
+    memories it was shown. Queries without a gold answer are left out."""
+    mems = [m for m in memories if m.vector is not None]
+    usable = [q for q in queries if q.answer]
+    if not usable:
+        return Score(0.0, {}, 0)
+    credit: dict[str, float] = {}
+    per_query: list[tuple[Query, float]] = []
+    total = 0.0
+    mat = (
+        _unit_rows(np.stack([np.asarray(m.vector, dtype=np.float32) for m in mems]))
+        if mems
+        else None
+    )
+    cites = [set(m.source_message_ids or ()) for m in mems]
+    for q in usable:
+        top: list[int] = []
+        if mat is not None:
+            sims = mat @ np.asarray(q.vector, dtype=np.float32)
+            order = np.argsort(-sims, kind="stable")
+            top = [int(i) for i in order if q.pool is None or cites[i] & q.pool][:k]
+        f1 = float(answer_f1(q, [mems[i] for i in top]))
+        per_query.append((q, f1))
+        share = f1 / len(usable)
+        total += share
+        for i in top:
+            credit[mems[i].id] = credit.get(mems[i].id, 0.0) + share / len(top)
     return Score(total, credit, len(usable), per_query)
 
 

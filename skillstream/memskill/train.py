@@ -10,12 +10,17 @@ LLM tokens). Nothing of this exists at inference: the flow's controller is a pla
 ``TopKController`` and its pipeline has no ``observe`` hook.
 
 ``Trainer.fit`` alternates ``episodes_per_update`` rollouts and one ``ppo_update`` and reports the
-mean reward of each update (the training curve). Everything is seeded: the same seed, data and bank
-give the same checkpoint.
+mean reward of each update (the training curve). With a ``MemoryBudget`` each span also pays the
+budget's current price per memory it inserted, and the price follows the constraint after every
+update; with an ``evaluate`` function the trainer scores its deterministic policy every few updates
+and keeps the best checkpoint within the budget (``skillstream.memskill.budget``). Everything is
+seeded: the same seed, data and bank give the same checkpoint, and ``state``/``load_state`` let an
+interrupted run continue after its last completed update with the same result.
 """
 
 from __future__ import annotations
 
+import copy
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +30,7 @@ import numpy as np
 
 from skillstream.embed import Embed
 from skillstream.extract import Extraction, MemorySkill
+from skillstream.memskill.budget import Candidate, MemoryBudget, pick
 from skillstream.memskill.controller import (
     Selection,
     TopKController,
@@ -174,6 +180,8 @@ class Trainer:
         config: PPO hyperparameters.
         seed: Seeds the network's initial weights, minibatch order and sampling noise.
         net: Continue training this network instead of a fresh one.
+        prior: Cosine prior temperature of a fresh network (0: none; see ``scorer_net``).
+        budget: Prices inserted memories by a Lagrange multiplier (``MemoryBudget``).
     """
 
     def __init__(
@@ -187,6 +195,8 @@ class Trainer:
         config: PPOConfig | None = None,
         seed: int = 0,
         net: Any = None,
+        prior: float = 0.0,
+        budget: MemoryBudget | None = None,
     ) -> None:
         import torch
 
@@ -195,7 +205,7 @@ class Trainer:
         self.skills = list(skills)
         self.k = k
         torch.manual_seed(seed)
-        self.net = net if net is not None else scorer_net(dim)
+        self.net = net if net is not None else scorer_net(dim, prior=prior)
         self.net.eval()
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=config.lr)
         self.controller = RolloutController(embed, self.net, k=k, fusion=fusion, seed=seed)
@@ -204,6 +214,15 @@ class Trainer:
         self.curve = Curve()
         self.skill_rewards: dict[str, list[float]] = {}
         """Per skill name, the reward of every rollout step that selected it (bank statistics)."""
+        self.budget = budget
+        self.cursor = 0
+        self.order: list[int] = []
+        self.candidates: list[Candidate] = []
+        """Checkpoints evaluated by ``consider`` (deterministic Top-K on the training data)."""
+        self.best: Candidate | None = None
+        self.best_weights: dict[str, Any] | None = None
+        self.scale = 1.0
+        """Rollout memories per span over the deterministic policy's, at the latest evaluation."""
 
     def skill_vectors(self) -> np.ndarray:
         return self.controller.skill_vectors(self.skills)
@@ -229,10 +248,18 @@ class Trainer:
         rets: list[np.ndarray] = []
         rewards: list[float] = []
         figures: dict[str, list[float]] = {}
+        price = self.budget.price if self.budget is not None else 0.0
+        used = spans = 0.0
         for ep in episodes:
             steps, figs = self.rollout(ep)
             if not steps:
                 continue
+            if self.budget is not None:
+                for s in steps:
+                    s.reward -= price * float((s.info or {}).get("inserted", 0))
+                inserted = sum(int((s.info or {}).get("inserted", 0)) for s in steps)
+                used += float(figs.get("memories", inserted))
+                spans += len(steps)
             a, r = gae(
                 [s.reward for s in steps],
                 [s.value for s in steps],
@@ -268,30 +295,123 @@ class Trainer:
             **{k: float(np.mean(v)) for k, v in figures.items()},
             **stats,
         }
+        if self.budget is not None:
+            point["price"] = price
+            point["memories_per_span"] = used / spans if spans else 0.0
+            last = self.candidates[-1] if self.candidates else None
+            if last is not None and last.update == self.updates - 1 and last.memories and spans:
+                # these rollouts sampled the weights that evaluation built deterministically
+                self.scale = (used / spans) / (last.memories / last.spans)
+            point["scale"] = self.scale
+            self.budget.update(used, spans, self.scale)
         self.curve.add(**point)
         return point
+
+    def consider(self, evaluate: Callable[[Any], tuple[float, int, int]]) -> Candidate:
+        """Evaluate the current weights (``evaluate(net) -> (recall, memories, spans)``) and keep
+        them when they are the best within the budget so far."""
+        recall, memories, spans = evaluate(self.net)
+        cand = Candidate(self.updates, float(recall), int(memories), int(spans))
+        self.candidates.append(cand)
+        limit = self.budget.per_span if self.budget is not None else None
+        if pick(self.candidates, limit) == cand:
+            self.best = cand
+            self.best_weights = copy.deepcopy(self.net.state_dict())
+        return cand
 
     def fit(
         self,
         episodes: Sequence[Episode],
         updates: int,
         on_update: Callable[[dict[str, float]], None] | None = None,
+        *,
+        evaluate: Callable[[Any], tuple[float, int, int]] | None = None,
+        every: int = 0,
+        until: int | None = None,
+        save: Callable[[Trainer], Any] | None = None,
     ) -> Curve:
-        """``updates`` PPO updates, each on ``episodes_per_update`` episodes drawn in turn."""
+        """PPO updates, each on ``episodes_per_update`` episodes drawn in turn.
+
+        Args:
+            episodes: The training episodes.
+            updates: How many updates to run (from the current one).
+            on_update: Called with each update's curve point.
+            evaluate: Scores the weights for checkpoint selection (``consider``).
+            every: Call ``consider`` after every ``every`` updates and after the last one.
+            until: Run up to this total number of updates instead (a resumed run).
+            save: Called after each completed update (``state`` for a resumable run).
+        """
         n = self.config.episodes_per_update
-        order = list(range(len(episodes)))
-        cursor = 0
-        for _ in range(updates):
+        if len(self.order) != len(episodes):
+            self.order = list(range(len(episodes)))
+            self.cursor = 0
+        end = until if until is not None else self.updates + updates
+        while self.updates < end:
             chosen = []
             for _ in range(min(n, len(episodes))):
-                if cursor % len(order) == 0:
-                    self.rng.shuffle(order)
-                chosen.append(episodes[order[cursor % len(order)]])
-                cursor += 1
+                if self.cursor % len(self.order) == 0:
+                    self.rng.shuffle(self.order)
+                chosen.append(episodes[self.order[self.cursor % len(self.order)]])
+                self.cursor += 1
             point = self.update(chosen)
+            if (
+                evaluate is not None
+                and every > 0
+                and (self.updates % every == 0 or self.updates == end)
+            ):
+                cand = self.consider(evaluate)
+                point["train_recall"] = cand.recall
+                point["train_memories"] = float(cand.memories)
+                self.curve.points[-1].update(
+                    train_recall=cand.recall, train_memories=float(cand.memories)
+                )
+            if save is not None:
+                save(self)
             if on_update is not None:
                 on_update(point)
         return self.curve
+
+    def state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The trainer's state after its last completed update: tensors (``torch.save``) and the
+        rest as JSON-ready values. ``load_state`` continues from it with the same result."""
+        tensors = {
+            "net": self.net.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "best": self.best_weights,
+        }
+        meta = {
+            "updates": self.updates,
+            "cursor": self.cursor,
+            "order": list(self.order),
+            "episode": self.controller.episode,
+            "rng": self.rng.bit_generator.state,
+            "curve": self.curve.points,
+            "skill_rewards": self.skill_rewards,
+            "candidates": [vars(c) for c in self.candidates],
+            "best": None if self.best is None else vars(self.best),
+            "budget": None if self.budget is None else self.budget.state(),
+            "scale": self.scale,
+            "skills": [s.name for s in self.skills],
+        }
+        return tensors, meta
+
+    def load_state(self, tensors: dict[str, Any], meta: dict[str, Any]) -> None:
+        """Continue from ``state`` (same data, bank and options)."""
+        self.net.load_state_dict(tensors["net"])
+        self.optimizer.load_state_dict(tensors["optimizer"])
+        self.best_weights = tensors.get("best")
+        self.updates = int(meta["updates"])
+        self.cursor = int(meta["cursor"])
+        self.order = [int(i) for i in meta["order"]]
+        self.controller.episode = int(meta["episode"])
+        self.rng.bit_generator.state = meta["rng"]
+        self.curve = Curve([dict(p) for p in meta["curve"]])
+        self.skill_rewards = {k: list(v) for k, v in meta["skill_rewards"].items()}
+        self.candidates = [Candidate(**c) for c in meta["candidates"]]
+        self.best = Candidate(**meta["best"]) if meta.get("best") else None
+        self.scale = float(meta.get("scale", 1.0))
+        if meta.get("budget") is not None:
+            self.budget = MemoryBudget.from_state(meta["budget"])
 
 
 def finish_episode(

@@ -194,6 +194,28 @@ def test_torch_scorer_round_trips_through_a_checkpoint(tmp_path):
         load_scorer(tmp_path / "other.pt", 4)
 
 
+def test_a_network_with_the_cosine_prior_starts_as_the_cosine_scorer(tmp_path):
+    import torch
+
+    torch.manual_seed(1)
+    net = scorer_net(4, hidden=8, prior=0.05)
+    rng = np.random.default_rng(0)
+    skills = rng.normal(size=(5, 4)).astype(np.float32)
+    for fused in (np.zeros(4, np.float32), rng.normal(size=4).astype(np.float32)):
+        state = np.concatenate([rng.normal(size=4).astype(np.float32), fused])
+        want = CosineScorer(0.05).logits(state, skills)
+        got = TorchScorer(net).logits(state, skills)
+        assert np.allclose(got, want, atol=1e-4)
+        assert top_k(got, 3) == top_k(want, 3)
+    # the learned part moves it away; a checkpoint keeps the prior
+    with torch.no_grad():
+        net.actor[-1].bias.fill_(0.5)
+    scorer = load_scorer(save_scorer(net, tmp_path / "p.pt"), 4)
+    assert np.allclose(scorer.logits(state, skills), want + 0.5, atol=1e-4)
+    with pytest.raises(ConfigError, match="prior"):
+        scorer_net(4, prior=-1.0)
+
+
 def controller(embedder, **keys):
     """The controller of ``Settings.from_keys(**keys)``."""
     s = Settings.from_keys(**keys)

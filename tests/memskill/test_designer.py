@@ -171,3 +171,74 @@ def test_bank_keeps_a_trainers_reward_statistics() -> None:
         assert list(ins.recent_rewards) == [1.0, 0.0]
     finally:
         cat.close()
+
+
+def _plain(rows):
+    import json
+
+    return json.loads(json.dumps(rows))
+
+
+def _evolve_run(llm, trainer, rewards, **kw):
+    def train(tr):
+        tr.updates += 1
+        with torch.no_grad():  # a deterministic change of the weights per cycle
+            next(tr.net.parameters()).add_(0.01 * tr.updates)
+        return [(q, 0.0) for q in CASES]
+
+    return evolve(
+        trainer, Designer(llm, max_changes=3), train, lambda tr: rewards[tr.updates - 1], **kw
+    )
+
+
+def test_an_interrupted_evolve_resumes_after_its_last_cycle() -> None:
+    import json
+
+    answers = [ANALYSIS, GOOD_EDIT] + [ANALYSIS, {"changes": []}] * 3
+    rewards = [0.30, 0.50, 0.20, 0.10, 0.05]
+    torch.manual_seed(0)
+    whole_trainer = Trainer(_embed, DIM, list(PRIMITIVES), k=2, seed=0)
+    whole = _evolve_run(ScriptedLLM(answers), whole_trainer, rewards, cycles=5, patience=3)
+
+    class Crash(Exception):
+        pass
+
+    saved: list[tuple[dict, dict]] = []
+
+    def keep(state, report):
+        saved.append((json.loads(json.dumps(state)), report.best.weights))  # JSON-ready
+        if state["next"] == 2:
+            raise Crash
+
+    torch.manual_seed(0)
+    trainer = Trainer(_embed, DIM, list(PRIMITIVES), k=2, seed=0)
+    llm = ScriptedLLM(answers)
+    try:
+        _evolve_run(llm, trainer, rewards, cycles=5, patience=3, on_cycle=keep)
+    except Crash:
+        pass
+    state, best = saved[-1]
+    assert state["next"] == 2 and [s["name"] for s in state["skills"]][-1] == "trip-dates"
+    # the process died: the trainer comes back from its saved state, the LLM answers the rest
+    left = answers[len(llm.requests) :]
+    done: list[dict] = []
+    resumed = _evolve_run(
+        ScriptedLLM(left),
+        trainer,
+        rewards,
+        cycles=5,
+        patience=3,
+        resume=(state, best),
+        on_cycle=lambda st, r: done.append(_plain(st)),
+    )
+    assert _plain(resumed.cycles) == _plain(whole.cycles)
+    assert resumed.best.cycle == whole.best.cycle == 1
+    assert [s.name for s in trainer.skills] == [s.name for s in whole_trainer.skills]
+    for a, b in zip(trainer.net.state_dict().values(), whole_trainer.net.state_dict().values()):
+        assert torch.equal(a, b)
+    # a finished run resumes to nothing more (no training, no designer call)
+    assert done[-1]["stopped"] and done[-1]["next"] == 5
+    again = _evolve_run(
+        ScriptedLLM([]), trainer, rewards, cycles=5, patience=3, resume=(done[-1], best)
+    )
+    assert _plain(again.cycles) == _plain(whole.cycles)

@@ -40,6 +40,8 @@ def test_unlabelled_reward_rises_over_training(tmp_path, embedder, one_thread) -
         seed=3,
         val=("conv-3",),
         memory_cost=0.0,
+        budget="none",
+        select_every=0,
     )
     report = train_controller(
         opts,
@@ -58,6 +60,42 @@ def test_unlabelled_reward_rises_over_training(tmp_path, embedder, one_thread) -
     assert set(report["val"]) >= {"all", "random", "untrained", "trained"}
     for row in report["val"].values():
         assert set(row) >= {"recall@10", "memories"}
+
+
+def test_an_interrupted_run_resumes_to_the_same_checkpoint(tmp_path, embedder, one_thread) -> None:
+    data = write_locomo(tmp_path / "logs.json", samples=3, sessions=3, turns=8)
+    opts = TrainOptions(
+        data=str(data), reward="unlabelled", k=2, updates=4, lr=3e-3, seed=5, select_every=2
+    )
+    skills = list(PRIMITIVES) + list(RULE_SKILLS)
+
+    def train(home: str, out: str, **kw: object) -> dict:
+        settings = Settings.from_keys(home=str(tmp_path / home))
+        ex = RulesExecutor(categories=True)
+        return train_controller(opts, settings, embedder, ex, skills, tmp_path / out, **kw)
+
+    whole = train("a", "whole.pt")
+    assert whole["resumed_from"] is None
+    assert whole["budget"]["source"] == "cosine" and whole["budget"]["memories_per_span"] > 0
+    assert [c["update"] for c in whole["candidates"]] == [0, 2, 4]
+    assert whole["selected_update"] in (0, 2, 4)
+    chosen = next(c for c in whole["candidates"] if c["update"] == whole["selected_update"])
+    cosine = whole["candidates"][0]
+    assert chosen["memories"] <= cosine["memories"] and chosen["recall"] >= cosine["recall"]
+    assert whole["stored"].endswith(f"controllers/{checkpoint_version(tmp_path / 'whole.pt')}.pt")
+
+    assert train("b", "part.pt", stop_after=2) == {"updates": 2, "interrupted": True}
+    assert not (tmp_path / "part.pt").exists()
+    resumed = train("b", "part.pt")
+    assert resumed["resumed_from"] == 2
+    assert resumed["curve"] == whole["curve"]
+    assert resumed["candidates"] == whole["candidates"]
+    assert resumed["val"] == whole["val"]
+    a = torch.load(tmp_path / "whole.pt", weights_only=True)["state_dict"]
+    b = torch.load(tmp_path / "part.pt", weights_only=True)["state_dict"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    # --fresh (resume=False) starts over: no resumed state
+    assert train("b", "again.pt", resume=False)["resumed_from"] is None
 
 
 def test_activate_then_run_records_the_controller_and_calls_no_llm(tmp_path, embedder) -> None:
@@ -94,3 +132,47 @@ def test_activate_then_run_records_the_controller_and_calls_no_llm(tmp_path, emb
     out = runner.invoke(cli, ["--home", str(home), "memory-skills", "list", "--json"])
     names = {r["name"] for r in json.loads(out.output)}
     assert names >= {s.name for s in RULE_SKILLS}
+
+
+def test_evolve_snapshots_every_cycle_and_resumes(tmp_path, embedder, one_thread) -> None:
+    from skillstream.eval.controller import evolve_controller
+    from skillstream.memskill.designer import Designer
+    from skillstream.storage.artifacts import ArtifactStore
+    from tests.memskill.conftest import ScriptedLLM
+    from tests.memskill.test_designer import ANALYSIS, GOOD_EDIT
+
+    data = write_locomo(tmp_path / "logs.json", samples=3, sessions=3, turns=8)
+    settings = Settings.from_keys(home=str(tmp_path / "home"))
+    opts = TrainOptions(data=str(data), reward="unlabelled", k=2, updates=1, lr=3e-3, seed=2)
+    skills = list(PRIMITIVES) + list(RULE_SKILLS)
+
+    def run(answers: list, **kw: object) -> tuple[dict, list]:
+        designer = Designer(ScriptedLLM(answers), max_changes=3)
+        ex = RulesExecutor(categories=True)
+        return evolve_controller(
+            opts,
+            settings,
+            embedder,
+            ex,
+            skills,
+            designer,
+            tmp_path / "e.pt",
+            cycles=2,
+            patience=5,
+            **kw,
+        )
+
+    part, _ = run([ANALYSIS, GOOD_EDIT], stop_after=1)
+    assert part == {"interrupted": True, "cycles": 1}
+    store = ArtifactStore(settings.storage.artifacts)
+    files = store.list("memskill/evolve")
+    assert any(f.endswith("cycle-0/controller.pt") for f in files)
+    bank = next(f for f in files if f.endswith("cycle-0/bank.json"))
+    assert "trip-dates" in {s["name"] for s in json.loads(store.get(bank))}
+    report, best = run([ANALYSIS, {"changes": []}])
+    assert report["resumed_from"] == 1
+    assert [r["cycle"] for r in report["cycles"]] == [0, 1]
+    assert len(report["snapshots"]) == 2
+    assert report["stored"].endswith(f"controllers/{checkpoint_version(tmp_path / 'e.pt')}.pt")
+    # the best cycle's bank: cycle 1 trained with the designer's new skill, cycle 0 without it
+    assert ("trip-dates" in {s.name for s in best}) == (report["best_cycle"] == 1)
