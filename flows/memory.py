@@ -3,7 +3,8 @@
     source (files | kafka) -> parse + validate ---------------------------> dead letters
                            -> key by conversation -> spans (stateful)
                            -> key by owner shard -> extract (stateful, owners concurrent)
-                           -> store sink (LanceDB memories, DuckDB catalog; one writer)
+                           -> store sink (LanceDB memories, catalog): one writer for a
+                              DuckDB file, one partition per owner shard for a shared catalog
 
 Run it with the CLI (``skillstream run``) or with Bytewax directly::
 
@@ -14,6 +15,7 @@ Run it with the CLI (``skillstream run``) or with Bytewax directly::
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -49,13 +51,13 @@ class FlowParts:
 
 
 def read_done_spans(settings: Settings) -> frozenset[str]:
-    """Span ids already in the ledger (read once, before the flow runs)."""
-    path = Path(settings.storage.catalog)
-    if not path.exists():
-        return frozenset()
-    from skillstream.storage.catalog import Catalog
+    """Span ids already in the ledger (read once, before the flow runs; every process of a
+    cluster reads a shared catalog's ledger)."""
+    from skillstream.storage.catalog import catalog_exists, open_catalog
 
-    cat = Catalog(str(path), read_only=True)
+    if not catalog_exists(settings.storage):
+        return frozenset()
+    cat = open_catalog(settings.storage, read_only=True)
     try:
         return frozenset(cat.processed_span_ids())
     finally:
@@ -75,8 +77,10 @@ def build_flow(
     """Wire the memory dataflow for ``source`` with ``settings``.
 
     With ``reconcile`` (the default), LanceDB rows that the catalog never committed (a run that
-    stopped between the sink's two writes) are rolled back first; in a cluster only the process
-    that owns the store sink (process 0) should do it, before it joins the cluster.
+    stopped between the sink's two writes) are rolled back first; in a cluster with a DuckDB file
+    only the process that owns the store sink (process 0) should do it, before it joins the
+    cluster. With a shared catalog every store partition does it for its own owners as it starts
+    (so every process passes ``reconcile``).
     """
     from skillstream.storage.lance import MemoryIndex
 
@@ -97,7 +101,8 @@ def build_flow(
             )
         return idx
 
-    if reconcile:
+    if reconcile and not settings.storage.shared_catalog:
+        # A shared catalog's store partitions reconcile their own owners when they start.
         from skillstream.storage.reconcile import reconcile_home
 
         reconcile_home(settings, embedder.dim, embedder.encode)
@@ -138,7 +143,14 @@ def build_flow(
         op.map("dead-to-store", dead, lambda d: ("store", d)),
         *_task_skills(settings, messages, embedder, workers),
     )
-    op.output("store", to_store, ResultSink(settings, embedder.dim))
+    sink = ResultSink(
+        settings,
+        embedder.dim,
+        shards=shards,
+        shard=functools.partial(shard_of, shards=shards),
+        embed=embedder.encode if reconcile else None,
+    )
+    op.output("store", op.map("by-store-partition", to_store, sink.route), sink)
     if events_to:
         from skillstream.connectors.kafka import memory_events_sink
 

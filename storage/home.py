@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from skillstream.settings import Settings
 from skillstream.storage.artifacts import ArtifactStore
-from skillstream.storage.catalog import Catalog
+from skillstream.storage.catalog import Catalog, open_catalog
 from skillstream.storage.lance import MemoryIndex
 
 
@@ -65,7 +65,7 @@ def open_stores(settings: Settings, dim: int, read_only: bool = False) -> Stores
     """
     options = storage_options(settings)
     index = MemoryIndex(settings.storage.lancedb, dim, options, create=not read_only)
-    catalog = Catalog(settings.storage.catalog, read_only=read_only)
+    catalog = open_catalog(settings.storage, read_only=read_only)
     try:
         catalog.attach_lance(settings.storage.lancedb, options, db=index.db)
         artifacts = ArtifactStore(settings.storage.artifacts, options)

@@ -6,23 +6,46 @@ The only module of ``storage`` that imports Bytewax; the write itself is
 
 from __future__ import annotations
 
+import logging
+import zlib
+from collections.abc import Callable
 from typing import Any
 
 from bytewax.outputs import FixedPartitionedSink, StatefulSinkPartition
 
+from skillstream.model import DeadLetter, MaintenanceResult, SpanResult
 from skillstream.settings import Settings
 from skillstream.storage.home import Stores, open_stores
 from skillstream.storage.writer import write_results
 
+log = logging.getLogger(__name__)
+
 PARTITION = "store"
+"""The one partition of a DuckDB-file catalog; a shared catalog has ``store-<shard>`` ones."""
+
+Shard = Callable[[str], str]
+"""An owner id's shard (the flow's ``shard_of``: a decimal number below the shard count)."""
+
+
+def part_name(shard: int) -> str:
+    """The partition of an owner shard (zero-padded, so names sort as the numbers do)."""
+    return f"{PARTITION}-{shard:05d}"
 
 
 class ResultSink(FixedPartitionedSink):
     """Bytewax sink writing ``(key, SpanResult | DeadLetter)`` items to the home's stores.
 
-    It has a single partition (``"store"``): however many workers and processes run the flow,
-    exactly one of them opens the stores and writes, since a DuckDB file takes one writer process
-    and LanceDB upserts of one key must not race. Items from other workers are routed to it.
+    **A DuckDB file** (the default) takes one writing process, so the sink has a single partition
+    (``"store"``): however many workers and processes run the flow, exactly one of them opens the
+    stores and writes, and items from other workers are routed to it.
+
+    **A shared catalog** (DuckLake, ``settings.storage.shared_catalog``) takes concurrent writers,
+    so the sink has one partition per owner shard (``store-00000`` ...), spread over every worker
+    of every process. An item's key is its owner's shard (:meth:`route` makes it), so each owner,
+    and therefore each memory id, has exactly one writer: no two writers race on a new LanceDB id.
+    Before a partition writes, it rolls back LanceDB rows of its own owners that the catalog never
+    committed (``storage.reconcile``); other owners' rows may be in flight elsewhere and are left
+    alone. Commits that meet another writer's are run again, in LanceDB and in the catalog.
 
     Delivery guarantee: at-least-once, like Bytewax recovery. Every row has a deterministic id and
     every write is an upsert (or insert-if-new for the lifecycle log), so items replayed after a
@@ -34,21 +57,77 @@ class ResultSink(FixedPartitionedSink):
         dim: Embedding width of the memories table.
         optimize_every: Fold new rows into LanceDB's full-text index after this many memory
             writes (and when the flow ends); ``0`` turns it off.
+        shards: Owner shards of the flow (``SKILLSTREAM_SHARDS`` or the worker count); the
+            partition count of a shared catalog.
+        shard: Owner id -> shard, the same function that keys extraction.
+        embed: Embeds committed rows a partition's reconcile restores; without it a partition
+            does not reconcile.
     """
 
-    def __init__(self, settings: Settings, dim: int, *, optimize_every: int = 10_000) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        dim: int,
+        *,
+        optimize_every: int = 10_000,
+        shards: int = 1,
+        shard: Shard | None = None,
+        embed: Any = None,
+    ) -> None:
         self.settings = settings
         self.dim = dim
         self.optimize_every = optimize_every
+        self.shared = settings.storage.shared_catalog
+        self.shards = max(1, shards)
+        self.shard = shard or _crc_shard(self.shards)
+        self.embed = embed
 
     def list_parts(self) -> list[str]:
-        return [PARTITION]
+        if not self.shared:
+            return [PARTITION]
+        return [part_name(i) for i in range(self.shards)]
 
     def part_fn(self, item_key: str) -> int:
-        return 0
+        if not self.shared:
+            return 0
+        return int(item_key) if item_key.isdigit() else zlib.crc32(item_key.encode("utf-8"))
+
+    def route(self, item: tuple[str, Any] | Any) -> tuple[str, Any]:
+        """``(key, value)`` for the sink: the owner's shard on a shared catalog (dead letters
+        by their id), else ``"store"``."""
+        value = item[1] if isinstance(item, tuple) and len(item) == 2 else item
+        if not self.shared:
+            return (PARTITION, value)
+        return (self.shard(owner_of(value)), value)
 
     def build_part(self, step_id: str, for_part: str, resume_state: None) -> _StorePartition:
+        if self.shared and self.embed is not None:
+            shard = str(int(for_part.rsplit("-", 1)[-1]))
+            from skillstream.storage.reconcile import reconcile_home
+
+            reconcile_home(
+                self.settings, self.dim, self.embed, owners=lambda o: self.shard(o) == shard
+            )
         return _StorePartition(open_stores(self.settings, self.dim), self.optimize_every)
+
+
+def owner_of(value: Any) -> str:
+    """The owner an item is written for (a dead letter: its own id, which spreads them)."""
+    if isinstance(value, SpanResult):
+        return value.span.owner_id
+    if isinstance(value, DeadLetter):
+        return value.id
+    if isinstance(value, MaintenanceResult):
+        return value.owner_id
+    owner = getattr(value, "owner_id", None)  # a task-skill result
+    return str(owner) if owner is not None else ""
+
+
+def _crc_shard(shards: int) -> Shard:
+    def shard(owner: str) -> str:
+        return str(zlib.crc32(owner.encode("utf-8")) % shards)
+
+    return shard
 
 
 class _StorePartition(StatefulSinkPartition):

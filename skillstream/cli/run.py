@@ -118,11 +118,19 @@ def run(
             raise InputError(f"no --source given and the bundled sample {source} is missing")
     if not settings.storage.home.startswith(("s3://", "oss://", "memory://")):
         Path(settings.storage.home).mkdir(parents=True, exist_ok=True)
-    Path(settings.storage.catalog).parent.mkdir(parents=True, exist_ok=True)
+    if not settings.storage.shared_catalog:
+        Path(settings.storage.catalog).parent.mkdir(parents=True, exist_ok=True)
 
     src = make_source(source, fmt, parse_pairs(mapping, "--map"), settings, kafka_pairs, tail)
+    # Shards default to the cluster's worker count; a shared catalog gets one store partition per
+    # shard and every process reconciles its own partitions' owners.
+    processes = len(addresses.split(";")) if addresses else 1
     parts = build_flow(
-        settings, src, workers=workers, events_to=events_to, reconcile=process_id in (None, 0)
+        settings,
+        src,
+        workers=workers * processes,
+        events_to=events_to,
+        reconcile=settings.storage.shared_catalog or process_id in (None, 0),
     )
 
     recovery = None

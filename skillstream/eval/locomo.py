@@ -199,7 +199,7 @@ def build_home(settings: Settings, input_path: Path, system: str) -> Build:
     from skillstream.flows import progress
     from skillstream.flows.memory import build_flow
     from skillstream.storage import filters
-    from skillstream.storage.catalog import Catalog
+    from skillstream.storage.catalog import open_catalog
     from skillstream.storage.lance import MemoryIndex
 
     home = Path(settings.storage.home)
@@ -224,7 +224,7 @@ def build_home(settings: Settings, input_path: Path, system: str) -> Build:
     index = MemoryIndex(settings.storage.lancedb, parts.dim)
     out.items = index.count(filters.eq("status", MemoryStatus.ACTIVATED))
     out.items_total = index.count()
-    cat = Catalog(settings.storage.catalog, read_only=True)
+    cat = open_catalog(settings.storage, read_only=True)
     try:
         rows = cat.sql("SELECT prompt_tokens, completion_tokens, status, cached FROM llm_calls")
     finally:
