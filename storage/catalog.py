@@ -266,6 +266,7 @@ class Catalog:
                 raise InputError(f"catalog file {self.path!r} does not exist; run the flow first")
             if not self.read_only:
                 file.parent.mkdir(parents=True, exist_ok=True)
+                _remove_dead_creators(file)
                 if not file.exists():
                     _create_file(file)
         try:
@@ -689,14 +690,8 @@ def _create_file(file: Path) -> None:
     """Create a catalog file with every declared table, atomically.
 
     The file is built under a temporary name and hard-linked to its real name only when complete
-    (a link never replaces an existing file, so a concurrent creator's file wins). Temporary files
-    of creators that died are removed.
+    (a link never replaces an existing file, so a concurrent creator's file wins).
     """
-    for stale in file.parent.glob(f"{file.name}{_CREATING}*"):
-        pid = stale.name.rsplit("-", 2)[-2] if stale.name.count("-") >= 2 else ""
-        if pid.isdigit() and not _pid_alive(int(pid)):
-            with contextlib.suppress(OSError):
-                stale.unlink()
     tmp = file.with_name(f"{file.name}{_CREATING}{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
         con = duckdb.connect(str(tmp))
@@ -714,6 +709,15 @@ def _create_file(file: Path) -> None:
         for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
             with contextlib.suppress(OSError):
                 leftover.unlink()
+
+
+def _remove_dead_creators(file: Path) -> None:
+    """Remove temporary files that creators killed mid-creation left (their process is gone)."""
+    for stale in file.parent.glob(f"{file.name}{_CREATING}*"):
+        pid = stale.name.split(_CREATING, 1)[1].split("-", 1)[0]
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            with contextlib.suppress(OSError):
+                stale.unlink()
 
 
 def _s3_secret(con: duckdb.DuckDBPyConnection, uri: str, options: dict | None) -> None:
