@@ -73,6 +73,7 @@ def build_flow(
     flow_id: str = "skillstream-memory",
     events_to: str | None = None,
     reconcile: bool = True,
+    cluster: tuple[int, int, int] | None = None,
 ) -> FlowParts:
     """Wire the memory dataflow for ``source`` with ``settings``.
 
@@ -80,7 +81,8 @@ def build_flow(
     stopped between the sink's two writes) are rolled back first; in a cluster with a DuckDB file
     only the process that owns the store sink (process 0) should do it, before it joins the
     cluster. With a shared catalog every store partition does it for its own owners as it starts
-    (so every process passes ``reconcile``).
+    (so every process passes ``reconcile``), and ``cluster`` (``(process_id, processes,
+    workers_per_process)``) deals its partitions out over every worker of every process.
     """
     from skillstream.storage.lance import MemoryIndex
 
@@ -101,6 +103,11 @@ def build_flow(
             )
         return idx
 
+    if settings.storage.shared_catalog:
+        # Create the shared catalog's tables now, before the store partitions open it at once.
+        from skillstream.storage.catalog import open_catalog
+
+        open_catalog(settings.storage).close()
     if reconcile and not settings.storage.shared_catalog:
         # A shared catalog's store partitions reconcile their own owners when they start.
         from skillstream.storage.reconcile import reconcile_home
@@ -149,6 +156,7 @@ def build_flow(
         shards=shards,
         shard=functools.partial(shard_of, shards=shards),
         embed=embedder.encode if reconcile else None,
+        cluster=cluster or (0, 1, max(1, workers)),
     )
     op.output("store", op.map("by-store-partition", to_store, sink.route), sink)
     if events_to:

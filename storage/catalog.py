@@ -62,6 +62,10 @@ class CatalogLockedError(TransientError):
     """The catalog file is held by another process's read-write connection."""
 
 
+class LakeMissingError(InputError):
+    """The PostgreSQL database holds no DuckLake catalog yet (nothing was written)."""
+
+
 # ---------------------------------------------------------------------- Arrow -> DuckDB DDL
 _SCALARS = {
     pa.string(): "VARCHAR",
@@ -303,7 +307,7 @@ class Catalog:
             f"dbname={part['dbname']} host={part['host']} port={part['port']} user={part['user']}"
         )
         opts = []
-        if data:
+        if data and not self.read_only:  # readers use the data path stored in the catalog
             local = protocol_of(data) == ""
             if local and not self.read_only:
                 Path(data).mkdir(parents=True, exist_ok=True)
@@ -319,15 +323,15 @@ class Catalog:
                 con.execute(attach)
                 break
             except duckdb.Error as e:
-                if is_conflict(e) and attempt < 7:  # two processes creating the metadata at once
+                racing = is_conflict(e) or "already exists" in str(e) or "duplicate key" in str(e)
+                if racing and attempt < 7:  # two processes creating the metadata at once
                     _backoff(attempt)
                     continue
                 with contextlib.suppress(duckdb.Error):
                     con.close()
-                if self.read_only:
-                    raise InputError(
-                        f"cannot open the DuckLake catalog {shown} for reading (has a flow "
-                        f"written it yet?): {e}"
+                if self.read_only and "does not exist" in str(e) and "DuckLake" in str(e):
+                    raise LakeMissingError(
+                        f"no DuckLake catalog in {shown} yet; run the flow first"
                     ) from e
                 raise TransientError(f"cannot attach the DuckLake catalog {shown}: {e}") from e
         con.execute(f"USE {LAKE}")
@@ -612,6 +616,24 @@ class Catalog:
         self.create_views()
         return attached
 
+    def publish_memories_view(self, lancedb_uri: str) -> bool:
+        """On DuckLake, store the ``memories`` view in the catalog itself, reading the LanceDB
+        table through DuckDB's ``lance`` extension, so any DuckDB client that loads that
+        extension and attaches the catalog can query ``memories`` (not only this program).
+
+        Returns ``False`` (and changes nothing) on a DuckDB file, a read-only catalog, or
+        without the ``lance`` extension's wheel.
+        """
+        if not self.shared or self.read_only or not self.load_extension("lance"):
+            return False
+        location = lancedb_uri.rstrip("/") + "/memories.lance"
+        sql = (
+            f"CREATE OR REPLACE VIEW {LAKE}.main.memories AS SELECT m.*, l.vector "
+            f"FROM {LAKE}.main.memory_meta AS m JOIN {literal(location)} AS l ON l.id = m.id"
+        )
+        self.run_transaction(lambda cat: cat.con.execute(sql))
+        return True
+
     def refresh_lance(self) -> list[str]:
         """Re-pin the attached LanceDB tables to their latest versions."""
         if self._lance is None:
@@ -681,7 +703,7 @@ def catalog_exists(storage: StorageSettings) -> bool:
         return Path(storage.catalog).exists()
     try:
         open_catalog(storage, read_only=True).close()
-    except InputError:
+    except LakeMissingError:
         return False
     return True
 

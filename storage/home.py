@@ -67,6 +67,8 @@ def open_stores(settings: Settings, dim: int, read_only: bool = False) -> Stores
     index = MemoryIndex(settings.storage.lancedb, dim, options, create=not read_only)
     catalog = open_catalog(settings.storage, read_only=read_only)
     try:
+        if not read_only:
+            catalog.publish_memories_view(settings.storage.lancedb)
         catalog.attach_lance(settings.storage.lancedb, options, db=index.db)
         artifacts = ArtifactStore(settings.storage.artifacts, options)
     except BaseException:

@@ -7,6 +7,7 @@ The only module of ``storage`` that imports Bytewax; the write itself is
 from __future__ import annotations
 
 import logging
+import threading
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -62,6 +63,10 @@ class ResultSink(FixedPartitionedSink):
         shard: Owner id -> shard, the same function that keys extraction.
         embed: Embeds committed rows a partition's reconcile restores; without it a partition
             does not reconcile.
+        cluster: ``(process_id, processes, workers_per_process)`` of a shared catalog's run, so
+            the partitions are dealt out over every worker of every process (Bytewax gives a
+            partition that several workers list to the lowest of them). Without it every worker
+            lists every partition and the first worker writes them all.
     """
 
     def __init__(
@@ -73,19 +78,36 @@ class ResultSink(FixedPartitionedSink):
         shards: int = 1,
         shard: Shard | None = None,
         embed: Any = None,
+        cluster: tuple[int, int, int] | None = None,
     ) -> None:
         self.settings = settings
         self.dim = dim
         self.optimize_every = optimize_every
         self.shared = settings.storage.shared_catalog
+        if self.shared and cluster is not None and max(1, shards) < cluster[1] * cluster[2]:
+            log.warning(
+                "%d owner shards for %d store workers: some workers write nothing "
+                "(set SKILLSTREAM_SHARDS to a multiple of the worker count)",
+                shards,
+                cluster[1] * cluster[2],
+            )
         self.shards = max(1, shards)
         self.shard = shard or _crc_shard(self.shards)
         self.embed = embed
+        self.cluster = cluster
+        self._slots: dict[int, int] = {}
+        self._lock = threading.Lock()
 
     def list_parts(self) -> list[str]:
         if not self.shared:
             return [PARTITION]
-        return [part_name(i) for i in range(self.shards)]
+        if self.cluster is None:
+            return [part_name(i) for i in range(self.shards)]
+        process, processes, workers = self.cluster
+        with self._lock:  # each worker thread of this process gets a slot of its own
+            slot = self._slots.setdefault(threading.get_ident(), len(self._slots)) % workers
+        mine, every = process * workers + slot, max(1, processes * workers)
+        return [part_name(i) for i in range(self.shards) if i % every == mine]
 
     def part_fn(self, item_key: str) -> int:
         if not self.shared:

@@ -131,6 +131,7 @@ def run(
         workers=workers * processes,
         events_to=events_to,
         reconcile=settings.storage.shared_catalog or process_id in (None, 0),
+        cluster=(process_id or 0, processes, workers),
     )
 
     recovery = None

@@ -95,7 +95,18 @@ def postgres_server() -> Iterator[Postgres]:
     port = free_port()
     try:
         subprocess.run(
-            [*run_as, str(found / "initdb"), "-D", str(data), "-A", "trust", "-U", USER, "-E", "UTF8"],
+            [
+                *run_as,
+                str(found / "initdb"),
+                "-D",
+                str(data),
+                "-A",
+                "trust",
+                "-U",
+                USER,
+                "-E",
+                "UTF8",
+            ],
             check=True,
             capture_output=True,
             timeout=120,

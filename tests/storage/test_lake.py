@@ -69,7 +69,7 @@ def test_same_rows_as_the_duckdb_file(tmp_path, lake_catalog):
 
 def test_read_only_open_of_a_lake_that_was_never_written(lake_catalog):
     settings = Settings.from_keys(catalog=lake_catalog)
-    with pytest.raises(InputError, match="for reading"):
+    with pytest.raises(InputError, match="no DuckLake catalog"):
         Catalog(lake_catalog, read_only=True)
     assert not catalog_exists(settings.storage)
     open_catalog(settings.storage).close()  # a writer creates it
@@ -168,3 +168,30 @@ def test_two_writer_processes_and_a_reader_at_once(tmp_path, lake_catalog):
             "SELECT DISTINCT author FROM ducklake_snapshots('lake') WHERE author IS NOT NULL"
         ).to_pylist()
         assert len(authors) == 2  # both processes committed
+
+
+def test_any_duckdb_client_that_attaches_the_catalog_sees_memories(tmp_path, lake_catalog):
+    """A plain DuckDB connection (not this program): load the wheels' extensions, attach the
+    DuckLake catalog, and the stored ``memories`` view joins the catalog with LanceDB."""
+    import duckdb
+
+    from skillstream.settings import lake_parts
+    from skillstream.storage.catalog import extension_path
+
+    settings = Settings.from_keys(
+        home=str(tmp_path / "home"), catalog=lake_catalog, catalog_data=str(tmp_path / "data")
+    )
+    with open_stores(settings, DIM) as stores:
+        write_results(stores, [make_result(n, owner) for owner in ("a", "b") for n in range(3)])
+    part = lake_parts(lake_catalog)
+    assert part is not None
+    con = duckdb.connect()
+    for name in ("postgres_scanner", "ducklake", "lance"):
+        con.execute(f"LOAD '{extension_path(name)}'")
+    con.execute(
+        f"ATTACH 'ducklake:postgres:dbname={part['dbname']} host={part['host']} "
+        f"port={part['port']} user={part['user']}' AS lake (READ_ONLY)"
+    )
+    n, width = con.execute("SELECT count(*), min(len(vector)) FROM lake.memories").fetchone()
+    assert (n, width) == (12, DIM)
+    con.close()
