@@ -621,8 +621,9 @@ class Catalog:
         table through DuckDB's ``lance`` extension, so any DuckDB client that loads that
         extension and attaches the catalog can query ``memories`` (not only this program).
 
-        Returns ``False`` (and changes nothing) on a DuckDB file, a read-only catalog, or
-        without the ``lance`` extension's wheel.
+        Returns ``False`` (and changes nothing) on a DuckDB file, a read-only catalog, without
+        the ``lance`` extension's wheel, or when that extension cannot open the LanceDB table
+        (it does not read LanceDB's S3 options).
         """
         if not self.shared or self.read_only or not self.load_extension("lance"):
             return False
@@ -631,7 +632,13 @@ class Catalog:
             f"CREATE OR REPLACE VIEW {LAKE}.main.memories AS SELECT m.*, l.vector "
             f"FROM {LAKE}.main.memory_meta AS m JOIN {literal(location)} AS l ON l.id = m.id"
         )
-        self.run_transaction(lambda cat: cat.con.execute(sql))
+        try:
+            self.run_transaction(lambda cat: cat.con.execute(sql))
+        except duckdb.Error as e:
+            # DuckDB checks the view's LanceDB table as it stores it; the lance extension cannot
+            # always reach it (S3 credentials are LanceDB's own). The run goes on without it.
+            log.warning("memories view not stored in the catalog (LanceDB at %s): %s", location, e)
+            return False
         return True
 
     def refresh_lance(self) -> list[str]:

@@ -126,7 +126,8 @@ def stats(ctx, as_json):
         tables = [
             r["name"]
             for r in cat.sql(
-                "select table_name as name from duckdb_tables() order by 1"
+                "select table_name as name from duckdb_tables() "
+                "where database_name = current_database() order by 1"
             ).to_pylist()
         ]
         out = {

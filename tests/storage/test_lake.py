@@ -195,3 +195,35 @@ def test_any_duckdb_client_that_attaches_the_catalog_sees_memories(tmp_path, lak
     n, width = con.execute("SELECT count(*), min(len(vector)) FROM lake.memories").fetchone()
     assert (n, width) == (12, DIM)
     con.close()
+
+
+def test_the_query_commands_read_a_shared_catalog(tmp_path, lake_catalog):
+    """sql, stats, search, history and skills list on DuckLake, from another process's view."""
+    import json
+
+    from click.testing import CliRunner
+
+    from skillstream.cli import cli
+
+    home = tmp_path / "home"
+    settings = Settings.from_keys(
+        home=str(home), catalog=lake_catalog, catalog_data=str(tmp_path / "data")
+    )
+    with open_stores(settings, DIM) as stores:
+        write_results(stores, [make_result(n, "a") for n in range(3)])
+    env = {"SKILLSTREAM_CATALOG": lake_catalog, "SKILLSTREAM_CATALOG_DATA": str(tmp_path / "data")}
+    runner = CliRunner()
+
+    def run(*args: str) -> str:
+        out = runner.invoke(cli, ["--home", str(home), *args], env=env)
+        assert out.exit_code == 0, out.output
+        return out.stdout
+
+    assert json.loads(run("sql", "select count(*) as n from memories", "--json"))[0]["n"] == 6
+    stats = json.loads(run("stats", "--json"))
+    assert stats["memories"] == 6 and stats["tables"]["spans"] == 3
+    assert "ducklake_snapshot" not in stats["tables"]  # DuckLake's own tables are not ours
+    assert "mem_a_0" in run("history", "mem_a_0", "--owner", "a", "--json")
+    assert "mem_a_" in run("search", "memory number", "--owner", "a", "--json")
+    run("skills", "list", "--json")
+
