@@ -226,4 +226,3 @@ def test_the_query_commands_read_a_shared_catalog(tmp_path, lake_catalog):
     assert "mem_a_0" in run("history", "mem_a_0", "--owner", "a", "--json")
     assert "mem_a_" in run("search", "memory number", "--owner", "a", "--json")
     run("skills", "list", "--json")
-
