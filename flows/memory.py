@@ -80,7 +80,7 @@ def build_flow(
     With ``reconcile`` (the default), LanceDB rows that the catalog never committed (a run that
     stopped between the sink's two writes) are rolled back first; in a cluster with a DuckDB file
     only the process that owns the store sink (process 0) should do it, before it joins the
-    cluster. With a shared catalog every store partition does it for its own owners as it starts
+    cluster. With a shared catalog every process does it for the owners its store partitions write
     (so every process passes ``reconcile``), and ``cluster`` (``(process_id, processes,
     workers_per_process)``) deals its partitions out over every worker of every process.
     """
@@ -103,16 +103,28 @@ def build_flow(
             )
         return idx
 
+    shards = settings.flow.shards or max(1, workers)
+    from skillstream.storage.sinks import ResultSink
+
+    sink = ResultSink(
+        settings,
+        embedder.dim,
+        shards=shards,
+        shard=functools.partial(shard_of, shards=shards),
+        cluster=cluster or (0, 1, max(1, workers)),
+    )
     if settings.storage.shared_catalog:
         # Create the shared catalog's tables now, before the store partitions open it at once.
         from skillstream.storage.catalog import open_catalog
 
         open_catalog(settings.storage).close()
-    if reconcile and not settings.storage.shared_catalog:
-        # A shared catalog's store partitions reconcile their own owners when they start.
+    if reconcile:
         from skillstream.storage.reconcile import reconcile_home
 
-        reconcile_home(settings, embedder.dim, embedder.encode)
+        # A DuckDB file: every owner (one writer). A shared catalog: the owners this process's
+        # store partitions write; no worker of the cluster runs before every process has done it.
+        owners = sink.owns((cluster or (0, 1, 1))[0]) if settings.storage.shared_catalog else None
+        reconcile_home(settings, embedder.dim, embedder.encode, owners=owners)
 
     def hydrate(owner_id: str):
         return index().owner_memories(owner_id)
@@ -121,10 +133,6 @@ def build_flow(
         settings, embedder, executor=executor, hydrate=hydrate, done_spans=done
     )
     builder = SpanBuilder(counter.count, settings.spans.span_tokens, settings.spans.idle_gap)
-    shards = settings.flow.shards or max(1, workers)
-
-    from skillstream.storage.sinks import ResultSink
-
     flow = Dataflow(flow_id)
     items = op.input("read", flow, source)
     split = op.branch("valid", items, lambda x: isinstance(x, Message))
@@ -149,14 +157,6 @@ def build_flow(
         op.map("results-to-store", results, lambda r: ("store", r)),
         op.map("dead-to-store", dead, lambda d: ("store", d)),
         *_task_skills(settings, messages, embedder, workers),
-    )
-    sink = ResultSink(
-        settings,
-        embedder.dim,
-        shards=shards,
-        shard=functools.partial(shard_of, shards=shards),
-        embed=embedder.encode if reconcile else None,
-        cluster=cluster or (0, 1, max(1, workers)),
     )
     op.output("store", op.map("by-store-partition", to_store, sink.route), sink)
     if events_to:

@@ -42,11 +42,12 @@ class ResultSink(FixedPartitionedSink):
 
     **A shared catalog** (DuckLake, ``settings.storage.shared_catalog``) takes concurrent writers,
     so the sink has one partition per owner shard (``store-00000`` ...), spread over every worker
-    of every process. An item's key is its owner's shard (:meth:`route` makes it), so each owner,
-    and therefore each memory id, has exactly one writer: no two writers race on a new LanceDB id.
-    Before a partition writes, it rolls back LanceDB rows of its own owners that the catalog never
-    committed (``storage.reconcile``); other owners' rows may be in flight elsewhere and are left
-    alone. Commits that meet another writer's are run again, in LanceDB and in the catalog.
+    of every process (:meth:`shards_of`). An item's key is its owner's shard (:meth:`route` makes
+    it), so each owner, and therefore each memory id, has exactly one writer: no two writers race
+    on a new LanceDB id. Before the cluster starts, each process rolls back the uncommitted LanceDB
+    rows of the owners its partitions write (``flows.memory.build_flow``); other owners' rows are
+    left to their own process. Commits that meet another writer's are run again, in LanceDB and in
+    the catalog.
 
     Delivery guarantee: at-least-once, like Bytewax recovery. Every row has a deterministic id and
     every write is an upsert (or insert-if-new for the lifecycle log), so items replayed after a
@@ -61,8 +62,6 @@ class ResultSink(FixedPartitionedSink):
         shards: Owner shards of the flow (``SKILLSTREAM_SHARDS`` or the worker count); the
             partition count of a shared catalog.
         shard: Owner id -> shard, the same function that keys extraction.
-        embed: Embeds committed rows a partition's reconcile restores; without it a partition
-            does not reconcile.
         cluster: ``(process_id, processes, workers_per_process)`` of a shared catalog's run, so
             the partitions are dealt out over every worker of every process (Bytewax gives a
             partition that several workers list to the lowest of them). Without it every worker
@@ -77,7 +76,6 @@ class ResultSink(FixedPartitionedSink):
         optimize_every: int = 10_000,
         shards: int = 1,
         shard: Shard | None = None,
-        embed: Any = None,
         cluster: tuple[int, int, int] | None = None,
     ) -> None:
         self.settings = settings
@@ -93,7 +91,6 @@ class ResultSink(FixedPartitionedSink):
             )
         self.shards = max(1, shards)
         self.shard = shard or _crc_shard(self.shards)
-        self.embed = embed
         self.cluster = cluster
         self._slots: dict[int, int] = {}
         self._lock = threading.Lock()
@@ -109,6 +106,24 @@ class ResultSink(FixedPartitionedSink):
         mine, every = process * workers + slot, max(1, processes * workers)
         return [part_name(i) for i in range(self.shards) if i % every == mine]
 
+    def shards_of(self, process: int) -> set[int]:
+        """The owner shards whose partitions a process of the cluster writes (all of them
+        without ``cluster``, or on a DuckDB file)."""
+        if not self.shared or self.cluster is None:
+            return set(range(self.shards))
+        _, processes, workers = self.cluster
+        every = max(1, processes * workers)
+        return {
+            i
+            for i in range(self.shards)
+            if process * workers <= i % every < (process + 1) * workers
+        }
+
+    def owns(self, process: int) -> Callable[[str], bool]:
+        """Owner id -> whether a process's partitions write it (for its reconcile)."""
+        mine = {str(i) for i in self.shards_of(process)}
+        return lambda owner: self.shard(owner) in mine
+
     def part_fn(self, item_key: str) -> int:
         if not self.shared:
             return 0
@@ -123,13 +138,6 @@ class ResultSink(FixedPartitionedSink):
         return (self.shard(owner_of(value)), value)
 
     def build_part(self, step_id: str, for_part: str, resume_state: None) -> _StorePartition:
-        if self.shared and self.embed is not None:
-            shard = str(int(for_part.rsplit("-", 1)[-1]))
-            from skillstream.storage.reconcile import reconcile_home
-
-            reconcile_home(
-                self.settings, self.dim, self.embed, owners=lambda o: self.shard(o) == shard
-            )
         return _StorePartition(open_stores(self.settings, self.dim), self.optimize_every)
 
 
