@@ -185,7 +185,9 @@ def test_two_writers_killed_and_resumed_equal_one_process_on_the_duckdb_file(
         total_spans = cat.count("spans")
 
     assert len(expected) > 20 and 0 < spans_at_kill < total_spans, (spans_at_kill, total_spans)
-    assert 0 < asked_before < len(clean_bodies)
+    # every request may have been answered before the kill (answers come faster than commits):
+    # the resumed run then re-extracts committed-nothing spans from the response cache alone
+    assert 0 < asked_before <= len(clean_bodies)
     got = lance_rows(settings)
     assert len(got) == len({r["id"] for r in got})  # no duplicate LanceDB rows
     assert sorted((r["id"], r["text"], r["status"], r["version"]) for r in got) == expected
