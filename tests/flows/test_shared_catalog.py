@@ -65,6 +65,15 @@ def snapshot_authors(settings: Settings) -> set[str]:
     return {r["author"] for r in rows}
 
 
+def lake_memories(settings: Settings) -> list[dict]:
+    """Every memory row in LanceDB on S3 (id, text, status, version)."""
+    from skillstream.storage.lance import connect
+
+    db = connect(settings.storage.lancedb, dict(settings.storage.storage_options))
+    columns = ["id", "text", "status", "version"]
+    return db.open_table("memories").to_arrow().select(columns).to_pylist()
+
+
 def ledger_spans(settings: Settings) -> int:
     with open_catalog(settings.storage, read_only=True) as cat:
         return int(cat.sql("SELECT count(*) AS n FROM spans").to_pylist()[0]["n"])
@@ -188,7 +197,7 @@ def test_two_writers_killed_and_resumed_equal_one_process_on_the_duckdb_file(
     # every request may have been answered before the kill (answers come faster than commits):
     # the resumed run then re-extracts committed-nothing spans from the response cache alone
     assert 0 < asked_before <= len(clean_bodies)
-    got = lance_rows(settings)
+    got = lake_memories(settings)
     assert len(got) == len({r["id"] for r in got})  # no duplicate LanceDB rows
     assert sorted((r["id"], r["text"], r["status"], r["version"]) for r in got) == expected
     with open_catalog(settings.storage, read_only=True) as cat:
