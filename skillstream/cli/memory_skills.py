@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import click
@@ -27,13 +26,12 @@ from skillstream.vocab import MemorySkillStatus
 @contextlib.contextmanager
 def _bank(settings: Any, write: bool = False) -> Iterator[Any]:
     from skillstream.memskill.bank import MemorySkillBank
-    from skillstream.storage.catalog import Catalog
+    from skillstream.storage.catalog import Catalog, catalog_exists, open_catalog
 
-    path = Path(settings.storage.catalog)
-    if not write and not path.exists():
+    if not write and not catalog_exists(settings.storage):
         cat = Catalog(":memory:", read_only=False)  # an empty bank reads as the primitives
     else:
-        cat = Catalog(str(path), read_only=not write)
+        cat = open_catalog(settings.storage, read_only=not write)
     try:
         yield MemorySkillBank(cat)
     finally:
@@ -134,8 +132,6 @@ def import_cmd(
 ) -> None:
     """Validate memory skill files (or folders of them) and store changes as new versions."""
     settings = settings_from(ctx)
-    if not dry_run:
-        Path(settings.storage.catalog).parent.mkdir(parents=True, exist_ok=True)
     with _bank(settings, write=not dry_run) as bank:
         report = bank.import_files(list(paths), force=force, dry_run=dry_run)
     summary = {
