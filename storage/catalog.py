@@ -265,6 +265,18 @@ class Catalog:
         """Whether this catalog takes concurrent writers (DuckLake)."""
         return self.lake is not None
 
+    def data_paths(self) -> list[str]:
+        """Where the catalog's own data files lie beyond the database it opened: a DuckLake
+        catalog's data path (as the catalog stored it); nothing for a DuckDB file."""
+        if not self.shared:
+            return []
+        row = self.con.execute(
+            f"SELECT value FROM {ident('__ducklake_metadata_' + LAKE)}.ducklake_metadata "
+            "WHERE key = 'data_path'"
+        ).fetchone()
+        path = str(row[0] or "") if row else ""
+        return [path.rstrip("/") + "/"] if path else []
+
     def _open_file(self) -> duckdb.DuckDBPyConnection:
         file = Path(self.path)
         if self.path != ":memory:":

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import click
@@ -248,7 +249,9 @@ def train_cmd(
             curve_dir=curve_dir,
         )
     rewards = report.pop("skill_rewards", {})
-    if Path(settings.storage.catalog).exists():
+    from skillstream.storage.catalog import catalog_exists
+
+    if catalog_exists(settings.storage):
         with _bank(settings, write=True) as bank:
             bank.record_rewards(rewards)
     report["skills_used"] = {k: len(v) for k, v in rewards.items()}
@@ -292,7 +295,6 @@ def activate(ctx: click.Context, checkpoint: str) -> None:
     if skills:
         from skillstream.rules.skills import RULE_SKILLS
 
-        Path(settings.storage.catalog).parent.mkdir(parents=True, exist_ok=True)
         with _bank(settings, write=True) as bank:
             bank.ensure_seeded()
             have = {v.name for v in bank.current()}
@@ -411,7 +413,6 @@ def evolve_cmd(
         patience=patience,
         on_cycle=lambda row: click.echo(dumps(row), err=True),
     )
-    Path(settings.storage.catalog).parent.mkdir(parents=True, exist_ok=True)
     before = {(x.name, x.description, x.instruction) for x in start}
     stored = []
     with _bank(settings, write=True) as bank:

@@ -10,6 +10,7 @@ maintenance runs) is an argument, not a second assembly.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from skillstream.apply import ApplyOptions

@@ -193,7 +193,7 @@ class MemorySearch:
 
     def _node_members(self) -> NodeMembers:
         if self._members is None:
-            self._members = NodeMembers(self.catalog, self.settings.storage.catalog)
+            self._members = NodeMembers(self.catalog, self.settings.storage)
         return self._members
 
     def close(self) -> None:
