@@ -172,17 +172,3 @@ def test_the_clock_emits_a_tick_before_the_first_span_past_each_boundary():
     out, _ = resumed.on_batch([a3])
     assert out == [MaintenanceTick("ann", midnight + 5 * day), a3]
     assert logic.snapshot() != resumed.snapshot()  # snapshots are copies
-
-
-@pytest.mark.slow
-def test_a_run_resumed_from_the_ledger_ends_like_one_run(tmp_path):
-    """A run that stopped after the first sessions, then a run over all the logs: the second one
-    hydrates the owners from the store and skips the spans of the ledger, and the maintenance ticks
-    before those spans are already in the store (they must not run again on the hydrated state)."""
-    full = write_jsonl(tmp_path / "all.jsonl", rows())
-    once = _settings(tmp_path / "once")
-    _run(once, full)
-    resumed = _settings(tmp_path / "resumed")
-    _run(resumed, write_jsonl(tmp_path / "first.jsonl", rows(0, 100)))
-    _run(resumed, full)
-    assert _state(resumed) == _state(once)
