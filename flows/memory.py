@@ -5,7 +5,8 @@
                            -> extract_memories: key by conversation -> spans (stateful)
                                                 -> key by owner shard -> extract (stateful)
                            -> distil_task_skills (when distillation is on)
-                           -> store (LanceDB memories, DuckDB catalog; one writer)
+                           -> store (LanceDB memories, catalog): one writer for a DuckDB
+                              file, one partition per owner shard for a shared catalog
 
 The flow is built from the public operators of ``skillstream.flows.operators``; a flow of your own
 can use the same ones between its own steps. Run it with the CLI (``skillstream run``) or with
@@ -65,12 +66,17 @@ def build_flow(
     flow_id: str = "skillstream-memory",
     events_to: str | None = None,
     reconcile: bool = True,
+    cluster: tuple[int, int, int] | None = None,
 ) -> FlowParts:
     """Wire the memory dataflow for ``source`` with ``settings``.
 
     With ``reconcile`` (the default), LanceDB rows that the catalog never committed (a run that
-    stopped between the sink's two writes) are rolled back first; in a cluster only the process
-    that owns the store sink (process 0) should do it, before it joins the cluster.
+    stopped between the sink's two writes) are rolled back first; in a cluster with a DuckDB file
+    only the process that owns the store sink (process 0) should do it, before it joins the
+    cluster. With a shared catalog every process does it for the owners its store partitions write
+    (so every process passes ``reconcile``), and ``cluster`` (``(process_id, processes,
+    workers_per_process)``) deals the partitions out over every worker of every process;
+    ``workers`` is then the cluster's worker count.
     """
     embedder = get_embedder(settings.embedding)
     done = read_done_spans(settings)
@@ -93,7 +99,15 @@ def build_flow(
                 "task-skills", messages, settings, embedder=embedder, workers=workers
             )
         )
-    store("store", *streams, settings=settings, dim=embedder.dim, reconcile=reconcile)
+    store(
+        "store",
+        *streams,
+        settings=settings,
+        dim=embedder.dim,
+        reconcile=reconcile,
+        workers=workers,
+        cluster=cluster,
+    )
     if events_to:
         from skillstream.connectors.kafka import memory_events_sink
 

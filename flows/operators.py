@@ -25,11 +25,11 @@ Below them are the stateful logics they use (spans per conversation, extraction 
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, cast
 
 import bytewax.operators as op
@@ -178,13 +178,13 @@ class ExtractLogic(StatefulBatchLogic[Span, SpanResult, dict]):
 
 
 def read_done_spans(settings: Settings) -> frozenset[str]:
-    """Span ids already in the ledger of the settings' home (read once, before a flow runs)."""
-    path = Path(settings.storage.catalog)
-    if not path.exists():
-        return frozenset()
-    from skillstream.storage.catalog import Catalog
+    """Span ids already in the ledger of the settings' home (read once, before a flow runs; every
+    process of a cluster reads a shared catalog's ledger)."""
+    from skillstream.storage.catalog import catalog_exists, open_catalog
 
-    cat = Catalog(str(path), read_only=True)
+    if not catalog_exists(settings.storage):
+        return frozenset()
+    cat = open_catalog(settings.storage, read_only=True)
     try:
         return frozenset(cat.processed_span_ids())
     finally:
@@ -288,12 +288,16 @@ def store(
     settings: Settings,
     dim: int | None = None,
     reconcile: bool = True,
+    workers: int = 1,
+    cluster: tuple[int, int, int] | None = None,
 ) -> None:
-    """Write results into the home's stores (LanceDB and the DuckDB catalog, one writer).
+    """Write results into the home's stores (LanceDB and the catalog).
 
     Takes the outputs of :func:`extract_memories` and :func:`distil_task_skills` and
     ``DeadLetter`` values; every write is an upsert under deterministic ids, so a replay after a
-    crash stores nothing twice.
+    crash stores nothing twice. A DuckDB file has one writer (one sink partition); a shared
+    catalog (``settings.storage.shared_catalog``) has one partition per owner shard, dealt out
+    over every worker of every process (``storage.sinks.ResultSink``).
 
     Args:
         step_id: Unique id of this step in your flow.
@@ -301,24 +305,41 @@ def store(
         settings: The home.
         dim: Embedding width (default: the settings' embedding model's).
         reconcile: First roll back LanceDB rows that the catalog never committed (a run that
-            stopped between the two writes). In a cluster, only process 0 should.
+            stopped between the two writes). In a cluster on a DuckDB file only process 0
+            should; on a shared catalog every process does, for the owners it writes.
+        workers: Bytewax workers of the flow, the whole cluster's (the default number of owner
+            shards; the same as :func:`extract_memories` was given).
+        cluster: ``(process_id, processes, workers_per_process)`` of a run on a shared catalog.
     """
     from skillstream.storage.sinks import ResultSink
 
+    shards = settings.flow.shards or max(1, workers)
     if dim is None or reconcile:
         embedder = get_embedder(settings.embedding)
         dim = dim or embedder.dim
-        if reconcile:
-            from skillstream.storage.reconcile import reconcile_home
+    sink = ResultSink(
+        settings,
+        dim,
+        shards=shards,
+        shard=functools.partial(shard_of, shards=shards),
+        cluster=cluster or (0, 1, max(1, workers)),
+    )
+    if settings.storage.shared_catalog:
+        # Create the shared catalog's tables now, before the store partitions open it at once.
+        from skillstream.storage.catalog import open_catalog
 
-            reconcile_home(settings, dim, embedder.encode)
-    keyed = [op.map(f"key-{i}", up, _to_store) for i, up in enumerate(ups)]
+        open_catalog(settings.storage).close()
+    if reconcile:
+        from skillstream.storage.reconcile import reconcile_home
+
+        # A DuckDB file: every owner (one writer). A shared catalog: the owners this process's
+        # store partitions write; no worker of the cluster runs before every process has done it.
+        process = (cluster or (0, 1, 1))[0]
+        owners = sink.owns(process) if settings.storage.shared_catalog else None
+        reconcile_home(settings, dim, embedder.encode, owners=owners)
+    keyed = [op.map(f"key-{i}", up, sink.route) for i, up in enumerate(ups)]
     merged = keyed[0] if len(keyed) == 1 else op.merge("merge", *keyed)
-    op.output("sink", merged, ResultSink(settings, dim))
-
-
-def _to_store(item: Any) -> tuple[str, Any]:
-    return ("store", item)
+    op.output("sink", merged, sink)
 
 
 def _count_result(step_id: str, r: SpanResult) -> None:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Create ./.venv (Python 3.11) and install skillstream into it.
 #   scripts/setup.sh          runtime only
-#   scripts/setup.sh test     plus what the test suite needs (S3 server, Kafka broker, llama.cpp)
+#   scripts/setup.sh test     plus what the test suite needs (S3 server, Kafka broker, llama.cpp,
+#                             and Debian's postgresql package when the machine has no PostgreSQL)
 # VENV (default .venv) names the environment's folder; CONSTRAINTS (default
 # scripts/constraints/pinned.txt) the versions to take within pyproject's ranges.
 # torch is installed first, pinned to the CPU build (an unpinned torch pulls a multi-GB CUDA build).
@@ -19,6 +20,11 @@ python -m pip install -q --upgrade pip
 python -c "import torch, sys; sys.exit(0 if torch.__version__.startswith('2.13.0') else 1)" 2>/dev/null \
   || python -m pip install -q "torch==2.13.0"
 if [ "${1:-}" = "test" ]; then
+  # The DuckLake catalog tests start a PostgreSQL server from the machine's binaries.
+  if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+    $SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q postgresql
+  fi
   python -m pip install -q -e ".[test]" -c "$CONSTRAINTS"
   bash scripts/install_llama.sh
 else

@@ -272,7 +272,8 @@ class Home:
         home = self.settings.storage.home
         if not home.startswith(("s3://", "oss://", "memory://")):
             Path(home).mkdir(parents=True, exist_ok=True)
-            Path(self.settings.storage.catalog).parent.mkdir(parents=True, exist_ok=True)
+            if not self.settings.storage.shared_catalog:
+                Path(self.settings.storage.catalog).parent.mkdir(parents=True, exist_ok=True)
 
     def run(
         self,
@@ -474,17 +475,14 @@ class Home:
             cat.close()
 
     def _catalog(self) -> Any:
-        from skillstream.storage.catalog import Catalog
+        from skillstream.storage.catalog import catalog_exists, open_catalog
 
-        if (
-            not self.settings.storage.catalog.startswith(("s3://", "oss://"))
-            and not Path(self.settings.storage.catalog).exists()
-        ):
+        if not catalog_exists(self.settings.storage):
             raise InputError(
                 f"no catalog at {self.settings.storage.catalog}: nothing was stored in this home "
                 "yet (run() or add() first)"
             )
-        cat = Catalog(self.settings.storage.catalog, read_only=True)
+        cat = open_catalog(self.settings.storage, read_only=True)
         cat.attach_lance(self.settings.storage.lancedb, self.settings.storage.storage_options)
         return cat
 

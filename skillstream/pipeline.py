@@ -9,6 +9,11 @@ Replays and re-runs:
 * When an owner's state is new in this run, it is hydrated from the memory store and spans already
   in the ledger (read when the flow was built) are skipped: a second run over the same input does no
   work and adds no rows.
+* A maintenance tick comes just before the span it precedes in the owner's stream. While a
+  hydrated state is still meeting spans of the ledger, a tick waits for its span: when that span
+  is done, the tick is dropped (the store already holds its result, committed before the span's
+  ledger row, and maintaining the hydrated state at that earlier time would act on memories of
+  later spans); otherwise it runs, then the span.
 * When the state was restored from a Bytewax snapshot, replayed spans are processed again: the state
   is exactly what it was at the snapshot, processing is deterministic (and LLM answers come from the
   response cache), so the same ids and rows come out and the idempotent sinks absorb them.
@@ -49,13 +54,21 @@ class OwnerState:
     """Bytewax state of one owner: its memories and the run (flow build) that created the state.
 
     A state whose ``run_id`` differs from the pipeline's was restored from a Bytewax snapshot.
+    ``held`` holds maintenance ticks waiting for their span while a hydrated state replays spans
+    of the ledger (``caught_up`` turns true at the first span that is not done).
     """
 
     memories: OwnerMemories
     run_id: str
+    held: list[Any] = field(default_factory=list)
+    caught_up: bool = False
 
     def copy(self) -> OwnerState:
-        return OwnerState(self.memories.copy(), self.run_id)
+        return OwnerState(self.memories.copy(), self.run_id, list(self.held), self.caught_up)
+
+    def __setstate__(self, state: dict) -> None:
+        # states snapshotted before ``held`` and ``caught_up`` existed get them empty
+        self.__dict__.update({"held": [], "caught_up": False, **state})
 
 
 @dataclass
@@ -99,17 +112,23 @@ class MemoryPipeline:
         pending: dict[str, Memory] = {}
         defer = not self.needs_span_vector
         for span in spans:
-            if not isinstance(span, Span):  # a MaintenanceTick (skillstream.lifecycle)
-                done = self.maintenance(state.memories, span) if self.maintenance else None
-                if done is not None:
-                    results.append(done)
-                continue
             restored = state.run_id != self.run_id
+            if not isinstance(span, Span):  # a MaintenanceTick (skillstream.lifecycle)
+                if not restored and not state.caught_up and self.done_spans:
+                    state.held.append(span)  # until its span says whether it is done
+                else:
+                    self._maintain(state, span, results)
+                continue
             if not restored and span.span_id in self.done_spans:
+                state.held.clear()
                 results.append(
                     SpanResult(span=span, status="skipped", extractor=self.executor.name)
                 )
                 continue
+            state.caught_up = True
+            for tick in state.held:
+                self._maintain(state, tick, results)
+            state.held.clear()
             results.append(self._one(state, span, pending, defer))
         if pending:
             self._embed_into(list(pending.values()))
@@ -117,6 +136,11 @@ class MemoryPipeline:
         for r in results:
             r.memories = [m.copy() for m in r.memories]
         return results
+
+    def _maintain(self, state: OwnerState, tick: Any, results: list[Any]) -> None:
+        done = self.maintenance(state.memories, tick) if self.maintenance else None
+        if done is not None:
+            results.append(done)
 
     def _one(
         self, state: OwnerState, span: Span, pending: dict[str, Memory], defer: bool

@@ -145,6 +145,36 @@ Location = Annotated[str, BeforeValidator(_location)]
 Url = Annotated[str, BeforeValidator(_url)]
 """An endpoint URL or empty; ``accepted`` says ``URL_ACCEPTED``."""
 
+LAKE_PREFIX = "ducklake:postgres://"
+_LAKE = re.compile(
+    r"ducklake:postgres://(?P<user>[A-Za-z0-9_.-]+)@(?P<host>[A-Za-z0-9_.-]+)"
+    r":(?P<port>[0-9]{1,5})/(?P<dbname>[A-Za-z0-9_.-]+)"
+)
+CATALOG_ACCEPTED = (
+    "a local DuckDB file path, or ducklake:postgres://USER@HOST:PORT/DB (the PostgreSQL password, "
+    "if any, comes from PGPASSWORD or ~/.pgpass, never from the setting)"
+)
+
+
+def lake_parts(spec: str) -> dict[str, str] | None:
+    """``user``, ``host``, ``port``, ``dbname`` of a DuckLake catalog spec (``None``: a file)."""
+    m = _LAKE.fullmatch(spec)
+    return m.groupdict() if m else None
+
+
+def _catalog(value: Any) -> Any:
+    value = _location(value)
+    if value.lower().startswith("ducklake:"):
+        if lake_parts(value) is None:
+            raise ValueError("not a DuckLake catalog")
+        return value
+    if "://" in value:
+        raise ValueError("a DuckDB catalog file is local")
+    return value
+
+
+CatalogSpec = Annotated[str, BeforeValidator(_catalog)]
+
 Backend = Literal["rules", "openai"]
 EmbedBackend = Literal["local", "openai"]
 ResponseFormat = Literal["json_schema", "json_object", "text"]
@@ -191,12 +221,25 @@ class StorageSettings(_Group):
     lancedb_uri: Location = _key(
         "lancedb_uri", "", "LanceDB URI. SKILLSTREAM_LANCEDB_URI; default <home>/lancedb."
     )
+    catalog_spec: CatalogSpec = _key(
+        "catalog",
+        "",
+        "The catalog: a local DuckDB file path (one writing process), or "
+        "ducklake:postgres://USER@HOST:PORT/DB (DuckLake, metadata in PostgreSQL, many writers). "
+        "SKILLSTREAM_CATALOG; default catalog_path.",
+    )
     catalog_path: Location = _key(
         "catalog_path",
         "",
-        "DuckDB catalog file (always local). SKILLSTREAM_CATALOG_PATH; default "
-        "<home>/catalog.duckdb, for a remote home "
+        "DuckDB catalog file (always local), used when catalog is unset. SKILLSTREAM_CATALOG_PATH; "
+        "default <home>/catalog.duckdb, for a remote home "
         "./.skillstream/remote/<scheme>/<bucket>/<prefix>/catalog.duckdb.",
+    )
+    catalog_data: Location = _key(
+        "catalog_data",
+        "",
+        "Where a DuckLake catalog keeps its Parquet data files: a folder or an s3:// URI. "
+        "SKILLSTREAM_CATALOG_DATA; default <home>/catalog_data.",
     )
     artifacts_uri: Location = _key(
         "artifacts_uri",
@@ -246,12 +289,26 @@ class StorageSettings(_Group):
 
     @property
     def catalog(self) -> str:
-        """The DuckDB catalog file; a remote home keeps it in a local folder of its own."""
+        """The catalog: ``catalog`` if set, else the DuckDB file (``catalog_path``, or a file under
+        the home; a remote home keeps it in a local folder of its own)."""
+        if self.catalog_spec:
+            return self.catalog_spec
         if self.catalog_path:
             return self.catalog_path
         if _is_remote(self.home):
             return str(_local_mirror(self.home) / "catalog.duckdb")
         return str(Path(self.home) / "catalog.duckdb")
+
+    @property
+    def shared_catalog(self) -> bool:
+        """Whether the catalog takes concurrent writers (DuckLake) rather than one process."""
+        return lake_parts(self.catalog) is not None
+
+    @property
+    def catalog_data_uri(self) -> str:
+        """Where a DuckLake catalog keeps its data files: ``catalog_data`` or
+        ``<home>/catalog_data``."""
+        return self.catalog_data or _join(self.home, "catalog_data")
 
     @property
     def artifacts(self) -> str:
@@ -991,6 +1048,8 @@ def accepted(key: str) -> str:
         return "one of " + ", ".join(repr(a) for a in get_args(kind))
     if kind is dict or get_origin(kind) is dict:
         return "a JSON object (a table in TOML)"
+    if key == "catalog":
+        return CATALOG_ACCEPTED
     if kind is str:
         validators = [getattr(m, "func", None) for m in info.metadata]
         if _url in validators:

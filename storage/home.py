@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from skillstream.embed import identity
 from skillstream.settings import Settings
 from skillstream.storage.artifacts import ArtifactStore
-from skillstream.storage.catalog import Catalog
+from skillstream.storage.catalog import Catalog, open_catalog
 from skillstream.storage.lance import MEMORY_INDEXES, IndexPolicy, MemoryIndex
 
 
@@ -92,8 +92,10 @@ def open_stores(settings: Settings, dim: int, read_only: bool = False) -> Stores
     """
     options = storage_options(settings)
     index = open_index(settings, dim, create=not read_only)
-    catalog = Catalog(settings.storage.catalog, read_only=read_only)
+    catalog = open_catalog(settings.storage, read_only=read_only)
     try:
+        if not read_only:
+            catalog.publish_memories_view(settings.storage.lancedb)
         catalog.attach_lance(settings.storage.lancedb, options, db=index.db)
         artifacts = ArtifactStore(settings.storage.artifacts, options)
     except BaseException:

@@ -7,8 +7,9 @@ filtered vector / full-text / hybrid search. :class:`MemoryIndex` wraps it for
 
 Writes are upserts (``merge_insert`` on the key), so replaying a batch changes nothing. Two
 processes upserting the same *new* key at the same moment can still write two rows (a LanceDB
-limitation); skillstream keeps one writer (the store sink's single partition) and also declares the
-key as LanceDB's unenforced primary key.
+limitation); skillstream keeps one writer per key (the store sink's partition of the owner's shard)
+and also declares the key as LanceDB's unenforced primary key. A write whose commit meets another
+writer's commit (different keys, same table) is run again (:func:`retry_conflicts`).
 
 Connections use ``read_consistency_interval=0``: every read sees the latest committed version,
 including versions written by other processes.
@@ -25,6 +26,7 @@ uses the vector index, with a refine step that re-ranks its candidates by exact 
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -91,6 +93,31 @@ def connect(uri: str, storage_options: dict | None = None) -> Any:
         storage_options=lance_options(uri, storage_options),
         read_consistency_interval=timedelta(0),
     )
+
+
+COMMIT_ATTEMPTS = 10
+"""How often a LanceDB write that met a concurrent commit is tried in all."""
+
+
+def is_commit_conflict(error: BaseException) -> bool:
+    """Whether a LanceDB error is a commit that lost a race with another writer's commit."""
+    text = str(error).lower()
+    return "conflict" in text or "retryable" in text or "too many concurrent writers" in text
+
+
+def retry_conflicts(write: Any, table: str, attempts: int = COMMIT_ATTEMPTS) -> Any:
+    """Run a LanceDB write, again (after a short random back-off) when its commit conflicted
+    with another writer's; every write here is an upsert or a delete by filter, so a rerun is
+    safe. Other errors, and the last conflict, are raised."""
+    for attempt in range(attempts):
+        try:
+            return write()
+        except Exception as e:  # noqa: BLE001 - LanceDB raises plain errors; only conflicts retry
+            if not is_commit_conflict(e) or attempt == attempts - 1:
+                raise
+            log.info("LanceDB %s: commit conflict, writing again: %s", table, e)
+            time.sleep(min(2.0, 0.02 * 2**attempt) * (0.5 + random.random()))
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 class LanceTable:
@@ -227,18 +254,22 @@ class LanceTable:
         if self.version_column:
             v = filters.lance_column(self.version_column)
             guard = f"target.{v} IS NULL OR source.{v} >= target.{v}"
-        (
-            self._require()
-            .merge_insert(self.key)
-            .when_matched_update_all(where=guard)
-            .when_not_matched_insert_all()
-            .execute(data)
+        tbl = self._require()
+        retry_conflicts(
+            lambda: (
+                tbl.merge_insert(self.key)
+                .when_matched_update_all(where=guard)
+                .when_not_matched_insert_all()
+                .execute(data)
+            ),
+            self.name,
         )
         return data.num_rows
 
     def delete(self, where: str) -> None:
         """Delete the rows matching a filter (build it with :mod:`skillstream.storage.filters`)."""
-        self._require().delete(where)
+        tbl = self._require()
+        retry_conflicts(lambda: tbl.delete(where), self.name)
 
     def optimize(self) -> list[str]:
         """Create the indexes the table's size now calls for (``IndexPolicy``), then compact files
@@ -251,7 +282,7 @@ class LanceTable:
         if tbl is None:
             return []
         made = self.ensure_indexes()
-        tbl.optimize()
+        retry_conflicts(tbl.optimize, self.name)
         return made
 
     def indexed_columns(self) -> dict[str, str]:

@@ -16,7 +16,9 @@ Two LanceDB tables have a committed copy in the catalog under the same name, wit
 * a committed row missing from LanceDB (a crash inside an earlier reconcile) is written back.
 
 Run :func:`reconcile_home` once per home before the flow starts, in the process that owns the store
-sink; it opens the catalog once, read-only, and never writes it.
+sink; it opens the catalog once, read-only, and never writes it. With a shared catalog every store
+partition writes its own owners, so each partition reconciles only those (``owners``) before it
+writes: rows of other owners may be in flight in other processes and are left alone.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,7 @@ import numpy as np
 from skillstream.embed import Embed
 from skillstream.settings import Settings
 from skillstream.storage import filters
-from skillstream.storage.catalog import Catalog
+from skillstream.storage.catalog import Catalog, catalog_exists, open_catalog
 from skillstream.storage.home import open_index
 from skillstream.storage.lance import LanceTable, MemoryIndex, memory_from_row
 
@@ -41,10 +42,14 @@ log = logging.getLogger(__name__)
 Restore = Callable[[list[dict[str, Any]]], None]
 """Writes committed catalog rows (no vectors) back to the LanceDB table, embedding them."""
 
+Owners = Callable[[str], bool]
+"""Which owners a reconcile may touch (``owner_id`` -> keep); ``None`` means every owner."""
+
 _DIFF = """
-SELECT coalesce(l.id, c.id) AS id, l.version AS lance_version, c.version AS committed_version
-FROM (SELECT id, version FROM lance_rows) AS l
-FULL OUTER JOIN (SELECT id, version FROM {committed}) AS c ON l.id = c.id
+SELECT coalesce(l.id, c.id) AS id, coalesce(l.owner_id, c.owner_id) AS owner_id,
+       l.version AS lance_version, c.version AS committed_version
+FROM (SELECT id, owner_id, version FROM lance_rows) AS l
+FULL OUTER JOIN (SELECT id, owner_id, version FROM {committed}) AS c ON l.id = c.id
 WHERE c.id IS NULL OR l.id IS NULL OR l.version <> c.version
 """
 
@@ -63,7 +68,11 @@ class Reconciled:
 
 
 def reconcile_table(
-    cat: Catalog | None, table: LanceTable, committed: str, restore: Restore
+    cat: Catalog | None,
+    table: LanceTable,
+    committed: str,
+    restore: Restore,
+    owners: Owners | None = None,
 ) -> Reconciled:
     """Make one LanceDB table agree with its committed copy in the catalog.
 
@@ -73,6 +82,7 @@ def reconcile_table(
         table: The LanceDB table (key ``id``, version column ``version``).
         committed: The catalog table holding the committed rows (a trusted constant).
         restore: Writes committed rows back to ``table``.
+        owners: Only rows of these owners are compared and changed (default: all).
 
     Returns:
         Counts of deleted, rolled-back and restored rows (all zero for a consistent home).
@@ -82,6 +92,9 @@ def reconcile_table(
     if dataset is None:
         return done
     diff, rows = _compare(cat, dataset, committed)
+    if owners is not None:
+        diff = [d for d in diff if owners(d["owner_id"])]
+        rows = [r for r in rows if owners(r["owner_id"])]
     if not diff:
         return done
     stale = [d["id"] for d in diff if d["committed_version"] is None]
@@ -108,7 +121,9 @@ def reconcile_table(
     return done
 
 
-def reconcile_memories(cat: Catalog | None, index: MemoryIndex, embed: Embed) -> Reconciled:
+def reconcile_memories(
+    cat: Catalog | None, index: MemoryIndex, embed: Embed, owners: Owners | None = None
+) -> Reconciled:
     """:func:`reconcile_table` for the memories (committed copy: ``memory_meta``)."""
 
     def restore(rows: list[dict[str, Any]]) -> None:
@@ -117,10 +132,12 @@ def reconcile_memories(cat: Catalog | None, index: MemoryIndex, embed: Embed) ->
             m.vector = np.asarray(v, dtype=np.float32)
         index.upsert(memories)
 
-    return reconcile_table(cat, index.table, "memory_meta", restore)
+    return reconcile_table(cat, index.table, "memory_meta", restore, owners)
 
 
-def reconcile_task_skills(cat: Catalog | None, db: Any, embed: Embed) -> Reconciled:
+def reconcile_task_skills(
+    cat: Catalog | None, db: Any, embed: Embed, owners: Owners | None = None
+) -> Reconciled:
     """:func:`reconcile_table` for task skills (committed copy: the catalog's ``task_skills``)."""
     from skillstream.distill.record import TaskSkill
     from skillstream.storage.task_skills import TABLE, TaskSkillIndex
@@ -135,18 +152,28 @@ def reconcile_task_skills(cat: Catalog | None, db: Any, embed: Embed) -> Reconci
             s.vector = [float(x) for x in v]
         index.upsert(skills)
 
-    return reconcile_table(cat, index.table, TABLE, restore)
+    return reconcile_table(cat, index.table, TABLE, restore, owners)
 
 
-def reconcile_home(settings: Settings, dim: int, embed: Embed) -> dict[str, Reconciled]:
-    """Reconcile every LanceDB table of a home that has a committed copy in the catalog."""
+def reconcile_home(
+    settings: Settings, dim: int, embed: Embed, owners: Owners | None = None
+) -> dict[str, Reconciled]:
+    """Reconcile every LanceDB table of a home that has a committed copy in the catalog.
+
+    Args:
+        settings: The home.
+        dim: Embedding width of the memories table.
+        embed: Embeds restored rows.
+        owners: Only these owners' rows (a store partition of a shared catalog); default all.
+    """
     index = open_index(settings, dim, create=False)
-    path = Path(settings.storage.catalog)
-    cat = Catalog(str(path), read_only=True) if path.exists() else None
+    cat = (
+        open_catalog(settings.storage, read_only=True) if catalog_exists(settings.storage) else None
+    )
     try:
         return {
-            "memories": reconcile_memories(cat, index, embed),
-            "task_skills": reconcile_task_skills(cat, index.db, embed),
+            "memories": reconcile_memories(cat, index, embed, owners),
+            "task_skills": reconcile_task_skills(cat, index.db, embed, owners),
         }
     finally:
         if cat is not None:
@@ -167,8 +194,11 @@ def _compare(cat: Catalog | None, dataset: Any, committed: str) -> tuple[Rows, R
         fix = [d["id"] for d in diff if d["committed_version"] is not None]
         return diff, _committed_rows(cat, committed, fix)
     # Nothing committed yet: every LanceDB row is ahead of the catalog.
-    ids = dataset.to_table(columns=["id"])["id"].to_pylist()
-    return [{"id": i, "lance_version": None, "committed_version": None} for i in ids], []
+    found = dataset.to_table(columns=["id", "owner_id"]).to_pylist()
+    return [
+        {"id": r["id"], "owner_id": r["owner_id"], "lance_version": None, "committed_version": None}
+        for r in found
+    ], []
 
 
 def _committed_rows(cat: Catalog, committed: str, ids: list[str]) -> list[dict[str, Any]]:

@@ -5,7 +5,8 @@ user's text runs, :func:`lock_down` turns the connection into a sandbox:
 
 - ``enable_external_access = false``: no file or URL outside the opened catalog can be read or
   written (``read_csv('/etc/passwd')``, ``COPY ... TO``, ``ATTACH`` of another database, ``INSTALL``
-  and ``LOAD`` all fail with a permission error);
+  and ``LOAD`` all fail with a permission error); a DuckLake catalog's data path
+  (``Catalog.data_paths``) is the one folder left readable, since its tables are files there;
 - ``python_enable_replacements = false``: a table name never resolves to a Python variable of the
   running process;
 - ``autoinstall_known_extensions = false``: nothing is downloaded;
@@ -27,7 +28,7 @@ not the whole result.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import duckdb
@@ -57,7 +58,7 @@ _USER_ERRORS: tuple[type[Exception], ...] = (
 """DuckDB errors that say something about the SQL text (or what it asks for), not about us."""
 
 
-def lock_down(con: Any, *, allow_external: bool = False) -> None:
+def lock_down(con: Any, *, allow_external: bool = False, data_paths: Sequence[str] = ()) -> None:
     """Make a connection safe for user SQL (see the module docstring).
 
     Call it after every extension is loaded and every view and dataset is registered: once
@@ -66,12 +67,16 @@ def lock_down(con: Any, *, allow_external: bool = False) -> None:
     Args:
         con: A DuckDB connection.
         allow_external: Keep external access on and the configuration unlocked.
+        data_paths: Folders (or URI prefixes) the catalog's own tables are read from, which stay
+            readable (``Catalog.data_paths``).
     """
     con.execute("SET autoinstall_known_extensions = false")
     con.execute("SET enable_progress_bar = false")  # it would print into the result
     con.execute("SET python_enable_replacements = false")
     if allow_external:
         return
+    if data_paths:
+        con.execute("SET allowed_directories = ?", [list(data_paths)])
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
 

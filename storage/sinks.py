@@ -6,23 +6,48 @@ The only module of ``storage`` that imports Bytewax; the write itself is
 
 from __future__ import annotations
 
+import logging
+import threading
+import zlib
+from collections.abc import Callable
 from typing import Any
 
 from bytewax.outputs import FixedPartitionedSink, StatefulSinkPartition
 
+from skillstream.model import DeadLetter, MaintenanceResult, SpanResult
 from skillstream.settings import Settings
 from skillstream.storage.home import Stores, open_stores
 from skillstream.storage.writer import write_results
 
+log = logging.getLogger(__name__)
+
 PARTITION = "store"
+"""The one partition of a DuckDB-file catalog; a shared catalog has ``store-<shard>`` ones."""
+
+Shard = Callable[[str], str]
+"""An owner id's shard (the flow's ``shard_of``: a decimal number below the shard count)."""
+
+
+def part_name(shard: int) -> str:
+    """The partition of an owner shard (zero-padded, so names sort as the numbers do)."""
+    return f"{PARTITION}-{shard:05d}"
 
 
 class ResultSink(FixedPartitionedSink):
     """Bytewax sink writing ``(key, SpanResult | DeadLetter)`` items to the home's stores.
 
-    It has a single partition (``"store"``): however many workers and processes run the flow,
-    exactly one of them opens the stores and writes, since a DuckDB file takes one writer process
-    and LanceDB upserts of one key must not race. Items from other workers are routed to it.
+    **A DuckDB file** (the default) takes one writing process, so the sink has a single partition
+    (``"store"``): however many workers and processes run the flow, exactly one of them opens the
+    stores and writes, and items from other workers are routed to it.
+
+    **A shared catalog** (DuckLake, ``settings.storage.shared_catalog``) takes concurrent writers,
+    so the sink has one partition per owner shard (``store-00000`` ...), spread over every worker
+    of every process (:meth:`shards_of`). An item's key is its owner's shard (:meth:`route` makes
+    it), so each owner, and therefore each memory id, has exactly one writer: no two writers race
+    on a new LanceDB id. Before the cluster starts, each process rolls back the uncommitted LanceDB
+    rows of the owners its partitions write (``flows.memory.build_flow``); other owners' rows are
+    left to their own process. Commits that meet another writer's are run again, in LanceDB and in
+    the catalog.
 
     Delivery guarantee: at-least-once, like Bytewax recovery. Every row has a deterministic id and
     every write is an upsert (or insert-if-new for the lifecycle log), so items replayed after a
@@ -34,21 +59,104 @@ class ResultSink(FixedPartitionedSink):
         dim: Embedding width of the memories table.
         optimize_every: Fold new rows into LanceDB's full-text index after this many memory
             writes (and when the flow ends); ``0`` turns it off.
+        shards: Owner shards of the flow (``SKILLSTREAM_SHARDS`` or the worker count); the
+            partition count of a shared catalog.
+        shard: Owner id -> shard, the same function that keys extraction.
+        cluster: ``(process_id, processes, workers_per_process)`` of a shared catalog's run, so
+            the partitions are dealt out over every worker of every process (Bytewax gives a
+            partition that several workers list to the lowest of them). Without it every worker
+            lists every partition and the first worker writes them all.
     """
 
-    def __init__(self, settings: Settings, dim: int, *, optimize_every: int = 10_000) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        dim: int,
+        *,
+        optimize_every: int = 10_000,
+        shards: int = 1,
+        shard: Shard | None = None,
+        cluster: tuple[int, int, int] | None = None,
+    ) -> None:
         self.settings = settings
         self.dim = dim
         self.optimize_every = optimize_every
+        self.shared = settings.storage.shared_catalog
+        if self.shared and cluster is not None and max(1, shards) < cluster[1] * cluster[2]:
+            log.warning(
+                "%d owner shards for %d store workers: some workers write nothing "
+                "(set SKILLSTREAM_SHARDS to a multiple of the worker count)",
+                shards,
+                cluster[1] * cluster[2],
+            )
+        self.shards = max(1, shards)
+        self.shard = shard or _crc_shard(self.shards)
+        self.cluster = cluster
+        self._slots: dict[int, int] = {}
+        self._lock = threading.Lock()
 
     def list_parts(self) -> list[str]:
-        return [PARTITION]
+        if not self.shared:
+            return [PARTITION]
+        if self.cluster is None:
+            return [part_name(i) for i in range(self.shards)]
+        process, processes, workers = self.cluster
+        with self._lock:  # each worker thread of this process gets a slot of its own
+            slot = self._slots.setdefault(threading.get_ident(), len(self._slots)) % workers
+        mine, every = process * workers + slot, max(1, processes * workers)
+        return [part_name(i) for i in range(self.shards) if i % every == mine]
+
+    def shards_of(self, process: int) -> set[int]:
+        """The owner shards whose partitions a process of the cluster writes (all of them
+        without ``cluster``, or on a DuckDB file)."""
+        if not self.shared or self.cluster is None:
+            return set(range(self.shards))
+        _, processes, workers = self.cluster
+        every = max(1, processes * workers)
+        return {
+            i
+            for i in range(self.shards)
+            if process * workers <= i % every < (process + 1) * workers
+        }
+
+    def owns(self, process: int) -> Callable[[str], bool]:
+        """Owner id -> whether a process's partitions write it (for its reconcile)."""
+        mine = {str(i) for i in self.shards_of(process)}
+        return lambda owner: self.shard(owner) in mine
 
     def part_fn(self, item_key: str) -> int:
-        return 0
+        if not self.shared:
+            return 0
+        return int(item_key) if item_key.isdigit() else zlib.crc32(item_key.encode("utf-8"))
+
+    def route(self, value: Any) -> tuple[str, Any]:
+        """``(key, value)`` for the sink: the owner's shard on a shared catalog (dead letters
+        by their id), else ``"store"``."""
+        if not self.shared:
+            return (PARTITION, value)
+        return (self.shard(owner_of(value)), value)
 
     def build_part(self, step_id: str, for_part: str, resume_state: None) -> _StorePartition:
         return _StorePartition(open_stores(self.settings, self.dim), self.optimize_every)
+
+
+def owner_of(value: Any) -> str:
+    """The owner an item is written for (a dead letter: its own id, which spreads them)."""
+    if isinstance(value, SpanResult):
+        return value.span.owner_id
+    if isinstance(value, DeadLetter):
+        return value.id
+    if isinstance(value, MaintenanceResult):
+        return value.owner_id
+    owner = getattr(value, "owner_id", None)  # a task-skill result
+    return str(owner) if owner is not None else ""
+
+
+def _crc_shard(shards: int) -> Shard:
+    def shard(owner: str) -> str:
+        return str(zlib.crc32(owner.encode("utf-8")) % shards)
+
+    return shard
 
 
 class _StorePartition(StatefulSinkPartition):

@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from skillstream import tables as declared
 from skillstream.errors import InputError
 from skillstream.settings import Settings
-from skillstream.storage.catalog import Catalog
+from skillstream.storage.catalog import open_catalog
 from skillstream.storage.home import storage_options
 from skillstream.storage.lance import MemoryIndex, connect
 from skillstream.storage.options import fsspec_options, protocol_of
@@ -113,7 +113,7 @@ def export_memories(settings: Settings, out: str, *, owner: str | None = None) -
     dim = lance_dim(settings)
     if dim is None:
         raise InputError(f"the home {settings.storage.home} holds no memories to export")
-    cat = Catalog(settings.storage.catalog, read_only=True)
+    cat = open_catalog(settings.storage, read_only=True)
     try:
         cat.attach_lance(settings.storage.lancedb, storage_options(settings))
         # rows keep LanceDB's order, so an import lays them out (and breaks ranking ties) alike
@@ -206,17 +206,20 @@ def import_memories(settings: Settings, path: str) -> Transfer:
                 f"{path!r} holds vectors of {dim} dimensions, the home's memories have {have}"
             )
         index = MemoryIndex(settings.storage.lancedb, dim, storage_options(settings))
-        cat = Catalog(settings.storage.catalog)
+        cat = open_catalog(settings.storage)
         done = Transfer(path=path)
         try:
             for batch in pf.iter_batches(batch_size=BATCH_ROWS):
                 table = pa.Table.from_batches([batch])
                 events = _events(table)
                 index.table.upsert(table.select([*_MEMORY_COLUMNS, "vector"]))
-                with cat.transaction():
+
+                def commit(cat: Any, table: pa.Table = table, events: pa.Table = events) -> None:
                     cat.upsert("memory_meta", table.select(_MEMORY_COLUMNS), version="version")
                     if events.num_rows:
                         cat.insert_ignore("memory_events", events)
+
+                cat.run_transaction(commit)
                 done.memories += table.num_rows
                 done.events += events.num_rows
         finally:

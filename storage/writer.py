@@ -10,7 +10,8 @@ Order of a write (one call, any number of results):
    de-duplicated by id (highest ``version`` wins), in one LanceDB upsert (an expired memory
    arrives without text and with a zero vector, so neither the full-text nor the vector index
    holds anything of it);
-2. one DuckDB transaction: ``memory_meta`` upsert, ``memory_events`` insert-if-new, (the earlier
+2. one catalog transaction (run again on a shared catalog when its commit meets another
+   writer's): ``memory_meta`` upsert, ``memory_events`` insert-if-new, (the earlier
    events of expired memories lose their old and new values: only the minimal ``memory_meta`` row
    and the ``expired`` event stay), ``llm_calls`` upsert, the typed ``rows`` of the results (each
    row class to its table, see ``skillstream.tables``) and the task-skill tables,
@@ -148,8 +149,8 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
     for table, rows in task_skill_writer.catalog_rows(task_skills, stored_skills).items():
         by_table.setdefault(table, []).extend(rows)
 
-    cat = stores.catalog
-    with cat.transaction():
+    def commit(cat: Any) -> None:
+        cat.sign(f"store: {len(results)} spans, {len(memories)} memories")
         cat.upsert("memory_meta", [_meta_row(m) for m in memories], version="version")
         summary.events = cat.insert_ignore("memory_events", [as_dict(e) for e in events])
         if expired:  # an expired memory keeps a minimal log: no text in its earlier events
@@ -164,6 +165,9 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
             summary.tables[table] = cat.upsert(table, rows)
         summary.dead_letters = cat.upsert("dead_letters", [as_dict(d) for d in dead])
         summary.spans = cat.upsert("spans", [ledger_row(r) for r in results])
+
+    # One transaction; on a shared catalog it runs again if its commit meets another writer's.
+    stores.catalog.run_transaction(commit)
     return summary
 
 
@@ -180,21 +184,22 @@ def record_query(
     The catalog transaction first, then LanceDB.
     """
     ids = list(row.result_ids)
-    with catalog.transaction():
-        catalog.upsert(QUERIES_TABLE, [row])
+
+    def commit(cat: Any) -> None:
+        cat.upsert(QUERIES_TABLE, [row])
         if activated is not None:
-            catalog.upsert(
-                "memory_meta", [_meta_row(m) for m in activated.memories], version="version"
-            )
-            catalog.insert_ignore("memory_events", [as_dict(e) for e in activated.events])
+            cat.upsert("memory_meta", [_meta_row(m) for m in activated.memories], version="version")
+            cat.insert_ignore("memory_events", [as_dict(e) for e in activated.events])
         if ids and at is not None:
             placeholders = ", ".join("?" for _ in ids)
-            catalog.con.execute(
+            cat.con.execute(
                 "UPDATE memory_meta SET last_accessed_at = ?, decay_steps = 0 "
                 f"WHERE id IN ({placeholders}) AND "
                 "(last_accessed_at IS NULL OR last_accessed_at < ?)",
                 [at, *ids, at],
             )
+
+    catalog.run_transaction(commit)
     if ids and at is not None and index is not None and index.table.exists:
         where = filters.where_all(
             filters.is_in("id", ids),

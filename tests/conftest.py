@@ -57,3 +57,26 @@ def s3_endpoint() -> Iterator[str]:
 
     with moto_server() as endpoint:
         yield endpoint
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A PostgreSQL server for the session (initdb into a temporary folder, loopback only).
+
+    Missing binaries are an error, not a skip: ``scripts/setup.sh test`` installs them.
+    """
+    from tests.servers.postgres import PostgresUnavailable, postgres_server
+
+    try:
+        with postgres_server() as server:
+            yield server
+    except PostgresUnavailable as e:
+        pytest.fail(str(e))
+
+
+@pytest.fixture
+def lake_catalog(postgres) -> str:
+    """A fresh database on the session's PostgreSQL, as a ``SKILLSTREAM_CATALOG`` DuckLake value."""
+    import uuid
+
+    return postgres.create_database(f"lake_{uuid.uuid4().hex[:12]}")

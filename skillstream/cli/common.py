@@ -46,11 +46,10 @@ def existing_home(settings: Settings) -> Settings:
     Raises:
         InputError: the home has no catalog; the message names the home and what to do.
     """
-    from pathlib import Path
-
     from skillstream.errors import InputError
+    from skillstream.storage.catalog import catalog_exists
 
-    if not Path(settings.storage.catalog).exists():
+    if not catalog_exists(settings.storage):
         raise InputError(
             f"no skillstream home at {settings.storage.home} (no catalog at "
             f"{settings.storage.catalog}); nothing was created. Check --home, or run "

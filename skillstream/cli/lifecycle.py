@@ -232,9 +232,9 @@ def maintain(ctx, now, owners, close_sessions, freeze, unfreeze, forget, as_json
     from skillstream.tokens import get_counter
 
     settings = settings_from(ctx)
-    from pathlib import Path
+    from skillstream.storage.catalog import catalog_exists
 
-    if not Path(settings.storage.catalog).exists():
+    if not catalog_exists(settings.storage):
         raise InputError(
             f"no catalog at {settings.storage.catalog}; "
             f"run 'skillstream --home {settings.storage.home} run' first"

@@ -79,7 +79,6 @@ def retry_failed_spans(
     Returns:
         Counts; ``failed`` spans stay in ``failed_spans`` for a later retry.
     """
-    from pathlib import Path
 
     from skillstream.embed import get_embedder
     from skillstream.errors import InputError
@@ -89,7 +88,9 @@ def retry_failed_spans(
     from skillstream.storage.writer import write_results
 
     now = clock or (lambda: datetime.now(UTC))
-    if not Path(settings.storage.catalog).exists():
+    from skillstream.storage.catalog import catalog_exists
+
+    if not catalog_exists(settings.storage):
         raise InputError(
             f"no catalog at {settings.storage.catalog}; nothing has run in this home yet"
         )

@@ -27,13 +27,12 @@ from skillstream.vocab import MemorySkillStatus
 @contextlib.contextmanager
 def _bank(settings: Any, write: bool = False) -> Iterator[Any]:
     from skillstream.memskill.bank import MemorySkillBank
-    from skillstream.storage.catalog import Catalog
+    from skillstream.storage.catalog import Catalog, catalog_exists, open_catalog
 
-    path = Path(settings.storage.catalog)
-    if not write and not path.exists():
+    if not write and not catalog_exists(settings.storage):
         cat = Catalog(":memory:", read_only=False)  # an empty bank reads as the primitives
     else:
-        cat = Catalog(str(path), read_only=not write)
+        cat = open_catalog(settings.storage, read_only=not write)
     try:
         yield MemorySkillBank(cat)
     finally:
@@ -134,8 +133,6 @@ def import_cmd(
 ) -> None:
     """Validate memory skill files (or folders of them) and store changes as new versions."""
     settings = settings_from(ctx)
-    if not dry_run:
-        Path(settings.storage.catalog).parent.mkdir(parents=True, exist_ok=True)
     with _bank(settings, write=not dry_run) as bank:
         report = bank.import_files(list(paths), force=force, dry_run=dry_run)
     summary = {
@@ -296,7 +293,9 @@ def train_cmd(
             grader=grader,
         )
     rewards = report.pop("skill_rewards", {})
-    if Path(settings.storage.catalog).exists():
+    from skillstream.storage.catalog import catalog_exists
+
+    if catalog_exists(settings.storage):
         with _bank(settings, write=True) as bank:
             bank.record_rewards(rewards)
     report["skills_used"] = {k: len(v) for k, v in rewards.items()}
@@ -340,7 +339,6 @@ def activate(ctx: click.Context, checkpoint: str) -> None:
     if skills:
         from skillstream.rules.skills import RULE_SKILLS
 
-        Path(settings.storage.catalog).parent.mkdir(parents=True, exist_ok=True)
         with _bank(settings, write=True) as bank:
             bank.ensure_seeded()
             have = {v.name for v in bank.current()}
@@ -466,7 +464,6 @@ def evolve_cmd(
         on_cycle=lambda row: click.echo(dumps(row), err=True),
         resume=not fresh,
     )
-    Path(settings.storage.catalog).parent.mkdir(parents=True, exist_ok=True)
     before = {(x.name, x.description, x.instruction) for x in start}
     stored = []
     with _bank(settings, write=True) as bank:

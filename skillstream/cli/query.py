@@ -9,17 +9,15 @@ from skillstream.cli.common import dumps, existing_home, format_text, settings_f
 
 def open_catalog(settings, dim: int | None = None):
     """A read-only catalog connection with the LanceDB tables attached as views."""
-    from pathlib import Path
-
     from skillstream.errors import InputError
-    from skillstream.storage.catalog import Catalog
+    from skillstream.storage import catalog as store
 
-    if not Path(settings.storage.catalog).exists():
+    if not store.catalog_exists(settings.storage):
         raise InputError(
             f"no catalog at {settings.storage.catalog}; "
             f"run 'skillstream --home {settings.storage.home} run' first"
         )
-    cat = Catalog(settings.storage.catalog, read_only=True)
+    cat = store.open_catalog(settings.storage, read_only=True)
     cat.attach_lance(settings.storage.lancedb, settings.storage.storage_options)
     return cat
 
@@ -129,7 +127,8 @@ def stats(ctx, as_json):
         tables = [
             r["name"]
             for r in cat.sql(
-                "select table_name as name from duckdb_tables() order by 1"
+                "select table_name as name from duckdb_tables() "
+                "where database_name = current_database() order by 1"
             ).to_pylist()
         ]
         out = {

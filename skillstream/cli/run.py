@@ -151,12 +151,17 @@ def run(
             raise InputError(f"no --source given and the bundled sample {source} is missing")
     if not settings.storage.home.startswith(("s3://", "oss://", "memory://")):
         Path(settings.storage.home).mkdir(parents=True, exist_ok=True)
-    Path(settings.storage.catalog).parent.mkdir(parents=True, exist_ok=True)
     from skillstream.storage.lock import run_lock
 
-    # one run per home; in a cluster, process 0 holds the lock for all
-    lock = run_lock(settings.storage.catalog, settings.storage.home)
-    with lock if process_id in (None, 0) else nullcontext():
+    # One run per home: a DuckDB file's run lock lies beside it, and in a cluster process 0 holds
+    # it for all. A shared catalog takes many writing processes, on many hosts; there is no local
+    # file to lock, so keeping two clusters off one home is the operator's part (docs/scale-out.md).
+    lock = nullcontext()
+    if not settings.storage.shared_catalog:
+        Path(settings.storage.catalog).parent.mkdir(parents=True, exist_ok=True)
+        if process_id in (None, 0):
+            lock = run_lock(settings.storage.catalog, settings.storage.home)
+    with lock:
         summary = _run(
             settings,
             source,
@@ -226,8 +231,16 @@ def _run(
     from skillstream.flows.memory import build_flow
 
     src = make_source(source, fmt, parse_pairs(mapping, "--map"), settings, kafka_pairs, tail)
+    # Shards default to the cluster's worker count; a shared catalog gets one store partition per
+    # shard and every process reconciles its own partitions' owners.
+    processes = len(addresses.split(";")) if addresses else 1
     parts = build_flow(
-        settings, src, workers=workers, events_to=events_to, reconcile=process_id in (None, 0)
+        settings,
+        src,
+        workers=workers * processes,
+        events_to=events_to,
+        reconcile=settings.storage.shared_catalog or process_id in (None, 0),
+        cluster=(process_id or 0, processes, workers),
     )
 
     recovery = None

@@ -74,7 +74,7 @@ def sql(ctx, query, fmt, as_json, as_csv, out, max_rows, allow_external_access):
     check_sql(query)
     cat = open_catalog(settings_from(ctx))
     try:
-        lock_down(cat.con, allow_external=allow_external_access)
+        lock_down(cat.con, allow_external=allow_external_access, data_paths=cat.data_paths())
         result = run_query(cat.con, query, max_rows=max_rows or None)
         if result is None:
             return

@@ -201,7 +201,7 @@ def build_home(settings: Settings, input_path: Path, system: str) -> Build:
     from skillstream.connectors.files import FileSource
     from skillstream.flows import progress
     from skillstream.flows.memory import build_flow
-    from skillstream.storage.catalog import Catalog
+    from skillstream.storage.catalog import open_catalog
     from skillstream.storage.home import open_index
 
     home = Path(settings.storage.home)
@@ -224,7 +224,7 @@ def build_home(settings: Settings, input_path: Path, system: str) -> Build:
     out.spans = counts.get("spans_done", 0)
     out.spans_failed = counts.get("spans_failed", 0)
     out.items, out.items_total = count_items(open_index(settings, parts.dim))
-    cat = Catalog(settings.storage.catalog, read_only=True)
+    cat = open_catalog(settings.storage, read_only=True)
     try:
         rows = cat.sql("SELECT prompt_tokens, completion_tokens, status, cached FROM llm_calls")
     finally:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from skillstream.lifecycle.reorganizer import MEMBER_OF
+from skillstream.settings import StorageSettings
 from skillstream.vocab import MemoryKind
 
 MEMBERS_SQL = """
@@ -32,12 +32,12 @@ class NodeMembers:
 
     Args:
         catalog: An open catalog, or ``None`` to open the home's catalog read-only when needed.
-        path: The catalog's path (used when ``catalog`` is ``None``).
+        storage: The home's storage settings (used when ``catalog`` is ``None``).
     """
 
-    def __init__(self, catalog: Any, path: str | None) -> None:
+    def __init__(self, catalog: Any, storage: StorageSettings | None) -> None:
         self.catalog = catalog
-        self.path = path
+        self.storage = storage
         self._members: dict[str, list[str]] | None = None
         self._lock = threading.Lock()
 
@@ -57,11 +57,11 @@ class NodeMembers:
     def _rows(self) -> list[dict[str, Any]]:
         if self.catalog is not None:
             return self.catalog.sql(MEMBERS_SQL, [MEMBER_OF, MEMBER_OF]).to_pylist()
-        if not self.path or not Path(self.path).exists():
-            return []
-        from skillstream.storage.catalog import Catalog
+        from skillstream.storage.catalog import catalog_exists, open_catalog
 
-        cat = Catalog(self.path, read_only=True)
+        if self.storage is None or not catalog_exists(self.storage):
+            return []
+        cat = open_catalog(self.storage, read_only=True)
         try:
             return cat.sql(MEMBERS_SQL, [MEMBER_OF, MEMBER_OF]).to_pylist()
         finally:

@@ -92,12 +92,11 @@ def load_memory_skills(settings: Settings, catalog: Any = None) -> list[MemorySk
     """
     if catalog is not None:
         return MemorySkillBank(catalog).active_skills()
-    path = Path(settings.storage.catalog)
-    if not path.exists():
-        return list(PRIMITIVES)
-    from skillstream.storage.catalog import Catalog
+    from skillstream.storage.catalog import catalog_exists, open_catalog
 
-    cat = Catalog(str(path), read_only=True)
+    if not catalog_exists(settings.storage):
+        return list(PRIMITIVES)
+    cat = open_catalog(settings.storage, read_only=True)
     try:
         return MemorySkillBank(cat).active_skills()
     finally:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from skillstream.embed import get_embedder
@@ -77,12 +76,12 @@ class MemorySearch:
         self._members: NodeMembers | None = None
 
     def _open_catalog(self) -> Any:
-        from skillstream.storage.catalog import Catalog, CatalogLockedError
+        from skillstream.storage.catalog import CatalogLockedError, catalog_exists, open_catalog
 
-        if not Path(self.settings.storage.catalog).exists():
+        if not catalog_exists(self.settings.storage):
             return None
         try:
-            return Catalog(self.settings.storage.catalog)
+            return open_catalog(self.settings.storage)
         except CatalogLockedError:
             log.warning(
                 "the catalog is held by a running flow: this search is not recorded in the "
@@ -194,7 +193,7 @@ class MemorySearch:
 
     def _node_members(self) -> NodeMembers:
         if self._members is None:
-            self._members = NodeMembers(self.catalog, self.settings.storage.catalog)
+            self._members = NodeMembers(self.catalog, self.settings.storage)
         return self._members
 
     def close(self) -> None:

@@ -170,12 +170,12 @@ class TaskSkillAPI:
 
     def _bump_catalog(self, skill_id: str, now: datetime) -> None:
         """Mirror a usage bump into the catalog when it is free (a running flow holds it)."""
-        from skillstream.storage.catalog import Catalog, CatalogLockedError
+        from skillstream.storage.catalog import CatalogLockedError, catalog_exists, open_catalog
 
-        if not Path(self.settings.storage.catalog).exists():
+        if not catalog_exists(self.settings.storage):
             return
         try:
-            cat = Catalog(self.settings.storage.catalog)
+            cat = open_catalog(self.settings.storage)
         except CatalogLockedError:
             log.info("catalog busy: the usage count reaches it with the task skill's next write")
             return

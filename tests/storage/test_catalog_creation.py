@@ -20,7 +20,7 @@ from skillstream import tables as declared
 from skillstream.errors import InputError
 from skillstream.flows.memory import read_done_spans
 from skillstream.settings import Settings
-from skillstream.storage.catalog import Catalog
+from skillstream.storage.catalog import Catalog, catalog_exists
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -60,7 +60,7 @@ def assert_home_opens(home: Path) -> None:
     """Whatever the kill left: the ledger reads, and a writer opens the catalog with every table."""
     settings = Settings.from_keys(home=str(home))
     assert read_done_spans(settings) == frozenset()
-    if Path(settings.storage.catalog).exists():
+    if catalog_exists(settings.storage):
         with Catalog(settings.storage.catalog, read_only=True) as cat:
             assert cat.processed_span_ids() == set()
     else:
