@@ -7,8 +7,9 @@ can call it directly.
 Replays and re-runs:
 
 * When an owner's state is new in this run, it is hydrated from the memory store and spans already
-  in the ledger (read when the flow was built) are skipped: a second run over the same input does no
-  work and adds no rows.
+  in the ledger (read when the flow was built) are skipped, with the maintenance ticks emitted
+  before them (their changes were committed with those spans): a second run over the same input
+  does no work and adds no rows.
 * When the state was restored from a Bytewax snapshot, replayed spans are processed again: the state
   is exactly what it was at the snapshot, processing is deterministic (and LLM answers come from the
   response cache), so the same ids and rows come out and the idempotent sinks absorb them.
@@ -99,12 +100,15 @@ class MemoryPipeline:
         pending: dict[str, Memory] = {}
         defer = not self.needs_span_vector
         for span in spans:
+            restored = state.run_id != self.run_id
             if not isinstance(span, Span):  # a MaintenanceTick (skillstream.lifecycle)
+                before = getattr(span, "span_id", None)
+                if not restored and before is not None and before in self.done_spans:
+                    continue  # committed with its span: the hydrated state already holds it
                 done = self.maintenance(state.memories, span) if self.maintenance else None
                 if done is not None:
                     results.append(done)
                 continue
-            restored = state.run_id != self.run_id
             if not restored and span.span_id in self.done_spans:
                 results.append(
                     SpanResult(span=span, status="skipped", extractor=self.executor.name)
