@@ -191,6 +191,22 @@ def read_done_spans(settings: Settings) -> frozenset[str]:
         cat.close()
 
 
+def read_tombstones(settings: Settings) -> Any:
+    """The expired memories of the settings' home (``storage.tombstones.Tombstones``)."""
+    from skillstream.storage.tombstones import Tombstones
+
+    path = Path(settings.storage.catalog)
+    if not path.exists():
+        return Tombstones()
+    from skillstream.storage.catalog import Catalog
+
+    cat = Catalog(str(path), read_only=True)
+    try:
+        return Tombstones.read(cat)
+    finally:
+        cat.close()
+
+
 def memory_pipeline(
     settings: Settings,
     embedder: TextEmbedder | None = None,
@@ -199,7 +215,8 @@ def memory_pipeline(
     done_spans: frozenset[str] | None = None,
 ) -> MemoryPipeline:
     """The memory pipeline a flow extracts with: owners hydrated from the home's LanceDB table
-    (opened on first need), spans of the ledger skipped.
+    (opened on first need) and the minimal rows of their expired memories (read from the catalog
+    now, ``storage.tombstones``), spans of the ledger skipped.
 
     Args:
         settings: The home and every extraction setting.
@@ -214,12 +231,13 @@ def memory_pipeline(
     embedder = embedder or get_embedder(settings.embedding)
     dim = embedder.dim
     cache: dict[str, MemoryIndex] = {}
+    expired = read_tombstones(settings)
 
     def hydrate(owner_id: str) -> Any:
         idx = cache.get("idx")
         if idx is None:
             idx = cache["idx"] = open_index(settings, dim)
-        return idx.owner_memories(owner_id)
+        return [*idx.owner_memories(owner_id), *expired.owner(owner_id)]
 
     done = read_done_spans(settings) if done_spans is None else done_spans
     return build_pipeline(settings, embedder, executor=executor, hydrate=hydrate, done_spans=done)
