@@ -219,6 +219,13 @@ def test_expiry_removes_the_memory_from_both_indexes_and_keeps_a_minimal_log(
     assert _rows(home, "SELECT count(*) AS n FROM memory_meta WHERE status = 'expired'") == [
         {"n": 2}
     ]
+    # expired -> deleted by hand works on the minimal row, and LanceDB stays without it
+    with open_stores(home, embedder.dim) as stores:
+        store.set_status(stores, [hike_id], "deleted", at=T0 + 30 * DAY, reason="forget")
+        assert stores.index.count() == 0
+    assert _rows(home, "SELECT status, text FROM memory_meta WHERE id = ?", [hike_id]) == [
+        {"status": "deleted", "text": ""}
+    ]
 
 
 def test_a_replay_or_a_crash_does_not_bring_an_expired_memory_back(tmp_path, embedder, recorded):
