@@ -42,7 +42,9 @@ from skillstream.spans import render_span
 
 log = logging.getLogger(__name__)
 
-Hydrate = Callable[[str], list[Memory]]
+Hydrate = Callable[[str], "list[Memory] | OwnerMemories"]
+"""An owner's memories read back from the store (or a whole ``OwnerMemories``, with what only the
+catalog keeps, such as open contradictions)."""
 
 
 @dataclass
@@ -88,10 +90,12 @@ class MemoryPipeline:
         )
 
     def new_state(self, owner_id: str) -> OwnerState:
+        got = self.hydrate(owner_id) if self.hydrate is not None else []
+        if isinstance(got, OwnerMemories):
+            return OwnerState(got, self.run_id)
         mem = OwnerMemories(owner_id)
-        if self.hydrate is not None:
-            for m in self.hydrate(owner_id):
-                mem.put(m)
+        for m in got:
+            mem.put(m)
         return OwnerState(mem, self.run_id)
 
     def process_owner(self, state: OwnerState, spans: Iterable[Span]) -> list[SpanResult]:

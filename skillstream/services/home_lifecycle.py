@@ -54,34 +54,12 @@ def load_owner(stores: Any, owner_id: str) -> OwnerMemories:
     """One owner's memories (every status, with vectors) from LanceDB, with the minimal rows of
     its expired memories, its unresolved contradictions and the ones already escalated from the
     catalog."""
-    from skillstream.storage.tombstones import owner_memories
+    from skillstream.storage.tombstones import OpenContradictions, owner_memories
 
     state = OwnerMemories(owner_id)
     for m in owner_memories(stores.index, stores.catalog, owner_id):
         state.put(m)
-    rows = stores.catalog.sql(
-        f"SELECT contradiction_id, memory_a, memory_b, detected_at FROM {ctr.TABLE} "
-        "WHERE owner_id = ? AND resolution = ?",
-        [owner_id, ctr.UNRESOLVED],
-    ).to_pylist()
-    for r in rows:
-        if r["detected_at"] is not None:
-            detected = r["detected_at"].astimezone(UTC)
-            state.open_contradictions[r["contradiction_id"]] = (
-                r["memory_a"],
-                r["memory_b"],
-                detected,
-            )
-    if rows:
-        done = stores.catalog.sql(
-            "SELECT DISTINCT reason FROM memory_events WHERE owner_id = ? AND event = ?",
-            [owner_id, LifecycleEvent.ESCALATED],
-        ).to_pylist()
-        for r in done:
-            for cid in state.open_contradictions:
-                if cid in (r["reason"] or ""):
-                    state.escalated.add(cid)
-    return state
+    return OpenContradictions.read(stores.catalog, owner_id).fill(state)
 
 
 def resolve_contradiction(

@@ -358,6 +358,41 @@ def test_an_unresolved_contradiction_is_escalated_once_after_seven_days(recorded
     assert maintain_owner(state, T0 + 30 * DAY, params, recorded_at=recorded) is None
 
 
+def test_a_state_read_back_from_the_store_escalates_like_one_kept_in_memory(
+    tmp_path, embedder, recorded
+):
+    """The flow hydrates an owner (a later run, or a resume) with its open contradictions."""
+    from skillstream.flows.operators import memory_pipeline
+
+    settings = Settings.load(home=str(tmp_path / "home"), session_summaries=False)
+    options = ApplyOptions.from_settings(
+        settings.lifecycle, settings.spans.idle_gap, embed=embedder.encode
+    )
+    state = OwnerMemories("o1")
+    results = []
+    for i, (text, at) in enumerate([("User likes hiking", T0), ("User does not like hiking", T0)]):
+        op = MemoryOp(Op.INSERT, text, key="user|preference|hiking", event_ts=at - i * DAY)
+        r = apply_ops(state, span([text], at=T0 + i * DAY), [op], recorded, options)
+        results.append(MaintenanceResult("o1", T0, list(r.changed.values()), r.events, r.rows))
+    (cid,) = state.open_contradictions
+    with open_stores(settings, embedder.dim) as stores:
+        write_results(stores, results)
+    params = rules(summaries=False, reorganize=False)
+
+    def hydrated() -> OwnerMemories:
+        return memory_pipeline(settings, embedder).new_state("o1").memories
+
+    back = hydrated()
+    assert back.open_contradictions == state.open_contradictions and back.escalated == set()
+    due = maintain_owner(back, T0 + 9 * DAY, params, recorded_at=recorded)
+    assert due is not None and [e.event for e in due.events] == ["escalated", "escalated"]
+    with open_stores(settings, embedder.dim) as stores:
+        write_results(stores, [due])
+    again = hydrated()
+    assert again.escalated == {cid}  # escalated once: a later state does not do it again
+    assert maintain_owner(again, T0 + 30 * DAY, params, recorded_at=recorded) is None
+
+
 def test_escalation_reaches_the_kafka_event_records(recorded):
     from skillstream.connectors.kafka_events import result_events
 
