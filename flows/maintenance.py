@@ -3,10 +3,16 @@
 It sits between the owner-shard keying and the extraction step and watches the event time of each
 owner's spans. When an owner's next span lies past a maintenance boundary (multiples of
 ``maintenance_interval_s`` since the epoch, UTC), it emits a ``MaintenanceTick(owner, boundary)``
-just before that span; the extraction step runs ``skillstream.lifecycle.maintain_owner`` on the
-owner's state at the boundary time and sends the ``MaintenanceResult`` to the store sink with the
-span results. The first span of an owner in a run also gets a tick (catching up a state hydrated
-from the store); maintenance is idempotent, so a repeated tick changes nothing.
+just before that span, naming it; the extraction step runs
+``skillstream.lifecycle.maintain_owner`` on the owner's state at the boundary time and sends the
+``MaintenanceResult`` to the store sink with the span results. The first span of an owner in a run
+also gets a tick (catching up a state hydrated from the store).
+
+A state hydrated from the store (a rerun, or an owner first seen after a resume) already holds
+what the ticks before the spans of the ledger changed: those ticks are skipped with their spans.
+Running them again would maintain a later state at an earlier time, and a step that is not
+monotone in time (the reorganizer, which clusters what existed at the tick) would rewrite its
+nodes back to an earlier clustering.
 
 Why per owner: the ticks an owner gets depend only on that owner's own timestamps, which arrive in
 order, so one worker or many, one backfill or a live run cut into pieces, an owner's memories go
@@ -45,7 +51,10 @@ class ClockLogic(StatefulBatchLogic[Span, Any, dict]):
             idx = tick_index(span.end_ts, self.interval)
             prev = self.last.get(span.owner_id)
             if prev is None or idx > prev:
-                out.append(MaintenanceTick(span.owner_id, tick_time(idx, self.interval)))
+                tick = MaintenanceTick(
+                    span.owner_id, tick_time(idx, self.interval), span_id=span.span_id
+                )
+                out.append(tick)
                 self.last[span.owner_id] = idx
             out.append(span)
         return out, StatefulBatchLogic.RETAIN

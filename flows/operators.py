@@ -43,6 +43,7 @@ from skillstream.flows import progress
 from skillstream.flows.distill import distil_task_skills
 from skillstream.flows.maintenance import maintenance_clock
 from skillstream.flows.shards import per_owner, shard_of
+from skillstream.memories import OwnerMemories
 from skillstream.model import DeadLetter, Message, Span, SpanResult
 from skillstream.pipeline import MemoryPipeline, OwnerState
 from skillstream.settings import Settings
@@ -191,6 +192,21 @@ def read_done_spans(settings: Settings) -> frozenset[str]:
         cat.close()
 
 
+def read_tombstones(settings: Settings) -> tuple[Any, Any]:
+    """What the states of the settings' home hold beyond LanceDB: the expired memories and the
+    open contradictions (``storage.tombstones``), read once from the catalog."""
+    from skillstream.storage.catalog import catalog_exists, open_catalog
+    from skillstream.storage.tombstones import OpenContradictions, Tombstones
+
+    if not catalog_exists(settings.storage):
+        return Tombstones(), OpenContradictions()
+    cat = open_catalog(settings.storage, read_only=True)
+    try:
+        return Tombstones.read(cat), OpenContradictions.read(cat)
+    finally:
+        cat.close()
+
+
 def memory_pipeline(
     settings: Settings,
     embedder: TextEmbedder | None = None,
@@ -199,7 +215,9 @@ def memory_pipeline(
     done_spans: frozenset[str] | None = None,
 ) -> MemoryPipeline:
     """The memory pipeline a flow extracts with: owners hydrated from the home's LanceDB table
-    (opened on first need), spans of the ledger skipped.
+    (opened on first need) with the minimal rows of their expired memories and their open
+    contradictions (read from the catalog now, ``storage.tombstones``), spans of the ledger
+    skipped.
 
     Args:
         settings: The home and every extraction setting.
@@ -214,12 +232,16 @@ def memory_pipeline(
     embedder = embedder or get_embedder(settings.embedding)
     dim = embedder.dim
     cache: dict[str, MemoryIndex] = {}
+    expired, contradictions = read_tombstones(settings)
 
     def hydrate(owner_id: str) -> Any:
         idx = cache.get("idx")
         if idx is None:
             idx = cache["idx"] = open_index(settings, dim)
-        return idx.owner_memories(owner_id)
+        state = OwnerMemories(owner_id)
+        for m in [*idx.owner_memories(owner_id), *expired.owner(owner_id)]:
+            state.put(m)
+        return contradictions.fill(state)
 
     done = read_done_spans(settings) if done_spans is None else done_spans
     return build_pipeline(settings, embedder, executor=executor, hydrate=hydrate, done_spans=done)

@@ -244,6 +244,8 @@ class SessionSummaryRow(CatalogRow):
     end_ts: datetime | None = column(TS, default=None)
     version: int | None = column(pa.int32(), default=None)
     recorded_at: datetime | None = column(TS, default=None)
+    emotional_context: str | None = column(pa.string(), default=None)
+    """The tones the session's memories speak in (``lifecycle.tone``); ``None``: none found."""
 
 
 @dataclass(frozen=True, kw_only=True)

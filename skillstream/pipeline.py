@@ -7,13 +7,9 @@ can call it directly.
 Replays and re-runs:
 
 * When an owner's state is new in this run, it is hydrated from the memory store and spans already
-  in the ledger (read when the flow was built) are skipped: a second run over the same input does no
-  work and adds no rows.
-* A maintenance tick comes just before the span it precedes in the owner's stream. While a
-  hydrated state is still meeting spans of the ledger, a tick waits for its span: when that span
-  is done, the tick is dropped (the store already holds its result, committed before the span's
-  ledger row, and maintaining the hydrated state at that earlier time would act on memories of
-  later spans); otherwise it runs, then the span.
+  in the ledger (read when the flow was built) are skipped, with the maintenance ticks emitted
+  before them (their changes were committed with those spans): a second run over the same input
+  does no work and adds no rows.
 * When the state was restored from a Bytewax snapshot, replayed spans are processed again: the state
   is exactly what it was at the snapshot, processing is deterministic (and LLM answers come from the
   response cache), so the same ids and rows come out and the idempotent sinks absorb them.
@@ -46,7 +42,9 @@ from skillstream.spans import render_span
 
 log = logging.getLogger(__name__)
 
-Hydrate = Callable[[str], list[Memory]]
+Hydrate = Callable[[str], "list[Memory] | OwnerMemories"]
+"""An owner's memories read back from the store (or a whole ``OwnerMemories``, with what only the
+catalog keeps, such as open contradictions)."""
 
 
 @dataclass
@@ -54,21 +52,13 @@ class OwnerState:
     """Bytewax state of one owner: its memories and the run (flow build) that created the state.
 
     A state whose ``run_id`` differs from the pipeline's was restored from a Bytewax snapshot.
-    ``held`` holds maintenance ticks waiting for their span while a hydrated state replays spans
-    of the ledger (``caught_up`` turns true at the first span that is not done).
     """
 
     memories: OwnerMemories
     run_id: str
-    held: list[Any] = field(default_factory=list)
-    caught_up: bool = False
 
     def copy(self) -> OwnerState:
-        return OwnerState(self.memories.copy(), self.run_id, list(self.held), self.caught_up)
-
-    def __setstate__(self, state: dict) -> None:
-        # states snapshotted before ``held`` and ``caught_up`` existed get them empty
-        self.__dict__.update({"held": [], "caught_up": False, **state})
+        return OwnerState(self.memories.copy(), self.run_id)
 
 
 @dataclass
@@ -100,10 +90,12 @@ class MemoryPipeline:
         )
 
     def new_state(self, owner_id: str) -> OwnerState:
+        got = self.hydrate(owner_id) if self.hydrate is not None else []
+        if isinstance(got, OwnerMemories):
+            return OwnerState(got, self.run_id)
         mem = OwnerMemories(owner_id)
-        if self.hydrate is not None:
-            for m in self.hydrate(owner_id):
-                mem.put(m)
+        for m in got:
+            mem.put(m)
         return OwnerState(mem, self.run_id)
 
     def process_owner(self, state: OwnerState, spans: Iterable[Span]) -> list[SpanResult]:
@@ -114,21 +106,18 @@ class MemoryPipeline:
         for span in spans:
             restored = state.run_id != self.run_id
             if not isinstance(span, Span):  # a MaintenanceTick (skillstream.lifecycle)
-                if not restored and not state.caught_up and self.done_spans:
-                    state.held.append(span)  # until its span says whether it is done
-                else:
-                    self._maintain(state, span, results)
+                before = getattr(span, "span_id", None)
+                if not restored and before is not None and before in self.done_spans:
+                    continue  # committed with its span: the hydrated state already holds it
+                done = self.maintenance(state.memories, span) if self.maintenance else None
+                if done is not None:
+                    results.append(done)
                 continue
             if not restored and span.span_id in self.done_spans:
-                state.held.clear()
                 results.append(
                     SpanResult(span=span, status="skipped", extractor=self.executor.name)
                 )
                 continue
-            state.caught_up = True
-            for tick in state.held:
-                self._maintain(state, tick, results)
-            state.held.clear()
             results.append(self._one(state, span, pending, defer))
         if pending:
             self._embed_into(list(pending.values()))
@@ -136,11 +125,6 @@ class MemoryPipeline:
         for r in results:
             r.memories = [m.copy() for m in r.memories]
         return results
-
-    def _maintain(self, state: OwnerState, tick: Any, results: list[Any]) -> None:
-        done = self.maintenance(state.memories, tick) if self.maintenance else None
-        if done is not None:
-            results.append(done)
 
     def _one(
         self, state: OwnerState, span: Span, pending: dict[str, Memory], defer: bool

@@ -721,11 +721,9 @@ class LifecycleSettings(_Group):
     )
     reorganize: Bool = _key(
         "reorganize",
-        False,
+        True,
         "Maintenance clusters each owner's long-term memories into abstract topic nodes linked "
-        "to their members (memory_relations). Off by default: a run resumed after a crash can "
-        "still cluster differently from an uninterrupted one. SKILLSTREAM_REORGANIZE; default "
-        "false.",
+        "to their members (memory_relations). SKILLSTREAM_REORGANIZE; default true.",
     )
     reorganize_threshold: Float = _key(
         "reorganize_threshold",

@@ -238,8 +238,8 @@ CONTRADICTIONS = _schema(
 SESSION_SUMMARIES = _schema(
     arrow_fields(SessionSummaryRow),
     "summary_id",
-    "One summary per session (narrative and key facts); summary_id is the id of the summary "
-    "memory.",
+    "One summary per session (narrative, key facts, topics, emotional context, token count); "
+    "summary_id is the id of the summary memory.",
 )
 
 MEMORY_RELATIONS = _schema(

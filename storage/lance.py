@@ -512,6 +512,14 @@ class MemoryIndex:
             return 0
         return self.table.upsert(self._to_arrow(items))
 
+    def delete(self, ids: Iterable[str]) -> int:
+        """Delete memories by id (rows that are not there are no error); returns how many ids."""
+        todo = sorted(set(ids))
+        if todo and self.table.exists:
+            for i in range(0, len(todo), 1000):
+                self.table.delete(filters.is_in("id", todo[i : i + 1000]))
+        return len(todo)
+
     def _to_arrow(self, items: list[Memory]) -> pa.Table:
         schema = self.table.schema
         rows = []

@@ -15,6 +15,9 @@ Two LanceDB tables have a committed copy in the catalog under the same name, wit
   columns from the catalog, its vector the embedding of the committed text);
 * a committed row missing from LanceDB (a crash inside an earlier reconcile) is written back.
 
+Committed rows that LanceDB must not hold count as not committed: an expired memory (its minimal
+row in ``memory_meta``) is deleted from LanceDB if a replay wrote it back, and never restored.
+
 Run :func:`reconcile_home` once per home before the flow starts, in the process that owns the store
 sink; it opens the catalog once, read-only, and never writes it. With a shared catalog every store
 partition writes its own owners, so each partition reconciles only those (``owners``) before it
@@ -31,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from skillstream.embed import Embed
+from skillstream.lifecycle.states import UNINDEXED_SQL
 from skillstream.settings import Settings
 from skillstream.storage import filters
 from skillstream.storage.catalog import Catalog, catalog_exists, open_catalog
@@ -49,7 +53,7 @@ _DIFF = """
 SELECT coalesce(l.id, c.id) AS id, coalesce(l.owner_id, c.owner_id) AS owner_id,
        l.version AS lance_version, c.version AS committed_version
 FROM (SELECT id, owner_id, version FROM lance_rows) AS l
-FULL OUTER JOIN (SELECT id, owner_id, version FROM {committed}) AS c ON l.id = c.id
+FULL OUTER JOIN (SELECT id, owner_id, version FROM {committed} WHERE {where}) AS c ON l.id = c.id
 WHERE c.id IS NULL OR l.id IS NULL OR l.version <> c.version
 """
 
@@ -73,6 +77,7 @@ def reconcile_table(
     committed: str,
     restore: Restore,
     owners: Owners | None = None,
+    where: str = "true",
 ) -> Reconciled:
     """Make one LanceDB table agree with its committed copy in the catalog.
 
@@ -83,6 +88,8 @@ def reconcile_table(
         committed: The catalog table holding the committed rows (a trusted constant).
         restore: Writes committed rows back to ``table``.
         owners: Only rows of these owners are compared and changed (default: all).
+        where: The committed rows LanceDB holds (a trusted SQL condition); the others are
+            treated as never committed.
 
     Returns:
         Counts of deleted, rolled-back and restored rows (all zero for a consistent home).
@@ -91,7 +98,7 @@ def reconcile_table(
     dataset = table.to_lance()
     if dataset is None:
         return done
-    diff, rows = _compare(cat, dataset, committed)
+    diff, rows = _compare(cat, dataset, committed, where)
     if owners is not None:
         diff = [d for d in diff if owners(d["owner_id"])]
         rows = [r for r in rows if owners(r["owner_id"])]
@@ -132,7 +139,9 @@ def reconcile_memories(
             m.vector = np.asarray(v, dtype=np.float32)
         index.upsert(memories)
 
-    return reconcile_table(cat, index.table, "memory_meta", restore, owners)
+    return reconcile_table(
+        cat, index.table, "memory_meta", restore, owners, f"NOT ({UNINDEXED_SQL})"
+    )
 
 
 def reconcile_task_skills(
@@ -183,12 +192,12 @@ def reconcile_home(
 Rows = list[dict[str, Any]]
 
 
-def _compare(cat: Catalog | None, dataset: Any, committed: str) -> tuple[Rows, Rows]:
+def _compare(cat: Catalog | None, dataset: Any, committed: str, where: str) -> tuple[Rows, Rows]:
     """Ids whose LanceDB and committed versions differ, and the committed rows among them."""
     if cat is not None and cat.has(committed):
         cat.con.register("lance_rows", dataset)
         try:
-            diff = cat.sql(_DIFF.format(committed=committed)).to_pylist()
+            diff = cat.sql(_DIFF.format(committed=committed, where=where)).to_pylist()
         finally:
             cat.con.unregister("lance_rows")
         fix = [d["id"] for d in diff if d["committed_version"] is not None]

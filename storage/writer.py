@@ -7,15 +7,19 @@ Order of a write (one call, any number of results):
 
 1. the task skills' new versions into LanceDB ``task_skills``; then every memory the results
    touched, with each stored task skill's ``SkillMemory`` item (``distill.memory_item``),
-   de-duplicated by id (highest ``version`` wins), in one LanceDB upsert (an expired memory
-   arrives without text and with a zero vector, so neither the full-text nor the vector index
-   holds anything of it);
+   de-duplicated by id (highest ``version`` wins), in one LanceDB upsert, except expired
+   memories: their LanceDB rows are deleted, so neither the full-text nor the vector index holds
+   anything of them (``lifecycle.states.indexed``);
 2. one catalog transaction (run again on a shared catalog when its commit meets another
    writer's): ``memory_meta`` upsert, ``memory_events`` insert-if-new, (the earlier
    events of expired memories lose their old and new values: only the minimal ``memory_meta`` row
    and the ``expired`` event stay), ``llm_calls`` upsert, the typed ``rows`` of the results (each
    row class to its table, see ``skillstream.tables``) and the task-skill tables,
    ``dead_letters``, and last the span ledger (``spans``).
+
+An expired memory lives on only as its minimal ``memory_meta`` row and its events; readers of an
+owner's state add those rows back from the catalog (``storage.tombstones``), and the crash
+reconciliation leaves them out of LanceDB.
 
 The ledger row is the span's commit marker. A crash before the transaction commits leaves no
 ledger row, so the span is processed again and its rows are written again under the same
@@ -32,6 +36,7 @@ from typing import Any
 
 from skillstream.errors import InputError
 from skillstream.lifecycle.querylog import TABLE as QUERIES_TABLE
+from skillstream.lifecycle.states import indexed
 from skillstream.model import DeadLetter, MaintenanceResult, Memory, QueryRow, SpanResult
 from skillstream.storage import filters, task_skill_writer
 from skillstream.storage.home import Stores
@@ -136,7 +141,8 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
         [*(m for r in changes for m in r.memories), *task_skill_writer.memory_items(stored_skills)]
     )
     expired = [m.id for m in memories if m.status == MemoryStatus.EXPIRED]
-    summary.memories = stores.index.upsert(memories)
+    summary.memories = stores.index.upsert([m for m in memories if indexed(m)])
+    stores.index.delete([m.id for m in memories if not indexed(m)])
 
     events = [e for r in changes for e in r.events]
     events += task_skill_writer.memory_events(task_skills)

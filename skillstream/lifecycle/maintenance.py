@@ -48,11 +48,15 @@ class MaintenanceTick:
     """A request, in the stream, to maintain one owner's memories at event time ``at``.
 
     ``close_sessions`` treats every open session as closed (summaries at the end of a backfill).
+    ``span_id`` names the span the tick was emitted before: the store commits the tick's changes
+    no later than that span's ledger row, so a state read back from the store after that span
+    already holds them (the pipeline then skips the tick, as it skips the span).
     """
 
     owner_id: str
     at: datetime
     close_sessions: bool = False
+    span_id: str | None = None
 
 
 def steps_due(m: Memory, at: datetime, rules: LifecycleParams) -> int:

@@ -10,8 +10,8 @@ archived    out of the way but kept: over capacity, or the loser of a contradict
 merged      folded with its near-duplicates into a new consolidated version (``merged_into``
             names it)
 expired     past its expiry (policy TTL), decayed to zero confidence, or archived too long;
-            ``valid_to`` is set; text, tags, key and subject are dropped and the vector zeroed,
-            so nothing of it stays in the search indexes: only a minimal log row stays
+            ``valid_to`` is set; text, tags, key, subject and vector are dropped and the store
+            deletes it from the vector and full-text indexes: only a minimal log row stays
 deleted     soft-deleted (an explicit cancellation, or ``maintain --forget``); ``valid_to`` is set
 frozen      locked: updates, deletes and reinforcements are refused and logged (``refused``)
 ==========  ================================================================================
@@ -32,8 +32,6 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-
-import numpy as np
 
 from skillstream.errors import InputError
 from skillstream.ids import prefixed_id
@@ -118,16 +116,31 @@ def minimal(m: Memory) -> Memory:
     """Drop what an expired memory said (text, tags, key, subject, vector), in place.
 
     What stays is the minimal log of the seed: id, owner, kind, type, scope, status, times,
-    confidence and sources (message ids, not their content). The vector becomes zeros of the same
-    width: the stored row keeps its shape but no longer carries anything a search could match.
+    confidence and sources (message ids, not their content).
     """
     m.text = ""
     m.tags = []
     m.key = None
     m.subject = None
-    if m.vector is not None:
-        m.vector = np.zeros_like(np.asarray(m.vector, dtype=np.float32))  # type: ignore[assignment]
+    m.vector = None
     return m
+
+
+def indexed(m: Memory) -> bool:
+    """Whether ``m`` belongs in the search indexes (LanceDB): not once it is a minimal log row.
+
+    An expired memory is only its minimal row from then on, also when it is deleted later.
+    """
+    if m.status == MemoryStatus.EXPIRED:
+        return False
+    return not (m.status == MemoryStatus.DELETED and not m.text and m.vector is None)
+
+
+UNINDEXED_SQL = (
+    f"status = '{MemoryStatus.EXPIRED.value}' OR "
+    f"(status = '{MemoryStatus.DELETED.value}' AND coalesce(text, '') = '')"
+)
+"""SQL over ``memory_meta``: the rows :func:`indexed` keeps out of LanceDB (minimal log rows)."""
 
 
 def _iso(t: datetime | None) -> str | None:

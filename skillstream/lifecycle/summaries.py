@@ -9,7 +9,9 @@ the narrative, the key facts, the topics and the token count (the seed's memory-
 The summary is built from the session's memories only (extractive, no LLM): the narrative says
 when and who spoke and then, in one sentence, what the three memories closest to the session's
 mean vector say, in time order; key facts are up to eight memories spread evenly over the session
-in time order; topics are the most frequent tags. Its
+in time order; topics are the most frequent tags; the emotional context (the seed's
+``emotionalContext``, only in the table row) is the tones its memories speak in
+(``skillstream.lifecycle.tone``). Its
 times come from the session itself (first and last memory), never from when maintenance ran, so
 every path to the same memories gives the same summary. A summary is rebuilt when a memory of its
 session was created after the summary's time (a late span); its ``created_at`` is the time of the
@@ -32,6 +34,7 @@ from skillstream.ids import prefixed_id
 from skillstream.lifecycle.params import LifecycleParams
 from skillstream.lifecycle.reorganizer import sentence
 from skillstream.lifecycle.states import ChangeLog
+from skillstream.lifecycle.tone import emotional_context
 from skillstream.memories import LIVE, OwnerMemories
 from skillstream.model import Memory, SessionSummaryRow
 from skillstream.prompts import render
@@ -146,6 +149,7 @@ def build(owner_id: str, session_id: str, items: list[Memory]) -> tuple[Memory, 
         session_id=session_id,
     )
     table_row = SessionSummaryRow(
+        emotional_context=emotional_context(m.text for m in items),
         summary_id=sid,
         owner_id=owner_id,
         conversation_id=items[-1].conversation_id,

@@ -26,6 +26,7 @@ from skillstream.lifecycle.policy import Reader, can_read
 from skillstream.lifecycle.reinforce import merge_versions
 from skillstream.lifecycle.states import (
     STATUSES,
+    UNINDEXED_SQL,
     ChangeLog,
 )
 from skillstream.memories import LIVE, OwnerMemories
@@ -50,34 +51,15 @@ def owners(stores: Any) -> list[str]:
 
 
 def load_owner(stores: Any, owner_id: str) -> OwnerMemories:
-    """One owner's memories (every status, with vectors) from LanceDB, with its unresolved
-    contradictions and the ones already escalated from the catalog."""
+    """One owner's memories (every status, with vectors) from LanceDB, with the minimal rows of
+    its expired memories, its unresolved contradictions and the ones already escalated from the
+    catalog."""
+    from skillstream.storage.tombstones import OpenContradictions, owner_memories
+
     state = OwnerMemories(owner_id)
-    for m in stores.index.owner_memories(owner_id):
+    for m in owner_memories(stores.index, stores.catalog, owner_id):
         state.put(m)
-    rows = stores.catalog.sql(
-        f"SELECT contradiction_id, memory_a, memory_b, detected_at FROM {ctr.TABLE} "
-        "WHERE owner_id = ? AND resolution = ?",
-        [owner_id, ctr.UNRESOLVED],
-    ).to_pylist()
-    for r in rows:
-        if r["detected_at"] is not None:
-            detected = r["detected_at"].astimezone(UTC)
-            state.open_contradictions[r["contradiction_id"]] = (
-                r["memory_a"],
-                r["memory_b"],
-                detected,
-            )
-    if rows:
-        done = stores.catalog.sql(
-            "SELECT DISTINCT reason FROM memory_events WHERE owner_id = ? AND event = ?",
-            [owner_id, LifecycleEvent.ESCALATED],
-        ).to_pylist()
-        for r in done:
-            for cid in state.open_contradictions:
-                if cid in (r["reason"] or ""):
-                    state.escalated.add(cid)
-    return state
+    return OpenContradictions.read(stores.catalog, owner_id).fill(state)
 
 
 def resolve_contradiction(
@@ -336,10 +318,15 @@ def set_status(
 
 
 def _get(stores: Any, memory_id: str) -> Any:
+    """A memory from LanceDB, or the minimal catalog row of an expired one (no vector)."""
     from skillstream.storage import filters
     from skillstream.storage.lance import memory_from_row
 
     rows = stores.index.table.scan(filters.eq("id", memory_id)).to_pylist()
+    if not rows:
+        rows = stores.catalog.sql(
+            f"SELECT * FROM memory_meta WHERE id = ? AND ({UNINDEXED_SQL})", [memory_id]
+        ).to_pylist()
     return memory_from_row(rows[0]) if rows else None
 
 

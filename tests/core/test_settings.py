@@ -44,7 +44,7 @@ def test_groups_hold_every_key_once_with_todays_defaults(tmp_path):
         "product",
     )
     assert (s.lifecycle.archive_after_s, s.lifecycle.expire_archived_after_s) == (0, 0)
-    assert (s.lifecycle.reorganize, s.lifecycle.reorganize_min_members) == (False, 3)
+    assert (s.lifecycle.reorganize, s.lifecycle.reorganize_min_members) == (True, 3)
     assert s.distillation.enabled is True and s.distillation.full is False
     assert s.kafka.events_partitions == 3 and s.kafka.config == {}
     assert s.extraction.memory_skill_selection == "auto"

@@ -73,9 +73,9 @@ def offline(locomo_file: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
 def test_offline_json_shape(offline: dict[str, Any]) -> None:
     res = offline["result"]
     assert list(res)[: len(TOP_KEYS)] == TOP_KEYS
-    # node recall (recall@k_nodes) is reported only when the reorganizer is on (off by default)
+    # node recall (recall@k_nodes): the reorganizer is on by default; the baseline has no nodes
     plain = {"recall@1", "recall@3", "recall@20", "f1", "judge"}
-    assert set(res["overall"]) == plain
+    assert set(res["overall"]) == plain | {"recall@1_nodes", "recall@3_nodes", "recall@20_nodes"}
     assert set(res["baseline"]) == plain
     assert res["overall"]["f1"] is None and res["overall"]["judge"] is None  # no LLM: no QA
     assert res["llm_calls"] == 0
@@ -216,6 +216,9 @@ def test_qa_and_judge_end_to_end_with_an_openai_protocol_server(
         "recall@5": 1.0,
         "recall@10": 1.0,
         "recall@20": 1.0,
+        "recall@5_nodes": 1.0,
+        "recall@10_nodes": 1.0,
+        "recall@20_nodes": 1.0,
         "f1": 1.0,
         "judge": 1.0,
         "questions": 1,

@@ -101,11 +101,43 @@ def test_a_closed_session_gets_one_summary(recorded):
         == "2024-01-01: Caroline and Melanie spoke. Caroline likes green tea; Melanie paints "
         "sunsets; and Caroline plans a trip to Kyoto."
     )
+    assert row["emotional_context"] is None  # no word of this session carries a tone
     assert (
         maintain_owner(state, T0 + 50 * MIN, rules(), recorded_at=recorded) is None
     )  # one per session
     # summaries are not shown to the extractor
     assert s not in state.retrieve(None, 10)
+
+
+def test_the_summary_row_names_the_tone_of_the_session(recorded):
+    state = OwnerMemories("o1")
+    for i, text in enumerate(
+        [
+            "Sam is frustrated that the parcel is late again",
+            "Sam is not happy with the courier",  # negated: no tone
+            "Sam was annoyed by the hold music",
+            "Sam said thanks once the refund came",
+        ]
+    ):
+        apply_ops(state, span([text], at=T0 + i * MIN), [MemoryOp(Op.INSERT, text)], recorded)
+    r = maintain_owner(state, T0 + 60 * MIN, rules(), recorded_at=recorded)
+    (row,) = r.rows.session_summaries
+    assert row.emotional_context == "frustrated (frustrated, annoyed); grateful (thanks)"
+    # the summary memory itself stays narrative and key facts; the tone is a column of the row
+    assert state.get(row.summary_id).text.split("\n")[1] == "Key facts:"
+
+
+def test_tones_in_chinese_and_negation():
+    from skillstream.lifecycle.tone import emotional_context
+
+    assert emotional_context(["她今天不开心", "她很担心考试", "考试让她很紧张"]) == (
+        "anxious (担心, 紧张); sad (不开心)"
+    )
+    assert emotional_context(["Ana isn't worried about the move", "Ana never felt lonely"]) is None
+    assert emotional_context(["Ana went to a funeral", "The fundraiser is on Friday"]) is None
+    assert emotional_context(["Ana can't wait for the trip", "Ana is excited"]) == (
+        "excited (can't wait, excited)"
+    )
 
 
 def test_a_late_memory_refreshes_the_summary_and_scope_is_the_strictest(recorded):

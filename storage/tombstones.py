@@ -1,0 +1,138 @@
+"""What an owner's state holds that LanceDB does not: expired memories and open contradictions.
+
+When a memory expires, the store sink deletes its LanceDB row (the vector and full-text indexes
+forget it) and keeps its minimal ``memory_meta`` row and its events (``storage.writer``). An
+owner's state is read from LanceDB, so whoever builds one (the flow's hydration, ``skillstream
+maintain``) adds these rows back from the catalog: the lifecycle still knows each expired id
+(an expired topic node or summary is not written again under the same id, and a contradiction
+with an expired side can be settled), and a run resumed from the store sees what an uninterrupted
+run has in its state. The same readers add the owner's unresolved contradictions (and which of them
+were escalated already) from the ``contradictions`` table, so escalation after a resume or in a
+later run happens as in a state that never left memory (:class:`OpenContradictions`).
+
+Example:
+    >>> stones = Tombstones.read(catalog)  # doctest: +SKIP
+    >>> stones.owner("u1")  # doctest: +SKIP
+    [Memory(id='mem_…', status='expired', text='', ...)]
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow as pa
+
+from skillstream.lifecycle.contradictions import TABLE as CONTRADICTIONS
+from skillstream.lifecycle.contradictions import UNRESOLVED
+from skillstream.lifecycle.states import UNINDEXED_SQL
+from skillstream.memories import OwnerMemories
+from skillstream.model import Memory
+from skillstream.storage import filters
+from skillstream.storage.lance import memory_from_row
+from skillstream.vocab import LifecycleEvent
+
+TABLE = "memory_meta"
+
+
+class Tombstones:
+    """The minimal rows of a home's expired memories, grouped by owner (read once)."""
+
+    def __init__(self, rows: pa.Table | None = None) -> None:
+        self._rows = rows
+        self._slices: dict[str, tuple[int, int]] = {}
+        if rows is not None and rows.num_rows:
+            owners = rows.column("owner_id").to_pylist()
+            start = 0
+            for i in range(1, len(owners) + 1):
+                if i == len(owners) or owners[i] != owners[start]:
+                    self._slices[owners[start]] = (start, i - start)
+                    start = i
+
+    @classmethod
+    def read(cls, catalog: Any, owner_id: str | None = None) -> Tombstones:
+        """The expired memories in ``catalog`` (of one owner, or all), without task-skill items.
+
+        Args:
+            catalog: An open ``Catalog`` (read-only is enough), or ``None`` for a new home.
+            owner_id: Only this owner's rows.
+        """
+        if catalog is None or not catalog.has(TABLE):
+            return cls()
+        where = filters.where_all(
+            UNINDEXED_SQL,
+            filters.not_skill_item(),
+            filters.eq("owner_id", owner_id) if owner_id is not None else None,
+        )
+        rows = catalog.sql(f"SELECT * FROM {TABLE} WHERE {where} ORDER BY owner_id, id")
+        return cls(rows)
+
+    def __len__(self) -> int:
+        return self._rows.num_rows if self._rows is not None else 0
+
+    def owners(self) -> list[str]:
+        """Owners with at least one expired memory."""
+        return sorted(self._slices)
+
+    def owner(self, owner_id: str) -> list[Memory]:
+        """One owner's expired memories (no vector), by id."""
+        where = self._slices.get(owner_id)
+        if where is None or self._rows is None:
+            return []
+        return [memory_from_row(r) for r in self._rows.slice(*where).to_pylist()]
+
+
+def owner_memories(index: Any, catalog: Any, owner_id: str) -> list[Memory]:
+    """One owner's memories as its state holds them: the LanceDB rows (``MemoryIndex``) and the
+    minimal rows of its expired memories from ``catalog``."""
+    return [*index.owner_memories(owner_id), *Tombstones.read(catalog, owner_id).owner(owner_id)]
+
+
+class OpenContradictions:
+    """The unresolved contradictions of a home's owners, and which were escalated already (read
+    once from the catalog), for the states read back from the store: escalation then goes on as
+    in a state that never left memory."""
+
+    def __init__(
+        self,
+        open_: dict[str, dict[str, tuple[str, str, datetime]]] | None = None,
+        escalated: dict[str, set[str]] | None = None,
+    ) -> None:
+        self.open = open_ or {}
+        self.escalated = escalated or {}
+
+    @classmethod
+    def read(cls, catalog: Any, owner_id: str | None = None) -> OpenContradictions:
+        """Read them from ``catalog`` (of one owner, or all); ``None`` reads as none."""
+        if catalog is None or not catalog.has(CONTRADICTIONS):
+            return cls()
+        mine = filters.eq("owner_id", owner_id) if owner_id is not None else "true"
+        rows = catalog.sql(
+            f"SELECT owner_id, contradiction_id, memory_a, memory_b, detected_at "
+            f"FROM {CONTRADICTIONS} WHERE resolution = ? AND detected_at IS NOT NULL AND {mine}",
+            [UNRESOLVED],
+        ).to_pylist()
+        found: dict[str, dict[str, tuple[str, str, datetime]]] = {}
+        for r in rows:
+            found.setdefault(r["owner_id"], {})[r["contradiction_id"]] = (
+                r["memory_a"],
+                r["memory_b"],
+                r["detected_at"].astimezone(UTC),
+            )
+        done: dict[str, set[str]] = {}
+        if found and catalog.has("memory_events"):
+            events = catalog.sql(
+                f"SELECT DISTINCT owner_id, reason FROM memory_events WHERE event = ? AND {mine}",
+                [LifecycleEvent.ESCALATED.value],
+            ).to_pylist()
+            for e in events:
+                for cid in found.get(e["owner_id"], {}):
+                    if cid in (e["reason"] or ""):
+                        done.setdefault(e["owner_id"], set()).add(cid)
+        return cls(found, done)
+
+    def fill(self, state: OwnerMemories) -> OwnerMemories:
+        """Add the owner's open and escalated contradictions to ``state``; returns it."""
+        state.open_contradictions.update(self.open.get(state.owner_id, {}))
+        state.escalated.update(self.escalated.get(state.owner_id, set()))
+        return state
