@@ -51,9 +51,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
+DEV_FILE = Path("shared") / "data" / "locomo" / "locomo-dev.json"
+DEFAULT_DATA = next(
+    (d / DEV_FILE for d in ROOT.parents if (d / DEV_FILE).exists()), ROOT.parent / DEV_FILE
+)
 DEFAULT_CACHE = Path.home() / ".cache" / "skillstream" / "scale"
 CHUNK = 50_000
+SPAN_MEMORIES = 5
+BUILD_VERSION = 2
 KINDS = ("fact", "preference", "event", "plan", "opinion", "person")
 T_START = datetime(2023, 1, 1, tzinfo=UTC)
 
@@ -134,6 +139,7 @@ def memory_chunk(
         "decay_steps": [0] * n,
         "lang": ["en"] * n,
         "session_id": [f"session-{i % (owners * 4):07d}" for i in ids],
+        "span_id": [span_id(i, owners) for i in ids],
     }
     arrays = []
     for field in schema:
@@ -148,13 +154,66 @@ def memory_chunk(
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+def schema_tag(vectors: np.ndarray) -> str:
+    """A short hash of what a built home depends on besides N, M and seed: the LanceDB schema,
+    the index policy and the sentence pool (a change to any of them builds a new home)."""
+    from skillstream import tables
+    from skillstream.storage.lance import MEMORY_INDEXES, IndexPolicy
+
+    policy = IndexPolicy(scalar=MEMORY_INDEXES)
+    parts = [
+        str(BUILD_VERSION),
+        str(tables.memories_lance(vectors.shape[1])),
+        str(tables.SPANS),
+        repr((policy.scalar, policy.scalar_rows, policy.vector_rows)),
+        hashlib.sha256(vectors.tobytes()).hexdigest(),
+    ]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:10]
+
+
+def span_id(i: int, owners: int) -> str:
+    """The span memory ``i`` came from: an owner's memories, ``SPAN_MEMORIES`` to a span."""
+    return f"span-{i % owners:06d}-{i // owners // SPAN_MEMORIES:07d}"
+
+
+def ledger_chunk(start: int, stop: int, owners: int):
+    """The span ledger rows (status ``done``) of memories ``start..stop`` (each span once, at
+    its first memory), so a run's start reads a ledger the size of the store's."""
+    import pyarrow as pa
+
+    from skillstream import tables
+
+    firsts = [i for i in range(start, stop) if (i // owners) % SPAN_MEMORIES == 0]
+    n = len(firsts)
+    columns: dict[str, Any] = {
+        "span_id": [span_id(i, owners) for i in firsts],
+        "owner_id": [f"owner-{i % owners:06d}" for i in firsts],
+        "conversation_id": [f"conv-{i % owners:06d}" for i in firsts],
+        "session_id": [f"session-{i % (owners * 4):07d}" for i in firsts],
+        "seq": [i // owners // SPAN_MEMORIES for i in firsts],
+        "status": ["done"] * n,
+        "extractor": ["rules"] * n,
+        "n_ops": [SPAN_MEMORIES] * n,
+        "attempts": [1] * n,
+        "processed_at": [T_START] * n,
+    }
+    schema = tables.SPANS
+    arrays = [
+        pa.array(columns[f.name], type=f.type) if f.name in columns else pa.nulls(n, f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
 def build_home(args: argparse.Namespace, texts: list[str], vectors: np.ndarray) -> Path:
     """The cached home of ``args.memories`` memories (built when missing)."""
     from skillstream.settings import Settings
     from skillstream.storage.catalog import Catalog
     from skillstream.storage.home import open_index
 
-    home = Path(args.cache) / f"home-{args.memories}-{args.owners}-{args.seed}"
+    home = (
+        Path(args.cache) / f"home-{args.memories}-{args.owners}-{args.seed}-{schema_tag(vectors)}"
+    )
     marker = home / "built.json"
     if marker.exists():
         return home
@@ -171,6 +230,7 @@ def build_home(args: argparse.Namespace, texts: list[str], vectors: np.ndarray) 
             index.table.table.add(chunk)
             with catalog.transaction():
                 catalog.insert_ignore("memory_meta", chunk.drop_columns(["vector"]))
+                catalog.insert_ignore("spans", ledger_chunk(start, stop, args.owners))
             print(f"built {stop}/{args.memories}", file=sys.stderr)
         write_s = time.perf_counter() - t0
         t0 = time.perf_counter()

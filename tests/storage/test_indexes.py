@@ -9,7 +9,7 @@ import pytest
 
 from skillstream.settings import Settings
 from skillstream.storage.home import open_index
-from skillstream.storage.lance import MEMORY_INDEXES, IndexPolicy, MemoryIndex
+from skillstream.storage.lance import MEMORY_INDEXES, IndexPolicy, MemoryIndex, owner_filter
 
 from .conftest import make_memory
 
@@ -103,3 +103,65 @@ def test_the_thresholds_are_settings_and_zero_means_never(tmp_path, rows):
     made = index.optimize()
     assert bool(made) == bool(rows)
     assert ("owner_id" in index.table.indexed_columns()) == bool(rows)
+
+
+def test_owner_hydration_reads_through_the_owner_index(tmp_path):
+    """Once the owner index exists, hydrating an owner asks the index for its rows (Lance's plan
+    shows a scalar-index query on owner_id) instead of filtering every row of the table."""
+    index = MemoryIndex(
+        str(tmp_path / "db"), WIDTH, indexes=IndexPolicy(scalar_rows=100, scalar=MEMORY_INDEXES)
+    )
+    vectors = clustered_vectors(300)
+    index.upsert(memories(vectors, owners=30))
+    where = owner_filter("u7")
+    assert "ScalarIndexQuery" not in index.table.scan_plan(where)  # no index below the threshold
+    index.optimize()
+    plan = index.table.scan_plan(where)
+    assert "ScalarIndexQuery" in plan and "owner_id_idx" in plan, plan
+    got = index.owner_memories("u7")
+    assert sorted(m.id for m in got) == sorted(
+        m.id for m in memories(vectors, owners=30) if m.owner_id == "u7"
+    )
+
+
+WORDS = "hiking dinner sister painting guitar interview garden puppy travel coffee".split()
+
+
+def test_hybrid_search_ranks_as_lancedb_rrf_hybrid_query(tmp_path):
+    """The fused search (vector and full-text queries run one after the other, reciprocal-rank
+    fusion here) returns the rows and scores of LanceDB's own hybrid query with RRFReranker."""
+    from lancedb.rerankers import RRFReranker
+
+    rng = np.random.default_rng(5)
+    vectors = clustered_vectors(800)
+    items = [
+        make_memory(
+            i,
+            owner=f"u{i % 8}",
+            text=" ".join(rng.choice(WORDS, size=int(rng.integers(2, 6)))),
+            vector=v.tolist(),
+        )
+        for i, v in enumerate(vectors)
+    ]
+    index = MemoryIndex(str(tmp_path / "db"), WIDTH, indexes=IndexPolicy(scalar=MEMORY_INDEXES))
+    index.upsert(items)
+    index.optimize()
+    tbl = index.table.table
+    compared = 0
+    for j, q in enumerate(clustered_vectors(40, seed=11)):
+        text = f"{WORDS[j % len(WORDS)]} {WORDS[(3 * j) % len(WORDS)]}"
+        owner = f"u{j % 8}"
+        got = index.search(text, q, owner=owner, k=10, statuses=None)
+        want = (
+            tbl.search(query_type="hybrid", fts_columns=["text"])
+            .vector(q)
+            .text(text)
+            .rerank(RRFReranker())
+            .where(f"owner_id = '{owner}'", prefilter=True)
+            .limit(10)
+            .to_arrow()
+        )
+        assert [h["id"] for h in got] == want["id"].to_pylist()
+        assert [h["score"] for h in got] == pytest.approx(want["_relevance_score"].to_pylist())
+        compared += len(got)
+    assert compared == 400
