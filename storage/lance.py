@@ -243,8 +243,9 @@ class LanceTable:
         self._require().delete(where)
 
     def optimize(self) -> list[str]:
-        """Create the indexes the table's size now calls for (``IndexPolicy``), then compact files
-        and fold rows written since the last call into every index.
+        """Compact files and fold rows written since the last call into every index, then create
+        the indexes the table's size now calls for (``IndexPolicy``). Compacting first means a
+        new index is built over the compacted files, not remapped onto them afterwards.
 
         Returns:
             The columns that got a new index.
@@ -252,9 +253,8 @@ class LanceTable:
         tbl = self.table
         if tbl is None:
             return []
-        made = self.ensure_indexes()
         tbl.optimize()
-        return made
+        return self.ensure_indexes()
 
     def indexed_columns(self) -> dict[str, str]:
         """Indexed column -> index type (``BTree``, ``Bitmap``, ``FTS``, ``IvfHnswSq``, ...)."""
