@@ -165,7 +165,7 @@ def schema_tag(vectors: np.ndarray) -> str:
         str(BUILD_VERSION),
         str(tables.memories_lance(vectors.shape[1])),
         str(tables.SPANS),
-        repr((policy.scalar, policy.scalar_rows, policy.vector_rows)),
+        repr((policy.scalar_rows, policy.vector_rows)),
         hashlib.sha256(vectors.tobytes()).hexdigest(),
     ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:10]
@@ -205,6 +205,20 @@ def ledger_chunk(start: int, stop: int, owners: int):
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+def upgrade(home: Path, marker: Path, dim: int) -> None:
+    """Give a cached home the indexes the current policy adds (the time is recorded)."""
+    from skillstream.settings import Settings
+    from skillstream.storage.home import open_index
+
+    t0 = time.perf_counter()
+    made = open_index(Settings.from_keys(home=str(home)), dim).table.ensure_indexes()
+    if made:
+        built = json.loads(marker.read_text())
+        built["indexed"] = built.get("indexed", []) + made
+        built["index_upgrade_s"] = round(time.perf_counter() - t0, 1)
+        marker.write_text(json.dumps(built))
+
+
 def build_home(args: argparse.Namespace, texts: list[str], vectors: np.ndarray) -> Path:
     """The cached home of ``args.memories`` memories (built when missing)."""
     from skillstream.settings import Settings
@@ -216,6 +230,7 @@ def build_home(args: argparse.Namespace, texts: list[str], vectors: np.ndarray) 
     )
     marker = home / "built.json"
     if marker.exists():
+        upgrade(home, marker, vectors.shape[1])
         return home
     if home.exists():
         shutil.rmtree(home)

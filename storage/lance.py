@@ -74,13 +74,16 @@ class IndexPolicy:
 
 
 MEMORY_INDEXES = (
+    ("id", "BTREE"),
     ("owner_id", "BTREE"),
     ("session_id", "BTREE"),
     ("event_ts", "BTREE"),
     ("status", "BITMAP"),
     ("scope", "BITMAP"),
 )
-"""The filter columns of the memories table and their scalar index types."""
+"""The key and filter columns of the memories table and their scalar index types. The key's index
+serves upserts (``merge_insert`` finds the stored rows of a batch's ids through it instead of
+reading every id of the table) and deletes by id."""
 
 EMBEDDING_METADATA = b"skillstream.embedding"
 """Schema metadata key of the memories table: the embedding model its vectors come from."""
