@@ -390,10 +390,11 @@ class LanceTable:
             hits, score = _fuse(near, words, k)
         elif vector is not None:
             hits = self._vector_query(tbl, vector, where, k, exact).to_arrow()
-            score = _distance_to_score(hits.column("_distance"))
+            score = _distance_to_score(_column(hits, "_distance"))
         else:
+            assert text is not None
             hits = self._text_query(tbl, text, where, k).to_arrow()
-            score = hits.column("_score").cast(pa.float64())
+            score = _column(hits, "_score").cast(pa.float64())
         return self._shape(hits, score, with_vector)
 
     def _exact(self, tbl: Any, where: str | None) -> bool:
@@ -435,6 +436,13 @@ class LanceTable:
         return out.append_column("score", score)
 
 
+def _column(hits: pa.Table, name: str) -> Any:
+    """A score column of a result (nulls when LanceDB left it out of an empty result)."""
+    if name in hits.column_names:
+        return hits.column(name)
+    return pa.nulls(hits.num_rows, pa.float64())
+
+
 def _fuse(near: pa.Table, words: pa.Table, k: int) -> tuple[pa.Table, pa.Array]:
     """Reciprocal-rank fusion of a vector and a full-text result (each best first, with
     ``_rowid``): a row scores ``1 / (rank + 60)`` summed over the lists it is in (rank from 1);
@@ -447,11 +455,12 @@ def _fuse(near: pa.Table, words: pa.Table, k: int) -> tuple[pa.Table, pa.Array]:
     """
     scores: dict[int, float] = {}
     for result in (near, words):
-        for rank, row in enumerate(result.column("_rowid").to_pylist(), 1):
+        ids = result.column("_rowid").to_pylist() if "_rowid" in result.column_names else []
+        for rank, row in enumerate(ids, 1):
             scores[row] = scores.get(row, 0.0) + 1.0 / (rank + _RRF_K)
     common = [n for n in near.column_names if n in set(words.column_names)]
     merged = pa.concat_tables([near.select(common), words.select(common)])
-    rows = merged.column("_rowid").to_pylist()
+    rows = merged.column("_rowid").to_pylist() if "_rowid" in merged.column_names else []
     first = {row: i for i, row in reversed(list(enumerate(rows)))}
     keep = sorted(first.values())
     merged = merged.take(pa.array(keep, pa.int64()))

@@ -165,3 +165,12 @@ def test_hybrid_search_ranks_as_lancedb_rrf_hybrid_query(tmp_path):
         assert [h["score"] for h in got] == pytest.approx(want["_relevance_score"].to_pylist())
         compared += len(got)
     assert compared == 400
+
+
+def test_hybrid_search_of_an_owner_without_memories_is_empty(tmp_path):
+    index = MemoryIndex(str(tmp_path / "db"), WIDTH)
+    index.upsert(memories(clustered_vectors(30)))
+    q = clustered_vectors(1, seed=2)[0]
+    assert index.search("memory", q, owner="nobody", k=5) == []
+    assert index.search("zzzunknownword", q, owner="u1", k=5) != []  # vector hits alone
+    assert index.search("zzzunknownword", owner="u1", k=5) == []
