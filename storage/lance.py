@@ -63,6 +63,13 @@ class IndexPolicy:
             exactly (a flat scan), even when there is an ANN index.
         nprobes: IVF partitions an ANN search visits.
         refine_factor: ANN candidates fetched per hit and re-ranked exactly.
+        refresh_rows: :meth:`LanceTable.optimize` compacts and folds new rows into the
+            indexes once an index misses this many rows, or ``refresh_share`` of the table if
+            that is fewer, or once the table has ``refresh_fragments`` small files. Until then
+            searches read the few unindexed rows directly (a scan of the new files), which is
+            cheaper than rewriting the indexes of a large table after every small write.
+        refresh_share: See ``refresh_rows``.
+        refresh_fragments: See ``refresh_rows``.
     """
 
     scalar_rows: int = 20_000
@@ -71,6 +78,9 @@ class IndexPolicy:
     exact_rows: int = 20_000
     nprobes: int = 24
     refine_factor: int = 4
+    refresh_rows: int = 10_000
+    refresh_share: float = 0.1
+    refresh_fragments: int = 64
 
 
 MEMORY_INDEXES = (
@@ -245,10 +255,11 @@ class LanceTable:
         """Delete the rows matching a filter (build it with :mod:`skillstream.storage.filters`)."""
         self._require().delete(where)
 
-    def optimize(self) -> list[str]:
-        """Compact files and fold rows written since the last call into every index, then create
-        the indexes the table's size now calls for (``IndexPolicy``). Compacting first means a
-        new index is built over the compacted files, not remapped onto them afterwards.
+    def optimize(self, *, force: bool = False) -> list[str]:
+        """Compact files and fold rows written since the last refresh into every index when
+        enough have gathered (``IndexPolicy.refresh_rows``; always with ``force``), then create
+        the indexes the table's size now calls for. Compacting first means a new index is built
+        over the compacted files, not remapped onto them afterwards.
 
         Returns:
             The columns that got a new index.
@@ -256,8 +267,26 @@ class LanceTable:
         tbl = self.table
         if tbl is None:
             return []
-        tbl.optimize()
+        if force or self.needs_refresh():
+            tbl.optimize()
         return self.ensure_indexes()
+
+    def needs_refresh(self) -> bool:
+        """Whether compacting and folding new rows into the indexes pays now (see
+        ``IndexPolicy.refresh_rows``); read from the table's statistics, without a scan."""
+        tbl = self.table
+        if tbl is None:
+            return False
+        policy = self.indexes
+        stats = tbl.stats()
+        if stats["fragment_stats"]["num_small_fragments"] >= policy.refresh_fragments:
+            return True
+        rows = int(stats["num_rows"])
+        behind = max(
+            (int(tbl.index_stats(ix.name).num_unindexed_rows) for ix in tbl.list_indices()),
+            default=0,
+        )
+        return behind > 0 and behind >= min(policy.refresh_rows, policy.refresh_share * rows)
 
     def indexed_columns(self) -> dict[str, str]:
         """Indexed column -> index type (``BTree``, ``Bitmap``, ``FTS``, ``IvfHnswSq``, ...)."""
@@ -561,10 +590,11 @@ class MemoryIndex:
             schema.field("vector"), pa.FixedSizeListArray.from_arrays(flat, self.dim)
         )
 
-    def optimize(self) -> list[str]:
-        """Create the indexes the table's size calls for, compact, and fold new rows into them
-        (see ``LanceTable.optimize``); returns the newly indexed columns."""
-        return self.table.optimize()
+    def optimize(self, *, force: bool = False) -> list[str]:
+        """Fold new rows into the indexes when enough have gathered (always with ``force``) and
+        create the indexes the table's size calls for (see ``LanceTable.optimize``); returns the
+        newly indexed columns."""
+        return self.table.optimize(force=force)
 
     # ------------------------------------------------------------------ reading
     def count(self, where: str | None = None) -> int:

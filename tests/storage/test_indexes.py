@@ -174,3 +174,36 @@ def test_hybrid_search_of_an_owner_without_memories_is_empty(tmp_path):
     assert index.search("memory", q, owner="nobody", k=5) == []
     assert index.search("zzzunknownword", q, owner="u1", k=5) != []  # vector hits alone
     assert index.search("zzzunknownword", owner="u1", k=5) == []
+
+
+def test_a_small_write_to_a_large_table_is_searchable_before_its_index_refresh(tmp_path):
+    """A few new rows do not make ``optimize`` rewrite the indexes of a large table; searches find
+    them anyway (vector, full-text, owner filter), and enough of them trigger the refresh."""
+    policy = IndexPolicy(scalar_rows=100, refresh_rows=50, refresh_share=0.1, scalar=MEMORY_INDEXES)
+    index = MemoryIndex(str(tmp_path / "db"), WIDTH, indexes=policy)
+    vectors = clustered_vectors(1200)
+    index.upsert(memories(vectors[:1000]))
+    index.optimize()
+    assert not index.table.needs_refresh()
+
+    fresh = [
+        make_memory(5000 + i, owner="newcomer", text=f"zeppelin voyage {i}", vector=v.tolist())
+        for i, v in enumerate(vectors[1000:1010])
+    ]
+    index.upsert(fresh)
+    assert not index.table.needs_refresh()  # 10 rows behind: below 50
+    index.optimize()
+    tbl = index.table.table
+    assert tbl.index_stats("owner_id_idx").num_unindexed_rows == 10  # not folded in
+
+    assert {m.id for m in index.owner_memories("newcomer")} == {m.id for m in fresh}
+    hits = index.search("zeppelin", owner="newcomer", k=20)
+    assert {h["id"] for h in hits} == {m.id for m in fresh}
+    near = index.search(vector=fresh[3].vector, owner="newcomer", k=1)
+    assert near[0]["id"] == fresh[3].id
+
+    index.upsert(memories(vectors[1010:1200], start=1010))
+    assert index.table.needs_refresh()
+    index.optimize()
+    assert tbl.index_stats("owner_id_idx").num_unindexed_rows == 0
+    assert not index.table.needs_refresh()
