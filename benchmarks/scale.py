@@ -9,7 +9,8 @@
    (``index_upgrade_s``). The build writes Arrow batches of 50,000 rows straight to LanceDB and
    the catalog (``memory_meta``, and a span ledger of one ``done`` span per five memories of an
    owner, so a run's start reads a ledger of the store's size), not through the flow. Texts
-   recombine real sentences: the turns of ``--data`` (LoCoMo by default) are split into sentences, and each memory is one sentence or two joined. Vectors: every distinct
+   recombine real sentences: the turns of ``--data`` (LoCoMo by default) are split into sentences,
+   and each memory is one sentence or two joined. Vectors: every distinct
    sentence is embedded once with the configured model; a two-sentence memory gets the normalised
    sum of its sentences' vectors (close to what the model gives the joined text, without embedding
    N texts). Event times spread over two years; about 5% of the memories are not ``activated``.
