@@ -4,13 +4,18 @@
 
 1. **The store.** ``--memories`` N memories of ``--owners`` M owners (owner ``i % M``), built once
    into ``--cache`` (default ``~/.cache/skillstream/scale``) and reused by later runs with the same
-   N, M and seed. Texts recombine real sentences: the turns of ``--data`` (LoCoMo by default) are
-   split into sentences, and each memory is one sentence or two joined. Vectors: every distinct
+   N, M, seed and build tag (a hash of the LanceDB and ledger schemas, the index thresholds and
+   the sentence vectors); indexes a newer policy adds are created on the cached home
+   (``index_upgrade_s``). The build writes Arrow batches of 50,000 rows straight to LanceDB and
+   the catalog (``memory_meta``, and a span ledger of one ``done`` span per five memories of an
+   owner, so a run's start reads a ledger of the store's size), not through the flow. Texts
+   recombine real sentences: the turns of ``--data`` (LoCoMo by default) are split into sentences,
+   and each memory is one sentence or two joined. Vectors: every distinct
    sentence is embedded once with the configured model; a two-sentence memory gets the normalised
    sum of its sentences' vectors (close to what the model gives the joined text, without embedding
    N texts). Event times spread over two years; about 5% of the memories are not ``activated``.
-   Both stores are written: LanceDB (vectors, full-text index) and the catalog's ``memory_meta``.
-   Then ``optimize`` creates the indexes the table's size calls for (``index_build_s``).
+   Then ``optimize`` compacts the table and creates the indexes its size calls for
+   (``index_build_s``: scalar indexes, full-text index, and the ANN index from 100,000 rows).
 2. **Queries** (after a warm-up), each over one random owner: owner-filtered hybrid search (text
    and vector, RRF-fused) ``search_*_ms``; owner-filtered vector search ``vector_*_ms``; owner
    hydration (all of an owner's memories with vectors, what a span of a returning owner loads)
@@ -51,9 +56,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json"
+DEV_FILE = Path("shared") / "data" / "locomo" / "locomo-dev.json"
+DEFAULT_DATA = next(
+    (d / DEV_FILE for d in ROOT.parents if (d / DEV_FILE).exists()), ROOT.parent / DEV_FILE
+)
 DEFAULT_CACHE = Path.home() / ".cache" / "skillstream" / "scale"
 CHUNK = 50_000
+SPAN_MEMORIES = 5
+BUILD_VERSION = 2
 KINDS = ("fact", "preference", "event", "plan", "opinion", "person")
 T_START = datetime(2023, 1, 1, tzinfo=UTC)
 
@@ -134,6 +144,7 @@ def memory_chunk(
         "decay_steps": [0] * n,
         "lang": ["en"] * n,
         "session_id": [f"session-{i % (owners * 4):07d}" for i in ids],
+        "span_id": [span_id(i, owners) for i in ids],
     }
     arrays = []
     for field in schema:
@@ -148,15 +159,83 @@ def memory_chunk(
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+def schema_tag(vectors: np.ndarray) -> str:
+    """A short hash of what a built home depends on besides N, M and seed: the LanceDB schema,
+    the index policy and the sentence pool (a change to any of them builds a new home)."""
+    from skillstream import tables
+    from skillstream.storage.lance import MEMORY_INDEXES, IndexPolicy
+
+    policy = IndexPolicy(scalar=MEMORY_INDEXES)
+    parts = [
+        str(BUILD_VERSION),
+        str(tables.memories_lance(vectors.shape[1])),
+        str(tables.SPANS),
+        repr((policy.scalar_rows, policy.vector_rows)),
+        hashlib.sha256(vectors.tobytes()).hexdigest(),
+    ]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:10]
+
+
+def span_id(i: int, owners: int) -> str:
+    """The span memory ``i`` came from: an owner's memories, ``SPAN_MEMORIES`` to a span."""
+    return f"span-{i % owners:06d}-{i // owners // SPAN_MEMORIES:07d}"
+
+
+def ledger_chunk(start: int, stop: int, owners: int):
+    """The span ledger rows (status ``done``) of memories ``start..stop`` (each span once, at
+    its first memory), so a run's start reads a ledger the size of the store's."""
+    import pyarrow as pa
+
+    from skillstream import tables
+
+    firsts = [i for i in range(start, stop) if (i // owners) % SPAN_MEMORIES == 0]
+    n = len(firsts)
+    columns: dict[str, Any] = {
+        "span_id": [span_id(i, owners) for i in firsts],
+        "owner_id": [f"owner-{i % owners:06d}" for i in firsts],
+        "conversation_id": [f"conv-{i % owners:06d}" for i in firsts],
+        "session_id": [f"session-{i % (owners * 4):07d}" for i in firsts],
+        "seq": [i // owners // SPAN_MEMORIES for i in firsts],
+        "status": ["done"] * n,
+        "extractor": ["rules"] * n,
+        "n_ops": [SPAN_MEMORIES] * n,
+        "attempts": [1] * n,
+        "processed_at": [T_START] * n,
+    }
+    schema = tables.SPANS
+    arrays = [
+        pa.array(columns[f.name], type=f.type) if f.name in columns else pa.nulls(n, f.type)
+        for f in schema
+    ]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def upgrade(home: Path, marker: Path, dim: int) -> None:
+    """Give a cached home the indexes the current policy adds (the time is recorded)."""
+    from skillstream.settings import Settings
+    from skillstream.storage.home import open_index
+
+    t0 = time.perf_counter()
+    made = open_index(Settings.from_keys(home=str(home)), dim).table.ensure_indexes()
+    if made:
+        built = json.loads(marker.read_text())
+        built["indexed"] = built.get("indexed", []) + made
+        built["index_upgrade_s"] = round(time.perf_counter() - t0, 1)
+        marker.write_text(json.dumps(built))
+
+
 def build_home(args: argparse.Namespace, texts: list[str], vectors: np.ndarray) -> Path:
     """The cached home of ``args.memories`` memories (built when missing)."""
     from skillstream.settings import Settings
     from skillstream.storage.catalog import Catalog
     from skillstream.storage.home import open_index
 
-    home = Path(args.cache) / f"home-{args.memories}-{args.owners}-{args.seed}"
+    home = (
+        Path(args.cache) / f"home-{args.memories}-{args.owners}-{args.seed}-{schema_tag(vectors)}"
+    )
     marker = home / "built.json"
     if marker.exists():
+        upgrade(home, marker, vectors.shape[1])
         return home
     if home.exists():
         shutil.rmtree(home)
@@ -171,6 +250,7 @@ def build_home(args: argparse.Namespace, texts: list[str], vectors: np.ndarray) 
             index.table.table.add(chunk)
             with catalog.transaction():
                 catalog.insert_ignore("memory_meta", chunk.drop_columns(["vector"]))
+                catalog.insert_ignore("spans", ledger_chunk(start, stop, args.owners))
             print(f"built {stop}/{args.memories}", file=sys.stderr)
         write_s = time.perf_counter() - t0
         t0 = time.perf_counter()
@@ -360,6 +440,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "disk_mb": disk_mb(home),
         "index_build_s": built["index_build_s"],
         "build_write_s": built["write_s"],
+        "index_upgrade_s": built.get("index_upgrade_s", 0.0),
         "indexes": queries["indexes"],
         "queries": args.queries,
         "load_average": [round(x, 2) for x in os.getloadavg()],

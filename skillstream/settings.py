@@ -255,8 +255,9 @@ class StorageSettings(_Group):
     index_scalar_rows: Int = _key(
         "index_scalar_rows",
         20_000,
-        "Rows of the memories table from which its filter columns (owner_id, status, scope, "
-        "session_id, event_ts) get scalar indexes; below, filters scan. "
+        "Rows of the memories table from which its key (id, for upserts) and filter columns "
+        "(owner_id, status, scope, session_id, event_ts) get scalar indexes; below, filters "
+        "scan. "
         "SKILLSTREAM_INDEX_SCALAR_ROWS; default 20000; 0 never.",
         ge=0,
     )

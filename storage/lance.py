@@ -36,6 +36,7 @@ from typing import Any
 import lancedb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from skillstream import tables as declared
 from skillstream.errors import ConfigError, InputError
@@ -49,6 +50,7 @@ log = logging.getLogger(__name__)
 
 _CREATE_ATTEMPTS = 5
 _ANN_RECHECK_S = 30.0
+_RRF_K = 60
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,13 @@ class IndexPolicy:
             exactly (a flat scan), even when there is an ANN index.
         nprobes: IVF partitions an ANN search visits.
         refine_factor: ANN candidates fetched per hit and re-ranked exactly.
+        refresh_rows: :meth:`LanceTable.optimize` compacts and folds new rows into the
+            indexes once an index misses this many rows, or ``refresh_share`` of the table if
+            that is fewer, or once the table has ``refresh_fragments`` small files. Until then
+            searches read the few unindexed rows directly (a scan of the new files), which is
+            cheaper than rewriting the indexes of a large table after every small write.
+        refresh_share: See ``refresh_rows``.
+        refresh_fragments: See ``refresh_rows``.
     """
 
     scalar_rows: int = 20_000
@@ -71,16 +80,22 @@ class IndexPolicy:
     exact_rows: int = 20_000
     nprobes: int = 24
     refine_factor: int = 4
+    refresh_rows: int = 10_000
+    refresh_share: float = 0.1
+    refresh_fragments: int = 64
 
 
 MEMORY_INDEXES = (
+    ("id", "BTREE"),
     ("owner_id", "BTREE"),
     ("session_id", "BTREE"),
     ("event_ts", "BTREE"),
     ("status", "BITMAP"),
     ("scope", "BITMAP"),
 )
-"""The filter columns of the memories table and their scalar index types."""
+"""The key and filter columns of the memories table and their scalar index types. The key's index
+serves upserts (``merge_insert`` finds the stored rows of a batch's ids through it instead of
+reading every id of the table) and deletes by id."""
 
 EMBEDDING_METADATA = b"skillstream.embedding"
 """Schema metadata key of the memories table: the embedding model its vectors come from."""
@@ -271,9 +286,11 @@ class LanceTable:
         tbl = self._require()
         retry_conflicts(lambda: tbl.delete(where), self.name)
 
-    def optimize(self) -> list[str]:
-        """Create the indexes the table's size now calls for (``IndexPolicy``), then compact files
-        and fold rows written since the last call into every index.
+    def optimize(self, *, force: bool = False) -> list[str]:
+        """Compact files and fold rows written since the last refresh into every index when
+        enough have gathered (``IndexPolicy.refresh_rows``; always with ``force``), then create
+        the indexes the table's size now calls for. Compacting first means a new index is built
+        over the compacted files, not remapped onto them afterwards.
 
         Returns:
             The columns that got a new index.
@@ -281,9 +298,26 @@ class LanceTable:
         tbl = self.table
         if tbl is None:
             return []
-        made = self.ensure_indexes()
-        retry_conflicts(tbl.optimize, self.name)
-        return made
+        if force or self.needs_refresh():
+            retry_conflicts(tbl.optimize, self.name)
+        return self.ensure_indexes()
+
+    def needs_refresh(self) -> bool:
+        """Whether compacting and folding new rows into the indexes pays now (see
+        ``IndexPolicy.refresh_rows``); read from the table's statistics, without a scan."""
+        tbl = self.table
+        if tbl is None:
+            return False
+        policy = self.indexes
+        stats = tbl.stats()
+        if stats["fragment_stats"]["num_small_fragments"] >= policy.refresh_fragments:
+            return True
+        rows = int(stats["num_rows"])
+        behind = max(
+            (int(tbl.index_stats(ix.name).num_unindexed_rows) for ix in tbl.list_indices()),
+            default=0,
+        )
+        return behind > 0 and behind >= min(policy.refresh_rows, policy.refresh_share * rows)
 
     def indexed_columns(self) -> dict[str, str]:
         """Indexed column -> index type (``BTree``, ``Bitmap``, ``FTS``, ``IvfHnswSq``, ...)."""
@@ -354,6 +388,14 @@ class LanceTable:
             return empty.select(list(columns)) if columns else empty
         return tbl.to_lance().to_table(filter=where, columns=list(columns) if columns else None)
 
+    def scan_plan(self, where: str | None = None) -> str:
+        """Lance's plan for :meth:`scan` with ``where`` (shows ``ScalarIndexQuery`` when a
+        scalar index narrows the rows before they are read)."""
+        tbl = self.table
+        if tbl is None:
+            return ""
+        return str(tbl.to_lance().scanner(filter=where).explain_plan(True))
+
     def to_arrow(self) -> pa.Table:
         """Every row as an Arrow table (like LanceDB's ``Table.to_arrow``)."""
         return self.scan()
@@ -399,34 +441,45 @@ class LanceTable:
             return self._shape(self.schema.empty_table(), pa.array([], pa.float64()), with_vector)
         if vector is not None:
             vector = self._query_vector(vector)
-        fts = list(self.fts_columns) or None
+        if text is not None and not self.fts_columns:
+            raise InputError(f"LanceDB table {self.name!r} has no full-text index")
+        exact = vector is not None and self._exact(tbl, where)
         if text is not None and vector is not None:
-            from lancedb.rerankers import RRFReranker
-
-            q = tbl.search(query_type="hybrid", fts_columns=fts).vector(vector).text(text)
-            q = q.rerank(RRFReranker())
-            score_col, to_score = "_relevance_score", None
+            near = self._vector_query(tbl, vector, where, k, exact).with_row_id(True).to_arrow()
+            words = self._text_query(tbl, text, where, k).with_row_id(True).to_arrow()
+            hits, score = _fuse(near, words, k)
         elif vector is not None:
-            q = tbl.search(vector, query_type="vector", vector_column_name=self.vector_column)
-            score_col, to_score = "_distance", _distance_to_score
+            hits = self._vector_query(tbl, vector, where, k, exact).to_arrow()
+            score = _distance_to_score(_column(hits, "_distance"))
         else:
-            if not self.fts_columns:
-                raise InputError(f"LanceDB table {self.name!r} has no full-text index")
-            q = tbl.search(text, query_type="fts", fts_columns=fts)
-            score_col, to_score = "_score", None
+            assert text is not None
+            hits = self._text_query(tbl, text, where, k).to_arrow()
+            score = _column(hits, "_score").cast(pa.float64())
+        return self._shape(hits, score, with_vector)
+
+    def _exact(self, tbl: Any, where: str | None) -> bool:
+        """Whether a vector search ranks by a flat scan: always without an ANN index, and with one
+        when the filter keeps at most ``exact_rows`` rows (counted through the scalar indexes)."""
+        if not self._has_ann():
+            return True
+        return bool(where) and tbl.count_rows(where) <= self.indexes.exact_rows
+
+    def _vector_query(self, tbl: Any, vector: np.ndarray, where: str | None, k: int, exact: bool):
+        q = tbl.search(vector, query_type="vector", vector_column_name=self.vector_column)
         if where:
             q = q.where(where, prefilter=True)
-        if vector is not None and self._has_ann():
-            if where and tbl.count_rows(where) <= self.indexes.exact_rows:
+        if exact:
+            if self._has_ann():
                 q = q.bypass_vector_index()
-            else:
-                q = q.nprobes(self.indexes.nprobes).refine_factor(self.indexes.refine_factor)
-        hits = q.limit(k).to_arrow()
-        raw = hits.column(score_col) if score_col in hits.column_names else pa.nulls(hits.num_rows)
-        score = raw.cast(pa.float64())
-        if to_score is not None:
-            score = to_score(score)
-        return self._shape(hits, score, with_vector)
+        else:
+            q = q.nprobes(self.indexes.nprobes).refine_factor(self.indexes.refine_factor)
+        return q.limit(k)
+
+    def _text_query(self, tbl: Any, text: str, where: str | None, k: int):
+        q = tbl.search(text, query_type="fts", fts_columns=list(self.fts_columns))
+        if where:
+            q = q.where(where, prefilter=True)
+        return q.limit(k)
 
     def _query_vector(self, vector: Any) -> np.ndarray:
         arr = np.asarray(vector, dtype=np.float32).reshape(-1)
@@ -441,6 +494,39 @@ class LanceTable:
         keep = [n for n in self.schema.names if with_vector or n != self.vector_column]
         out = hits.select([n for n in keep if n in hits.column_names])
         return out.append_column("score", score)
+
+
+def _column(hits: pa.Table, name: str) -> Any:
+    """A score column of a result (nulls when LanceDB left it out of an empty result)."""
+    if name in hits.column_names:
+        return hits.column(name)
+    return pa.nulls(hits.num_rows, pa.float64())
+
+
+def _fuse(near: pa.Table, words: pa.Table, k: int) -> tuple[pa.Table, pa.Array]:
+    """Reciprocal-rank fusion of a vector and a full-text result (each best first, with
+    ``_rowid``): a row scores ``1 / (rank + 60)`` summed over the lists it is in (rank from 1);
+    rows are kept in their first appearance (vector hits, then the text hits not among them) and
+    stably sorted by that score, the top ``k`` returned.
+
+    This is what LanceDB's hybrid query with ``RRFReranker()`` computes, done here in one thread:
+    the hybrid query starts a thread pool for every call, which on a busy machine costs more than
+    the two searches themselves.
+    """
+    scores: dict[int, float] = {}
+    for result in (near, words):
+        ids = result.column("_rowid").to_pylist() if "_rowid" in result.column_names else []
+        for rank, row in enumerate(ids, 1):
+            scores[row] = scores.get(row, 0.0) + 1.0 / (rank + _RRF_K)
+    common = [n for n in near.column_names if n in set(words.column_names)]
+    merged = pa.concat_tables([near.select(common), words.select(common)])
+    rows = merged.column("_rowid").to_pylist() if "_rowid" in merged.column_names else []
+    first = {row: i for i, row in reversed(list(enumerate(rows)))}
+    keep = sorted(first.values())
+    merged = merged.take(pa.array(keep, pa.int64()))
+    relevance = pa.array([scores[rows[i]] for i in keep], pa.float32())
+    order = pc.array_sort_indices(relevance, order="descending")[:k]
+    return merged.take(order), relevance.take(order).cast(pa.float64())
 
 
 def _distance_to_score(distance: Any) -> pa.Array:
@@ -543,10 +629,11 @@ class MemoryIndex:
             schema.field("vector"), pa.FixedSizeListArray.from_arrays(flat, self.dim)
         )
 
-    def optimize(self) -> list[str]:
-        """Create the indexes the table's size calls for, compact, and fold new rows into them
-        (see ``LanceTable.optimize``); returns the newly indexed columns."""
-        return self.table.optimize()
+    def optimize(self, *, force: bool = False) -> list[str]:
+        """Fold new rows into the indexes when enough have gathered (always with ``force``) and
+        create the indexes the table's size calls for (see ``LanceTable.optimize``); returns the
+        newly indexed columns."""
+        return self.table.optimize(force=force)
 
     # ------------------------------------------------------------------ reading
     def count(self, where: str | None = None) -> int:
@@ -559,11 +646,7 @@ class MemoryIndex:
         Task skills' ``SkillMemory`` items are left out: the extraction state and maintenance
         work on the memories extraction made (see ``distill.memory_item``).
         """
-        where = filters.where_all(
-            filters.eq("owner_id", owner_id),
-            filters.is_in("status", statuses) if statuses is not None else None,
-            filters.not_skill_item(),
-        )
+        where = owner_filter(owner_id, statuses)
         return [memory_from_row(r) for r in self.table.scan(where).to_pylist()]
 
     def search(
@@ -600,6 +683,18 @@ class MemoryIndex:
     def to_lance(self) -> Any:
         """The memories as a pinned ``lance`` dataset (for DuckDB), or ``None`` if missing."""
         return self.table.to_lance()
+
+
+def owner_filter(owner_id: str, statuses: Iterable[str] | None = None) -> str:
+    """The filter of :meth:`MemoryIndex.owner_memories`: its ``owner_id`` equality is what the
+    owner index answers; the other clauses refine the rows it finds."""
+    where = filters.where_all(
+        filters.eq("owner_id", owner_id),
+        filters.is_in("status", statuses) if statuses is not None else None,
+        filters.not_skill_item(),
+    )
+    assert where is not None
+    return where
 
 
 def check_embedding(schema: pa.Schema, dim: int, embedding: str | None) -> None:

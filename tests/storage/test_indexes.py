@@ -9,7 +9,7 @@ import pytest
 
 from skillstream.settings import Settings
 from skillstream.storage.home import open_index
-from skillstream.storage.lance import MEMORY_INDEXES, IndexPolicy, MemoryIndex
+from skillstream.storage.lance import MEMORY_INDEXES, IndexPolicy, MemoryIndex, owner_filter
 
 from .conftest import make_memory
 
@@ -103,3 +103,107 @@ def test_the_thresholds_are_settings_and_zero_means_never(tmp_path, rows):
     made = index.optimize()
     assert bool(made) == bool(rows)
     assert ("owner_id" in index.table.indexed_columns()) == bool(rows)
+
+
+def test_owner_hydration_reads_through_the_owner_index(tmp_path):
+    """Once the owner index exists, hydrating an owner asks the index for its rows (Lance's plan
+    shows a scalar-index query on owner_id) instead of filtering every row of the table."""
+    index = MemoryIndex(
+        str(tmp_path / "db"), WIDTH, indexes=IndexPolicy(scalar_rows=100, scalar=MEMORY_INDEXES)
+    )
+    vectors = clustered_vectors(300)
+    index.upsert(memories(vectors, owners=30))
+    where = owner_filter("u7")
+    assert "ScalarIndexQuery" not in index.table.scan_plan(where)  # no index below the threshold
+    index.optimize()
+    plan = index.table.scan_plan(where)
+    assert "ScalarIndexQuery" in plan and "owner_id_idx" in plan, plan
+    got = index.owner_memories("u7")
+    assert sorted(m.id for m in got) == sorted(
+        m.id for m in memories(vectors, owners=30) if m.owner_id == "u7"
+    )
+
+
+WORDS = "hiking dinner sister painting guitar interview garden puppy travel coffee".split()
+
+
+def test_hybrid_search_ranks_as_lancedb_rrf_hybrid_query(tmp_path):
+    """The fused search (vector and full-text queries run one after the other, reciprocal-rank
+    fusion here) returns the rows and scores of LanceDB's own hybrid query with RRFReranker."""
+    from lancedb.rerankers import RRFReranker
+
+    rng = np.random.default_rng(5)
+    vectors = clustered_vectors(800)
+    items = [
+        make_memory(
+            i,
+            owner=f"u{i % 8}",
+            text=" ".join(rng.choice(WORDS, size=int(rng.integers(2, 6)))),
+            vector=v.tolist(),
+        )
+        for i, v in enumerate(vectors)
+    ]
+    index = MemoryIndex(str(tmp_path / "db"), WIDTH, indexes=IndexPolicy(scalar=MEMORY_INDEXES))
+    index.upsert(items)
+    index.optimize()
+    tbl = index.table.table
+    compared = 0
+    for j, q in enumerate(clustered_vectors(40, seed=11)):
+        text = f"{WORDS[j % len(WORDS)]} {WORDS[(3 * j) % len(WORDS)]}"
+        owner = f"u{j % 8}"
+        got = index.search(text, q, owner=owner, k=10, statuses=None)
+        want = (
+            tbl.search(query_type="hybrid", fts_columns=["text"])
+            .vector(q)
+            .text(text)
+            .rerank(RRFReranker())
+            .where(f"owner_id = '{owner}'", prefilter=True)
+            .limit(10)
+            .to_arrow()
+        )
+        assert [h["id"] for h in got] == want["id"].to_pylist()
+        assert [h["score"] for h in got] == pytest.approx(want["_relevance_score"].to_pylist())
+        compared += len(got)
+    assert compared == 400
+
+
+def test_hybrid_search_of_an_owner_without_memories_is_empty(tmp_path):
+    index = MemoryIndex(str(tmp_path / "db"), WIDTH)
+    index.upsert(memories(clustered_vectors(30)))
+    q = clustered_vectors(1, seed=2)[0]
+    assert index.search("memory", q, owner="nobody", k=5) == []
+    assert index.search("zzzunknownword", q, owner="u1", k=5) != []  # vector hits alone
+    assert index.search("zzzunknownword", owner="u1", k=5) == []
+
+
+def test_a_small_write_to_a_large_table_is_searchable_before_its_index_refresh(tmp_path):
+    """A few new rows do not make ``optimize`` rewrite the indexes of a large table; searches find
+    them anyway (vector, full-text, owner filter), and enough of them trigger the refresh."""
+    policy = IndexPolicy(scalar_rows=100, refresh_rows=50, refresh_share=0.1, scalar=MEMORY_INDEXES)
+    index = MemoryIndex(str(tmp_path / "db"), WIDTH, indexes=policy)
+    vectors = clustered_vectors(1200)
+    index.upsert(memories(vectors[:1000]))
+    index.optimize()
+    assert not index.table.needs_refresh()
+
+    fresh = [
+        make_memory(5000 + i, owner="newcomer", text=f"zeppelin voyage {i}", vector=v.tolist())
+        for i, v in enumerate(vectors[1000:1010])
+    ]
+    index.upsert(fresh)
+    assert not index.table.needs_refresh()  # 10 rows behind: below 50
+    index.optimize()
+    tbl = index.table.table
+    assert tbl.index_stats("owner_id_idx").num_unindexed_rows == 10  # not folded in
+
+    assert {m.id for m in index.owner_memories("newcomer")} == {m.id for m in fresh}
+    hits = index.search("zeppelin", owner="newcomer", k=20)
+    assert {h["id"] for h in hits} == {m.id for m in fresh}
+    near = index.search(vector=fresh[3].vector, owner="newcomer", k=1)
+    assert near[0]["id"] == fresh[3].id
+
+    index.upsert(memories(vectors[1010:1200], start=1010))
+    assert index.table.needs_refresh()
+    index.optimize()
+    assert tbl.index_stats("owner_id_idx").num_unindexed_rows == 0
+    assert not index.table.needs_refresh()
