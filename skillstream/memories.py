@@ -14,6 +14,7 @@ changes memories in place without telling it (lifecycle maintenance).
 
 from __future__ import annotations
 
+import heapq
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -63,6 +64,7 @@ class OwnerIndex:
         self.items = items
         self.by_text: dict[str, dict[str, None]] = {}
         self.by_key: dict[str, dict[str, None]] = {}
+        self.by_subject: dict[str, dict[str, None]] = {}  # of ``subject|kind|head`` keys
         self.rows: dict[str, int] = {}
         self.ids: list[str] = []
         self.vectors: list[object] = []  # the array each row was copied from (change detection)
@@ -84,6 +86,8 @@ class OwnerIndex:
         self.by_text.setdefault(normalise(m.text), {})[m.id] = None
         if m.key:
             self.by_key.setdefault(m.key, {})[m.id] = None
+            if m.key.count("|") >= 2:
+                self.by_subject.setdefault(m.key.split("|", 1)[0], {})[m.id] = None
         if m.vector is None:
             return
         row = self.rows.get(m.id)
@@ -118,6 +122,14 @@ class OwnerIndex:
     def with_key(self, key: str) -> list[Memory]:
         """Memories whose key is ``key`` now, oldest first."""
         return [m for m in self._resolve(self.by_key.get(key, {})) if m.key == key]
+
+    def with_subject(self, subject: str) -> list[Memory]:
+        """Memories whose key is ``subject|kind|head`` now, oldest first."""
+        return [
+            m
+            for m in self._resolve(self.by_subject.get(subject, {}))
+            if m.key and m.key.count("|") >= 2 and m.key.split("|", 1)[0] == subject
+        ]
 
     def similar(self, vector: np.ndarray, floor: float) -> list[tuple[Memory, float]]:
         """Memories whose vector's dot product with ``vector`` is at least ``floor``, with it."""
@@ -206,13 +218,22 @@ class OwnerMemories:
         Without a query vector the ``k`` most recently updated live memories are returned.
         Ties are broken by id so the order is deterministic.
         """
-        live = [m for m in self.live() if m.kind not in NOT_RETRIEVED]
-        if not live or k <= 0:
+        if k <= 0:
+            return []
+        # every order below ends on the id, so the candidates' order does not matter
+        idx = self.index
+        live = [
+            m
+            for ids in idx.live_by_type.values()
+            for m in (self.items[i] for i in ids)
+            if m.kind not in NOT_RETRIEVED
+        ]
+        if not live:
             return []
         with_vec = [m for m in live if m.vector is not None]
         if query is None or not with_vec:
-            live.sort(key=lambda m: (m.updated_at or m.created_at, m.id), reverse=True)
-            return live[:k]
+            return heapq.nlargest(k, live, key=lambda m: (m.updated_at or m.created_at, m.id))
+        with_vec.sort(key=age_key)  # the matrix in one fixed row order, for the same bits
         mat = np.asarray([m.vector for m in with_vec], dtype=np.float32)
         scores = mat @ np.asarray(query, dtype=np.float32)
         order = sorted(range(len(with_vec)), key=lambda i: (-float(scores[i]), with_vec[i].id))
