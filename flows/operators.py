@@ -45,7 +45,7 @@ from skillstream.flows.maintenance import maintenance_clock
 from skillstream.flows.shards import per_owner, shard_of
 from skillstream.memories import OwnerMemories
 from skillstream.model import DeadLetter, Message, Span, SpanResult
-from skillstream.pipeline import MemoryPipeline, OwnerState
+from skillstream.pipeline import EvictedOwner, MemoryPipeline, OwnerState
 from skillstream.settings import Settings
 from skillstream.spans import SpanBuilder, SpanState
 from skillstream.tokens import get_counter
@@ -152,30 +152,61 @@ class ExtractLogic(StatefulBatchLogic[Span, SpanResult, dict]):
     A batch holds spans of many owners. Spans are grouped by owner (keeping their order) and the
     groups run on a shared thread pool, so LLM calls of different owners overlap while each owner's
     spans are applied strictly in order. The state is the owners' memories.
+
+    With ``max_owners`` (setting ``owner_state_max``), at most that many owners stay in memory:
+    after each batch the least recently seen ones are evicted (``MemoryPipeline.evict``) and read
+    back from the store when they return (``MemoryPipeline.rehydrate``), so memory and snapshots
+    stay bounded whatever the number of owners.
     """
 
     def __init__(
-        self, pipeline: MemoryPipeline, pool: ThreadPoolExecutor, resume: dict | None
+        self,
+        pipeline: MemoryPipeline,
+        pool: ThreadPoolExecutor,
+        resume: dict | None,
+        max_owners: int = 0,
     ) -> None:
         self.pipeline = pipeline
         self.pool = pool
-        self.owners: dict[str, OwnerState] = dict(resume) if resume else {}
+        self.max_owners = max_owners
+        resume = dict(resume or {})
+        self.evicted: dict[str, EvictedOwner] = dict(resume.pop(_EVICTED, None) or {})
+        self.owners: dict[str, OwnerState] = resume  # least recently seen first
 
     def on_batch(self, values: list[Span]) -> tuple[Iterable[SpanResult], bool]:
         def run(owner: str, spans: list[Span]) -> tuple[OwnerState, list[SpanResult]]:
             state = self.owners.get(owner)
             if state is None:
-                state = self.pipeline.new_state(owner)
+                gone = self.evicted.get(owner)
+                if gone is not None:
+                    state = self.pipeline.rehydrate(owner, gone)
+                    progress.bump("owners_rehydrated")
+                else:
+                    state = self.pipeline.new_state(owner)
             return state, self.pipeline.process_owner(state, spans)
 
         results: list[SpanResult] = []
         for owner, (state, out) in per_owner(self.pool, values, lambda s: s.owner_id, run):
+            self.owners.pop(owner, None)
             self.owners[owner] = state
+            self.evicted.pop(owner, None)
             results.extend(out)
+        if self.max_owners:
+            while len(self.owners) > self.max_owners:
+                owner = next(iter(self.owners))
+                self.evicted[owner] = self.pipeline.evict(self.owners.pop(owner))
+                progress.bump("owners_evicted")
         return results, StatefulBatchLogic.RETAIN
 
     def snapshot(self) -> dict[str, Any]:
-        return {owner: st.copy() for owner, st in self.owners.items()}
+        snap: dict[str, Any] = {owner: st.copy() for owner, st in self.owners.items()}
+        if self.evicted:
+            snap[_EVICTED] = dict(self.evicted)
+        return snap
+
+
+_EVICTED = "\x00evicted"
+"""Key of the evicted owners in an extraction snapshot (no owner id starts with a NUL)."""
 
 
 def read_done_spans(settings: Settings) -> frozenset[str]:
@@ -296,7 +327,9 @@ def extract_memories(
         "maintenance-clock", by_shard, core.options.rules.maintenance_interval
     )
     keyed_results = op.stateful_batch(
-        "extract", by_shard, lambda resume: ExtractLogic(core, pool, resume)
+        "extract",
+        by_shard,
+        lambda resume: ExtractLogic(core, pool, resume, settings.flow.owner_state_max),
     )
     results = op.key_rm("results-unkeyed", keyed_results)
     op.inspect("count-spans", results, _count_result)

@@ -37,7 +37,12 @@ from skillstream.lifecycle.activation import activate
 from skillstream.lifecycle.lessons import LESSON_KIND, lesson_ops
 from skillstream.lifecycle.maintenance import enforce_capacity
 from skillstream.lifecycle.params import CONFIDENCE_CAP, REINFORCE_STEP, LifecycleParams
-from skillstream.lifecycle.reinforce import NearDuplicates, clamp_confidence, consolidate, reinforce
+from skillstream.lifecycle.reinforce import (
+    NO_MERGE_KINDS,
+    clamp_confidence,
+    consolidate,
+    reinforce,
+)
 from skillstream.lifecycle.states import (
     ChangeLog,
 )
@@ -136,23 +141,16 @@ class _Apply:
         self.policy = self.rules.policies.for_agent(self.agent)
         self.out = Applied(state.owner_id, span.span_id, span.span_id, options.actor, now)
         self.vectors: dict[str, np.ndarray] = {}
-        self.by_text: dict[str, dict[str, Memory]] = {}
-        self.by_key: dict[str, dict[str, Memory]] = {}
-        for m in sorted(state.items.values(), key=age_key):
-            self._index(m)
-        self._near: NearDuplicates | None = None
+        # The owner's index lives in its state and follows every change: nothing is rebuilt here.
+        self.index = state.index
 
     # ------------------------------------------------------------------ bookkeeping
     def _index(self, m: Memory) -> None:
-        if m.status in (*LIVE, MemoryStatus.FROZEN, MemoryStatus.ARCHIVED):
-            self.by_text.setdefault(normalise(m.text), {})[m.id] = m
-        if m.key and m.status in LIVE:
-            self.by_key.setdefault(m.key, {})[m.id] = m
+        self.state.touch(m)
 
     def _restated(self, text: str) -> Memory | None:
         """The memory a text restates: live first, then frozen, then archived (not invalidated)."""
-        norm = normalise(text)
-        found = [m for m in self.by_text.get(norm, {}).values() if normalise(m.text) == norm]
+        found = self.index.with_text(normalise(text))
         for statuses in (LIVE, (MemoryStatus.FROZEN,), (MemoryStatus.ARCHIVED,)):
             for m in found:
                 if m.status in statuses and (
@@ -219,7 +217,7 @@ class _Apply:
         activate(
             self.out, used, self.t, f"retrieved for the extraction of span {self.span.span_id}"
         )
-        enforce_capacity(self.out, self.state, self.t, self.rules)
+        self._enforce_capacity()
         for c in self.out.rows.contradictions:
             if c.resolution == ctr.UNRESOLVED and c.detected_at is not None:
                 self.state.open_contradictions[c.contradiction_id] = (
@@ -228,7 +226,44 @@ class _Apply:
                     c.detected_at,
                 )
         self._finish_vectors()
+        for m in self.out.changed.values():
+            self.state.touch(m)
         return self.out
+
+    def _enforce_capacity(self) -> None:
+        """Archive what is over capacity. Only this span's changes can have pushed a type over its
+        capacity, and the index counts live memories by type, so the full rule runs on the types
+        over capacity only (and on every live memory when a policy caps a scope)."""
+        for m in self.out.changed.values():
+            self.state.touch(m)
+        if any(p.max_items for _, p in self.rules.policies.policies) or (
+            self.rules.policies.default.max_items
+        ):
+            enforce_capacity(self.out, self.state, self.t, self.rules)
+            return
+        counts = self.index.live_by_type
+        over = [t for t in sorted(counts) if len(counts[t]) > (self.rules.capacity(t) or 1 << 62)]
+        if over:
+            live = [m for t in over for m in self.index.live_of_type(t)]
+            enforce_capacity(self.out, self.state, self.t, self.rules, live=live)
+
+    def _nearest(self, m: Memory) -> tuple[Memory, float] | None:
+        """The live memory of ``m``'s scope most similar to ``m`` at or above the merge threshold
+        (ties: the older one), from the owner's vector matrix."""
+        threshold = self.rules.merge_threshold
+        if threshold > 1 or m.kind in NO_MERGE_KINDS:
+            return None
+        best: tuple[float, tuple[datetime, str], Memory] | None = None
+        for c, sim in self.index.similar(m.vector, threshold - 1e-6):  # type: ignore[arg-type]
+            if c.id == m.id or c.status not in LIVE or c.scope != m.scope:
+                continue
+            if c.kind in NO_MERGE_KINDS:
+                continue
+            s = round(sim, 6)
+            key = age_key(c)
+            if best is None or s > best[0] or (s == best[0] and key < best[1]):
+                best = (s, key, c)
+        return None if best is None else (best[2], best[0])
 
     def _finish_vectors(self) -> None:
         if self.o.embed is None:
@@ -375,7 +410,7 @@ class _Apply:
 
     def _insert(self, i: int, op: MemoryOp, text: str) -> None:
         if op.kind == LESSON_KIND and op.key:
-            same = [m for m in self.by_key.get(op.key, {}).values() if m.status in LIVE]
+            same = [m for m in self.index.with_key(op.key) if m.status in LIVE]
             if same:
                 self._reinforce(same[0], op, "lesson confirmed by a new outcome")
                 return
@@ -412,11 +447,7 @@ class _Apply:
             reason=op.reason or "new information",
         )
         if m.vector is not None:
-            if self._near is None:
-                self._near = NearDuplicates(
-                    [x for x in self.state.live() if x.id != m.id], self.rules.merge_threshold
-                )
-            found = self._near.nearest(m, m.vector)  # type: ignore[arg-type]
+            found = self._nearest(m)
             if found is not None:
                 new = consolidate(
                     self.out,
@@ -428,12 +459,9 @@ class _Apply:
                     expiry=self.policy.default_expiry,
                 )
                 self.state.put(new)
-                self._index(new)
-                self._near.add(new)
                 return
-            self._near.add(m)
         if m.key:
-            for c in list(self.by_key.get(m.key, {}).values()):
+            for c in self.index.with_key(m.key):
                 if c.id == m.id or c.status not in LIVE:
                     continue
                 described = ctr.conflict(c, m.text, m.kind, m.key, self._similarity(c, m.text))

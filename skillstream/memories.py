@@ -3,10 +3,18 @@
 Holds the owner's memories by id with a key index and a vector matrix for retrieval. The flow keeps
 one ``OwnerMemories`` per owner in Bytewax state, so what the extractor sees for a span is exactly
 what earlier spans of that owner left, also after a crash and resume.
+
+``OwnerMemories.index`` is the lookup structure applying a span needs (memories by normalised text,
+by key, and a matrix of their vectors for the near-duplicate check). It is built once, from the
+memories, when first asked for, and then kept up to date by every ``put`` and ``touch``: a span
+costs what its own changes cost, not a rebuild over the owner's history. It is derived data: never
+pickled into a snapshot, rebuilt after a restore, and dropped (``forget_index``) after work that
+changes memories in place without telling it (lifecycle maintenance).
 """
 
 from __future__ import annotations
 
+import heapq
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -43,6 +51,99 @@ def age_key(m: Memory) -> tuple[datetime, str]:
     return (m.created_at or _NO_TIME, m.id)
 
 
+class OwnerIndex:
+    """Memories of one owner by normalised text, by key, and their vectors as one matrix.
+
+    Entries are only ever added: a memory whose text, key or status changed keeps its old entries,
+    and every lookup re-reads the memory by id and checks it, so a stale entry costs a check and
+    never a wrong answer. Candidates come back oldest first (``age_key``), the order a rebuild from
+    the whole history would give.
+    """
+
+    def __init__(self, items: dict[str, Memory]) -> None:
+        self.items = items
+        self.by_text: dict[str, dict[str, None]] = {}
+        self.by_key: dict[str, dict[str, None]] = {}
+        self.by_subject: dict[str, dict[str, None]] = {}  # of ``subject|kind|head`` keys
+        self.rows: dict[str, int] = {}
+        self.ids: list[str] = []
+        self.vectors: list[object] = []  # the array each row was copied from (change detection)
+        self.mat: np.ndarray | None = None
+        self.live_by_type: dict[str, dict[str, None]] = {}
+        """Live memories (not topic nodes) by type, exactly (capacity checks read it)."""
+        self._counted: dict[str, str] = {}  # id -> the type it is counted live under
+        for m in sorted(items.values(), key=age_key):
+            self.add(m)
+
+    def add(self, m: Memory) -> None:
+        """Index ``m`` under its current text, key, status and vector (idempotent)."""
+        was = self._counted.pop(m.id, None)
+        if was is not None:
+            self.live_by_type[was].pop(m.id, None)
+        if m.status in LIVE and m.kind != MemoryKind.TOPIC:
+            self._counted[m.id] = m.memory_type
+            self.live_by_type.setdefault(m.memory_type, {})[m.id] = None
+        self.by_text.setdefault(normalise(m.text), {})[m.id] = None
+        if m.key:
+            self.by_key.setdefault(m.key, {})[m.id] = None
+            if m.key.count("|") >= 2:
+                self.by_subject.setdefault(m.key.split("|", 1)[0], {})[m.id] = None
+        if m.vector is None:
+            return
+        row = self.rows.get(m.id)
+        if row is not None and self.vectors[row] is m.vector:
+            return
+        v = np.asarray(m.vector, dtype=np.float32).reshape(-1)
+        if row is None:
+            row = len(self.ids)
+            if self.mat is None:
+                self.mat = np.empty((64, v.shape[0]), dtype=np.float32)
+            elif row == self.mat.shape[0]:  # grow by doubling: adding stays amortised O(1)
+                self.mat = np.concatenate([self.mat, np.empty_like(self.mat)])
+            self.rows[m.id] = row
+            self.ids.append(m.id)
+            self.vectors.append(m.vector)
+        else:
+            self.vectors[row] = m.vector
+        self.mat[row] = v  # type: ignore[index]
+
+    def _resolve(self, ids: dict[str, None]) -> list[Memory]:
+        found = [m for m in (self.items.get(i) for i in ids) if m is not None]
+        return sorted(found, key=age_key)
+
+    def live_of_type(self, memory_type: str) -> list[Memory]:
+        """The live memories of ``memory_type`` (topic nodes aside)."""
+        return [self.items[i] for i in self.live_by_type.get(memory_type, {})]
+
+    def with_text(self, norm: str) -> list[Memory]:
+        """Memories whose normalised text is ``norm`` now, oldest first."""
+        return [m for m in self._resolve(self.by_text.get(norm, {})) if normalise(m.text) == norm]
+
+    def with_key(self, key: str) -> list[Memory]:
+        """Memories whose key is ``key`` now, oldest first."""
+        return [m for m in self._resolve(self.by_key.get(key, {})) if m.key == key]
+
+    def with_subject(self, subject: str) -> list[Memory]:
+        """Memories whose key is ``subject|kind|head`` now, oldest first."""
+        return [
+            m
+            for m in self._resolve(self.by_subject.get(subject, {}))
+            if m.key and m.key.count("|") >= 2 and m.key.split("|", 1)[0] == subject
+        ]
+
+    def similar(self, vector: np.ndarray, floor: float) -> list[tuple[Memory, float]]:
+        """Memories whose vector's dot product with ``vector`` is at least ``floor``, with it."""
+        if self.mat is None or not self.ids:
+            return []
+        sims = self.mat[: len(self.ids)] @ np.asarray(vector, dtype=np.float32).reshape(-1)
+        out = []
+        for i in np.flatnonzero(sims >= floor):
+            m = self.items.get(self.ids[int(i)])
+            if m is not None and m.vector is self.vectors[int(i)]:
+                out.append((m, float(sims[i])))
+        return out
+
+
 @dataclass
 class OwnerMemories:
     """All memories of one owner, with lookups the extractors need."""
@@ -56,6 +157,10 @@ class OwnerMemories:
     escalated: set[str] = field(default_factory=set)
     """Contradictions already escalated (each is escalated once)."""
 
+    def __getstate__(self) -> dict:
+        # the index is derived from the memories: snapshots leave it out, a restore rebuilds it
+        return {k: v for k, v in self.__dict__.items() if k != "_index"}
+
     def __setstate__(self, state: dict) -> None:
         # states snapshotted before the two fields above existed get them empty
         self.__dict__.update({"open_contradictions": {}, "escalated": set(), **state})
@@ -64,6 +169,25 @@ class OwnerMemories:
         if memory.vector is not None and not isinstance(memory.vector, np.ndarray):
             memory.vector = np.asarray(memory.vector, dtype=np.float32)  # type: ignore[assignment]
         self.items[memory.id] = memory
+        self.touch(memory)
+
+    @property
+    def index(self) -> OwnerIndex:
+        """The lookup index of these memories (built on first use, then kept up to date)."""
+        idx: OwnerIndex | None = self.__dict__.get("_index")
+        if idx is None:
+            idx = self.__dict__["_index"] = OwnerIndex(self.items)
+        return idx
+
+    def touch(self, memory: Memory) -> None:
+        """Tell the index that ``memory`` (already in ``items``) got a new text, key or vector."""
+        idx: OwnerIndex | None = self.__dict__.get("_index")
+        if idx is not None:
+            idx.add(memory)
+
+    def forget_index(self) -> None:
+        """Drop the index (after memories were changed in place without ``touch``)."""
+        self.__dict__.pop("_index", None)
 
     def get(self, memory_id: str) -> Memory | None:
         return self.items.get(memory_id)
@@ -94,13 +218,22 @@ class OwnerMemories:
         Without a query vector the ``k`` most recently updated live memories are returned.
         Ties are broken by id so the order is deterministic.
         """
-        live = [m for m in self.live() if m.kind not in NOT_RETRIEVED]
-        if not live or k <= 0:
+        if k <= 0:
+            return []
+        # every order below ends on the id, so the candidates' order does not matter
+        idx = self.index
+        live = [
+            m
+            for ids in idx.live_by_type.values()
+            for m in (self.items[i] for i in ids)
+            if m.kind not in NOT_RETRIEVED
+        ]
+        if not live:
             return []
         with_vec = [m for m in live if m.vector is not None]
         if query is None or not with_vec:
-            live.sort(key=lambda m: (m.updated_at or m.created_at, m.id), reverse=True)
-            return live[:k]
+            return heapq.nlargest(k, live, key=lambda m: (m.updated_at or m.created_at, m.id))
+        with_vec.sort(key=age_key)  # the matrix in one fixed row order, for the same bits
         mat = np.asarray([m.vector for m in with_vec], dtype=np.float32)
         scores = mat @ np.asarray(query, dtype=np.float32)
         order = sorted(range(len(with_vec)), key=lambda i: (-float(scores[i]), with_vec[i].id))

@@ -13,11 +13,19 @@ Replays and re-runs:
 * When the state was restored from a Bytewax snapshot, replayed spans are processed again: the state
   is exactly what it was at the snapshot, processing is deterministic (and LLM answers come from the
   response cache), so the same ids and rows come out and the idempotent sinks absorb them.
+
+Idle owners can be evicted (``evict``) and read back when they return (``rehydrate``): the
+memories come back from the store, and what the store does not hold (the open contradictions,
+the ones escalated, the last span per conversation) is kept in a small ``EvictedOwner``. An owner
+evicted in this run must come back exactly as it left: its memories' ids and versions are compared
+with the store's (which the sink may still be writing; the read is retried for a while).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +44,7 @@ from skillstream.extract import (
     MemorySkill,
 )
 from skillstream.failures import failed_span_row
+from skillstream.lifecycle.states import indexed
 from skillstream.memories import OwnerMemories
 from skillstream.model import Memory, Span, SpanResult, TableRows
 from skillstream.spans import render_span
@@ -59,6 +68,33 @@ class OwnerState:
 
     def copy(self) -> OwnerState:
         return OwnerState(self.memories.copy(), self.run_id)
+
+
+@dataclass(frozen=True)
+class EvictedOwner:
+    """What an evicted owner's state keeps in memory: the bookkeeping the store does not hold and
+    a digest of its memories (ids and versions), to check the store's copy against."""
+
+    last_span_seq: dict[str, int]
+    open_contradictions: dict[str, tuple[str, str, datetime]]
+    escalated: frozenset[str]
+    digest: str
+    run_id: str
+    unindexed: tuple[Memory, ...] = ()
+    """Its minimal log rows (expired memories): the catalog holds them, LanceDB does not."""
+
+
+def memories_digest(memories: Iterable[Memory]) -> str:
+    """A digest of memories' ids, versions and statuses (independent of their order)."""
+    h = hashlib.sha256()
+    for line in sorted(f"{m.id}\t{m.version}\t{m.status}" for m in memories):
+        h.update(line.encode())
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+REHYDRATE_WAIT_S = 60.0
+"""How long re-hydration waits for the store to hold what an owner evicted in this run had."""
 
 
 @dataclass
@@ -98,6 +134,50 @@ class MemoryPipeline:
             mem.put(m)
         return OwnerState(mem, self.run_id)
 
+    def evict(self, state: OwnerState) -> EvictedOwner:
+        """What to keep of ``state`` when its memories leave (to come back from the store)."""
+        mem = state.memories
+        return EvictedOwner(
+            dict(mem.last_span_seq),
+            dict(mem.open_contradictions),
+            frozenset(mem.escalated),
+            memories_digest(mem.items.values()),
+            state.run_id,
+            tuple(m.copy() for m in mem.items.values() if not indexed(m)),
+        )
+
+    def rehydrate(self, owner_id: str, evicted: EvictedOwner) -> OwnerState:
+        """The state of an evicted owner: its memories read back from the store.
+
+        For an owner evicted in this run, the store must hold exactly the memories it had (the sink
+        may still be writing the last ones: the read is retried for ``REHYDRATE_WAIT_S``). An
+        owner evicted before a restore comes back as the store has it now, which is what a new run
+        would see (spans already in the ledger are skipped, as for a new state).
+        """
+        if self.hydrate is None:
+            raise SkillstreamError(f"owner {owner_id!r} was evicted but there is no store to read")
+        deadline = time.monotonic() + REHYDRATE_WAIT_S
+        while True:
+            # The store's copy of the indexed memories, with the minimal rows kept at eviction.
+            read = {m.id: m for m in self.hydrate(owner_id)}
+            read.update({m.id: m.copy() for m in getattr(evicted, "unindexed", ())})
+            memories = list(read.values())
+            if evicted.run_id != self.run_id or memories_digest(memories) == evicted.digest:
+                break
+            if time.monotonic() > deadline:
+                raise SkillstreamError(
+                    f"owner {owner_id!r} was evicted, but after {REHYDRATE_WAIT_S:g} s the store "
+                    "still does not hold its memories as they were; raise owner_state_max"
+                )
+            time.sleep(0.05)
+        mem = OwnerMemories(owner_id)
+        for m in memories:
+            mem.put(m)
+        mem.last_span_seq = dict(evicted.last_span_seq)
+        mem.open_contradictions = dict(evicted.open_contradictions)
+        mem.escalated = set(evicted.escalated)
+        return OwnerState(mem, self.run_id)
+
     def process_owner(self, state: OwnerState, spans: Iterable[Span]) -> list[SpanResult]:
         """Process ``spans`` of one owner in order, mutating ``state``."""
         results = []
@@ -110,6 +190,8 @@ class MemoryPipeline:
                 if not restored and before is not None and before in self.done_spans:
                     continue  # committed with its span: the hydrated state already holds it
                 done = self.maintenance(state.memories, span) if self.maintenance else None
+                if done is not None:  # maintenance changes memories in place: index them anew
+                    state.memories.forget_index()
                 if done is not None:
                     results.append(done)
                 continue
@@ -121,6 +203,8 @@ class MemoryPipeline:
             results.append(self._one(state, span, pending, defer))
         if pending:
             self._embed_into(list(pending.values()))
+            for m in pending.values():
+                state.memories.touch(m)
         # Results leave the operator: hand out copies so later spans cannot change them in flight.
         for r in results:
             r.memories = [m.copy() for m in r.memories]

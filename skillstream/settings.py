@@ -550,6 +550,14 @@ class FlowSettings(_Group):
         "SKILLSTREAM_CONCURRENCY; default 8.",
         ge=1,
     )
+    owner_state_max: Int = _key(
+        "owner_state_max",
+        0,
+        "Owners whose memories the extraction step keeps in memory per shard; past it the least "
+        "recently seen owner is evicted and read back from the store when it returns, with the "
+        "same results (0: keep every owner). SKILLSTREAM_OWNER_STATE_MAX; default 0.",
+        ge=0,
+    )
     epoch_interval_s: Float = _key(
         "epoch_interval_s",
         5.0,

@@ -178,11 +178,21 @@ def _decay(log: ChangeLog, m: Memory, at: datetime, rules: LifecycleParams) -> N
 
 
 def enforce_capacity(
-    log: ChangeLog, state: OwnerMemories, at: datetime, rules: LifecycleParams
+    log: ChangeLog,
+    state: OwnerMemories,
+    at: datetime,
+    rules: LifecycleParams,
+    *,
+    live: list[Memory] | None = None,
 ) -> int:
-    """Archive what is over the type capacities and the policies' per-scope maxima."""
+    """Archive what is over the type capacities and the policies' per-scope maxima.
+
+    ``live`` narrows the check to these live memories (every live memory of the types it covers;
+    their order does not matter); by default every live memory of the state is checked.
+    """
     archived = 0
-    live = [m for m in state.items.values() if m.status in LIVE and m.kind != MemoryKind.TOPIC]
+    if live is None:
+        live = [m for m in state.items.values() if m.status in LIVE and m.kind != MemoryKind.TOPIC]
     by_type: dict[str, list[Memory]] = {}
     for m in live:
         by_type.setdefault(m.memory_type, []).append(m)

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from skillstream.memories import OwnerMemories, normalise
+from skillstream.memories import LIVE, OwnerMemories, normalise
 from skillstream.model import Memory, MemoryOp
 from skillstream.rules.classify import Classified, head_overlap, make_key
 from skillstream.vocab import MemoryKind, Op
@@ -78,38 +78,39 @@ class Planner:
     def __init__(self, allowed: dict[str, str], state: OwnerMemories) -> None:
         self.allowed = allowed
         self.state = state
-        self._index: dict[str, Memory] | None = None
-        self._live: list[tuple[Memory, str, str]] | None = None
+        self._keyed: dict[str, Memory | None] = {}
+        self._subjects: dict[str, list[tuple[Memory, str, str]]] = {}
         self.pending: list[_Pending] = []
         self.by_key: dict[str, _Pending] = {}
         self.by_text: dict[str, _Pending] = {}
         self.updates: dict[str, _Pending] = {}
         self.deletes: set[str] = set()
 
-    # The key index is built once per span, lazily, with ``OwnerMemories.by_key``'s tie rule
-    # (the newest by update or creation time; on a tie the later one in the state).
-    def _keys(self) -> dict[str, Memory]:
-        if self._index is None:
-            idx: dict[str, Memory] = {}
-            for m in self.state.live():
-                if m.key is None:
-                    continue
-                cur = idx.get(m.key)
-                if cur is None or _stamp(m)[0] >= _stamp(cur)[0]:
-                    idx[m.key] = m
-            self._index = idx
-        return self._index
+    # Lookups go through the owner's index (``OwnerMemories.index``), one key or subject at a
+    # time, so planning a span reads what its statements name, not the owner's whole history.
+    # A key's memory follows ``OwnerMemories.by_key``'s tie rule (the newest by update or creation
+    # time; on a tie the later one in age order).
+    def _live_with_key(self, key: str) -> Memory | None:
+        if key not in self._keyed:
+            best = None
+            for m in self.state.index.with_key(key):
+                if m.status in LIVE and (best is None or _stamp(m)[0] >= _stamp(best)[0]):
+                    best = m
+            self._keyed[key] = best
+        return self._keyed[key]
 
-    def _subject_memories(self) -> list[tuple[Memory, str, str]]:
-        if self._live is None:
+    def _subject_memories(self, subject: str) -> list[tuple[Memory, str, str]]:
+        """Live memories with a ``subject|kind|head`` key of ``subject``, newest first."""
+        rows = self._subjects.get(subject)
+        if rows is None:
             rows = []
-            for m in self.state.live():
-                if m.key and m.key.count("|") >= 2:
+            for m in self.state.index.with_subject(subject):
+                if m.status in LIVE and m.key:
                     subj, _, head = m.key.split("|", 2)
                     rows.append((m, subj, head))
             rows.sort(key=lambda r: (_stamp(r[0]), r[0].id), reverse=True)
-            self._live = rows
-        return self._live
+            self._subjects[subject] = rows
+        return rows
 
     def _fuzzy(self, subject: str, head: str) -> tuple[_Pending | None, Memory | None]:
         """The pending insert, else the live memory, of ``subject`` whose head best overlaps."""
@@ -118,7 +119,7 @@ class Planner:
                 if head_overlap(head, p.key.split("|", 2)[2]):
                     return p, None
         best: tuple[int, Memory] | None = None
-        for m, subj, mhead in self._subject_memories():
+        for m, subj, mhead in self._subject_memories(subject):
             if subj != subject or m.id in self.deletes or not head_overlap(head, mhead):
                 continue
             score = len(set(head.split()) & set(mhead.split())) or 1
@@ -132,7 +133,7 @@ class Planner:
         p = self.by_key.get(key)
         if p is not None and not p.dropped:
             return p, None
-        m = self._keys().get(key)
+        m = self._live_with_key(key)
         if m is not None and m.id not in self.deletes:
             return None, m
         return None, None
