@@ -159,7 +159,9 @@ class MemoryPipeline:
         deadline = time.monotonic() + REHYDRATE_WAIT_S
         while True:
             # The store's copy of the indexed memories, with the minimal rows kept at eviction.
-            read = {m.id: m for m in self.hydrate(owner_id)}
+            got = self.hydrate(owner_id)
+            found = got.items.values() if isinstance(got, OwnerMemories) else got
+            read = {m.id: m for m in found}
             read.update({m.id: m.copy() for m in getattr(evicted, "unindexed", ())})
             memories = list(read.values())
             if evicted.run_id != self.run_id or memories_digest(memories) == evicted.digest:
