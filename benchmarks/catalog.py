@@ -182,8 +182,15 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--per-span", type=int, default=4, help="New memories per span.")
     p.add_argument("--batch", type=int, default=4, help="Span results per write (one commit).")
     p.add_argument("--catalog", default="", help="A ducklake:postgres://... catalog to use.")
+    p.add_argument(
+        "--catalog-threads",
+        type=int,
+        default=None,
+        help="DuckDB threads of each writer's shared-catalog connection (default: the setting's).",
+    )
     p.add_argument("--json", dest="out", default="benchmarks/results/catalog.json")
     args = p.parse_args(argv)
+    from skillstream.settings import Settings
     owners = [f"owner{i}" for i in range(args.owners)]
     sizes = {"spans": args.spans, "per_span": args.per_span, "batch": args.batch}
     root = Path(tempfile.mkdtemp(prefix="ss-bench-catalog-"))
@@ -198,12 +205,17 @@ def main(argv: list[str] | None = None) -> dict:
         for name, writers in (("shared_1", 1), ("shared_2", 2)):
             home = root / name
             keys = {"home": str(home), "catalog": lake(server), "catalog_data": str(home / "data")}
+            if args.catalog_threads is not None:
+                keys["catalog_threads"] = args.catalog_threads
             cases[name] = run_case(keys, writers, owners, sizes)
     result = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "sizes": {"owners": args.owners, **sizes, "dim": DIM},
+        "catalog_threads": Settings.from_keys(
+            **({} if args.catalog_threads is None else {"catalog_threads": args.catalog_threads})
+        ).storage.catalog_threads,
         "cases": cases,
         "speedup": round(cases["shared_2"]["rows_per_s"] / cases["shared_1"]["rows_per_s"], 2),
     }
@@ -242,7 +254,8 @@ def write_markdown(path: Path, r: dict) -> None:
         "",
         f"{r['when']}, {r['machine']}, load average {r['load_average']}; "
         f"{r['sizes']['owners']} owners x {r['sizes']['spans']} spans x "
-        f"{r['sizes']['per_span']} memories, {r['sizes']['batch']} spans a commit.",
+        f"{r['sizes']['per_span']} memories, {r['sizes']['batch']} spans a commit, "
+        f"catalog_threads {r.get('catalog_threads')}.",
         "",
         "| catalog | writer processes | memory rows | seconds | rows/s |",
         "|---|---|---|---|---|",

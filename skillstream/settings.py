@@ -241,6 +241,14 @@ class StorageSettings(_Group):
         "Where a DuckLake catalog keeps its Parquet data files: a folder or an s3:// URI. "
         "SKILLSTREAM_CATALOG_DATA; default <home>/catalog_data.",
     )
+    catalog_threads: Int = _key(
+        "catalog_threads",
+        1,
+        "DuckDB threads of a process's writing connection to a DuckLake catalog (its commits are "
+        "small; one thread each keeps writers on several cores from crowding each other out). "
+        "SKILLSTREAM_CATALOG_THREADS; default 1; 0 DuckDB's own (one per core).",
+        ge=0,
+    )
     artifacts_uri: Location = _key(
         "artifacts_uri",
         "",
