@@ -25,6 +25,7 @@ import json
 import multiprocessing as mp
 import os
 import platform
+import shutil
 import sys
 import tempfile
 import time
@@ -190,7 +191,9 @@ def main(argv: list[str] | None = None) -> dict:
     )
     p.add_argument("--json", dest="out", default="benchmarks/results/catalog.json")
     args = p.parse_args(argv)
+    load_before = [round(x, 2) for x in os.getloadavg()]
     from skillstream.settings import Settings
+
     owners = [f"owner{i}" for i in range(args.owners)]
     sizes = {"spans": args.spans, "per_span": args.per_span, "batch": args.batch}
     root = Path(tempfile.mkdtemp(prefix="ss-bench-catalog-"))
@@ -200,18 +203,26 @@ def main(argv: list[str] | None = None) -> dict:
             return args.catalog
         return server.create_database(f"bench_{uuid.uuid4().hex[:10]}")
 
-    with _server(args.catalog) as server:
-        cases = {"file": run_case({"home": str(root / "file")}, 1, owners, sizes)}
-        for name, writers in (("shared_1", 1), ("shared_2", 2)):
-            home = root / name
-            keys = {"home": str(home), "catalog": lake(server), "catalog_data": str(home / "data")}
-            if args.catalog_threads is not None:
-                keys["catalog_threads"] = args.catalog_threads
-            cases[name] = run_case(keys, writers, owners, sizes)
+    try:
+        with _server(args.catalog) as server:
+            cases = {"file": run_case({"home": str(root / "file")}, 1, owners, sizes)}
+            for name, writers in (("shared_1", 1), ("shared_2", 2)):
+                home = root / name
+                keys = {
+                    "home": str(home),
+                    "catalog": lake(server),
+                    "catalog_data": str(home / "data"),
+                }
+                if args.catalog_threads is not None:
+                    keys["catalog_threads"] = args.catalog_threads
+                cases[name] = run_case(keys, writers, owners, sizes)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
     result = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "load_average": load_before,
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "sizes": {"owners": args.owners, **sizes, "dim": DIM},
         "catalog_threads": Settings.from_keys(
             **({} if args.catalog_threads is None else {"catalog_threads": args.catalog_threads})
@@ -252,7 +263,8 @@ def write_markdown(path: Path, r: dict) -> None:
     lines = [
         "# Store-sink throughput: one writer against two (`benchmarks/catalog.py`)",
         "",
-        f"{r['when']}, {r['machine']}, load average {r['load_average']}; "
+        f"{r['when']}, {r['machine']}, load average {r['load_average']} before the run "
+        f"({r.get('load_average_after')} after it: its own threads count); "
         f"{r['sizes']['owners']} owners x {r['sizes']['spans']} spans x "
         f"{r['sizes']['per_span']} memories, {r['sizes']['batch']} spans a commit, "
         f"catalog_threads {r.get('catalog_threads')}.",
