@@ -79,18 +79,42 @@ def ledger_spans(settings: Settings) -> int:
         return int(cat.sql("SELECT count(*) AS n FROM spans").to_pylist()[0]["n"])
 
 
-def query_memories(env: dict, home: Path) -> int:
-    """``skillstream sql`` from a third process; it must answer while the cluster runs."""
+def cli_json(env: dict, home: Path, *args: str) -> object:
+    """``skillstream ARGS --json`` from a third process; it must answer while the cluster runs."""
     out = subprocess.run(
-        skillstream_cmd("--home", str(home), "sql", "select count(*) as n from memories", "--json"),
+        skillstream_cmd("--home", str(home), *args, "--json"),
         env=env,
         capture_output=True,
         text=True,
         timeout=300,
         preexec_fn=die_with_parent,
     )
-    assert out.returncode == 0, out.stderr[-3000:]
-    return int(json.loads(out.stdout)[0]["n"])
+    assert out.returncode == 0, (args, out.stderr[-3000:])
+    return json.loads(out.stdout)
+
+
+def query_memories(env: dict, home: Path) -> int:
+    """``select count(*) from memories`` through ``skillstream sql``."""
+    rows = cli_json(env, home, "sql", "select count(*) as n from memories")
+    assert isinstance(rows, list)
+    return int(rows[0]["n"])
+
+
+def read_while_running(env: dict, home: Path) -> None:
+    """``stats``, ``search``, ``history`` and ``skills list`` answer from a third process while
+    the cluster writes (the search records nothing, so the end state stays comparable)."""
+    stats = cli_json(env, home, "stats")
+    assert isinstance(stats, dict) and stats, stats
+    rows = cli_json(env, home, "sql", "select id, owner_id, text from memories limit 1")
+    assert isinstance(rows, list) and rows
+    memory = rows[0]
+    hits = cli_json(
+        env, home, "search", memory["text"], "--owner", memory["owner_id"], "--no-record"
+    )
+    assert isinstance(hits, list) and memory["id"] in {h["id"] for h in hits}, hits
+    history = cli_json(env, home, "history", memory["id"])
+    assert memory["id"] in json.dumps(history)
+    assert isinstance(cli_json(env, home, "skills", "list", "--owner", memory["owner_id"]), list)
 
 
 def start_cluster(home: Path, source: Path, recovery: Path, url: str, env: dict, logs: Path):
@@ -154,7 +178,9 @@ def test_two_writers_killed_and_resumed_equal_one_process_on_the_duckdb_file(
                 if time.monotonic() > deadline:
                     pytest.fail(f"no commits from both processes\n{logs_text(logs)}")
                 time.sleep(0.2)
+            stub.latency_s = 60.0  # the cluster waits on its LLM while the third process reads
             answers += [query_memories(env, home) for _ in range(2)]
+            read_while_running(env, home)
             for p in procs:
                 if p.poll() is not None:
                     pytest.fail(f"the run ended before the kill\n{logs_text(logs)}")
@@ -163,6 +189,7 @@ def test_two_writers_killed_and_resumed_equal_one_process_on_the_duckdb_file(
         finally:
             stop(procs)
         asked_before = len(stub.requests)
+        stub.latency_s = 0.2
         spans_at_kill = ledger_spans(settings)
 
         procs = start_cluster(home, data, recovery, stub.url, env, logs)
@@ -205,6 +232,11 @@ def test_two_writers_killed_and_resumed_equal_one_process_on_the_duckdb_file(
         assert cat.sql("SELECT count(DISTINCT span_id) AS n FROM spans").to_pylist()[0]["n"] == (
             total_spans
         )
+    # a search that records its query writes to the shared catalog from a third process too
+    first = got[0]
+    cli_json(env, home, "search", first["text"])
+    with open_catalog(settings.storage, read_only=True) as cat:
+        assert cat.count("queries") == 1
     # the third process always answered, and saw the memories grow to the final count
     assert answers and answers == sorted(answers) and answers[-1] <= len(expected)
     # no answered request was asked again: a repeat can only be a request that was open when its
