@@ -31,7 +31,7 @@ from bytewax.operators import StatefulBatchLogic, StatefulLogic
 from skillstream.distill.distiller import OwnerTaskSkills, TaskSkillDistiller
 from skillstream.distill.record import ConversationBlock, TaskSkill, TaskSkillResult
 from skillstream.flows import progress
-from skillstream.flows.shards import per_owner, shard_of
+from skillstream.flows.shards import per_owner, shard_key, shard_of
 from skillstream.model import Message
 from skillstream.settings import Settings
 
@@ -186,7 +186,9 @@ def distil_task_skills(
     by_conv = op.key_on("by-conversation", messages, lambda m: m.conversation_id)
     keyed_blocks = op.stateful("blocks", by_conv, lambda resume: BlockLogic(settings, resume))
     blocks = op.key_rm("blocks-unkeyed", keyed_blocks)
-    by_shard = op.key_on("by-owner-shard", blocks, lambda b: shard_of(b.owner_id, shards))
+    by_shard = op.key_on(
+        "by-owner-shard", blocks, lambda b: shard_key(shard_of(b.owner_id, shards), workers)
+    )
     keyed_results = op.stateful_batch(
         "distill", by_shard, lambda resume: DistillLogic(step, pool, resume)
     )

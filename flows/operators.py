@@ -42,7 +42,7 @@ from skillstream.extract import Executor
 from skillstream.flows import progress
 from skillstream.flows.distill import distil_task_skills
 from skillstream.flows.maintenance import maintenance_clock
-from skillstream.flows.shards import per_owner, shard_of
+from skillstream.flows.shards import per_owner, shard_key, shard_of
 from skillstream.memories import OwnerMemories
 from skillstream.model import DeadLetter, Message, Span, SpanResult
 from skillstream.pipeline import EvictedOwner, MemoryPipeline, OwnerState
@@ -322,7 +322,9 @@ def extract_memories(
     built = op.branch("built", op.key_rm("spans-unkeyed", keyed_spans), _is_span)
     spans = cast("Stream[Span]", built.trues)
     op.inspect("count-refused", built.falses, progress.counter("dead_letters"))
-    by_shard = op.key_on("by-owner-shard", spans, lambda s: shard_of(s.owner_id, shards))
+    by_shard = op.key_on(
+        "by-owner-shard", spans, lambda s: shard_key(shard_of(s.owner_id, shards), workers)
+    )
     by_shard = maintenance_clock(
         "maintenance-clock", by_shard, core.options.rules.maintenance_interval
     )
