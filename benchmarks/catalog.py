@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,94 +39,29 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 DIM = 384
-T0 = datetime(2024, 5, 8, 13, 0, tzinfo=UTC)
 
 
 def make_results(owners: list[str], spans: int, per_span: int) -> list[Any]:
-    """Span results for ``owners``: ``spans`` each, ``per_span`` new memories a span."""
+    """Span results for ``owners``: ``spans`` each, ``per_span`` new memories a span (the store
+    tests' results, with real-width random vectors)."""
     import numpy as np
 
-    from skillstream.model import LLMCall, Memory, MemoryEvent, Message, Span, SpanResult
+    from tests.storage.conftest import make_memory, make_result
 
     rng = np.random.default_rng(7)
     out = []
     for owner in owners:
         for n in range(spans):
-            msgs = tuple(
-                Message(
-                    message_id=f"{owner}-{n}-{j}",
-                    conversation_id=f"c-{owner}",
-                    owner_id=owner,
-                    session_id="s1",
-                    role="user",
-                    speaker="User",
-                    text=f"message {j} of span {n}",
-                    ts=T0 + timedelta(minutes=10 * n + j),
-                )
-                for j in range(2)
-            )
-            span = Span(f"spn_{owner}_{n}", owner, f"c-{owner}", "s1", n, msgs, 24, "en")
             mems = [
-                Memory(
-                    id=f"mem_{owner}_{n}_{k}",
-                    owner_id=owner,
+                make_memory(
+                    per_span * n + k,
+                    owner,
                     text=f"{owner} said fact {k} in span {n}",
-                    kind="fact",
-                    version=1,
-                    tags=["bench"],
-                    created_at=T0,
-                    updated_at=T0 + timedelta(minutes=n),
                     vector=rng.random(DIM, dtype=np.float32).tolist(),
                 )
                 for k in range(per_span)
             ]
-            events = [
-                MemoryEvent(
-                    event_id=f"evt_{m.id}",
-                    memory_id=m.id,
-                    owner_id=owner,
-                    event="created",
-                    reason="bench",
-                    old_value=None,
-                    new_value=m.text,
-                    old_status=None,
-                    new_status=m.status,
-                    span_id=span.span_id,
-                    actor="bench",
-                    event_ts=T0,
-                    recorded_at=T0,
-                )
-                for m in mems
-            ]
-            call = LLMCall(
-                call_id=f"call_{span.span_id}",
-                request_hash=f"h_{span.span_id}",
-                purpose="extract",
-                backend="rules",
-                model=None,
-                span_id=span.span_id,
-                prompt_tokens=10,
-                completion_tokens=5,
-                latency_ms=1.0,
-                status="ok",
-                cached=False,
-                attempts=1,
-                error=None,
-                created_at=T0,
-            )
-            out.append(
-                SpanResult(
-                    span=span,
-                    status="done",
-                    extractor="rules",
-                    memories=mems,
-                    events=events,
-                    llm_calls=[call],
-                    memory_skills=["insert"],
-                    n_ops=len(mems),
-                    processed_at=T0,
-                )
-            )
+            out.append(make_result(n, owner, memories=mems))
     return out
 
 
