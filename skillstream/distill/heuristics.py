@@ -10,10 +10,10 @@
 * **Triggers**: the segment's salient terms (user turns weigh double).
 * **Tools and verification**: well-known tools and commands named in the steps; steps that check.
 * **Update or new**: the recalled task skill the draft fits best is updated when the fit reaches
-  ``merge_threshold``; else a new task skill is created. The fit blends the cosine similarity of
-  the draft's description (name, description, triggers) to the skill's centroid (the mean of the
-  drafts merged into it) with the share of the draft's steps the skill already knows
-  (see :func:`similarity`).
+  ``merge_threshold``; else a new task skill is created. The fit blends the draft's affinity to
+  the skill (its description to the mean of the drafts merged into the skill, and the user's
+  request to the mean of their requests) with the share of the draft's steps the skill already
+  knows (see :func:`similarity`).
 
 It is honestly weaker than an LLM: it copies the conversation's wording instead of generalising it,
 and a task named by the user in an unusual way may not find its existing skill.
