@@ -783,7 +783,8 @@ class DistillationSettings(_Group):
     merge_threshold: Float = _key(
         "distill_merge_threshold",
         0.55,
-        "Rules distiller: fit (cosine to the skill's centroid blended with step overlap) at which "
+        "Rules distiller: fit (affinity to the skill's draft and request centroids blended with "
+        "step overlap) at which "
         "a segment updates a recalled task skill instead of creating one; also the fit at which "
         "two task skills of an owner are consolidated into one; above 1 never updates or "
         "consolidates. SKILLSTREAM_DISTILL_MERGE_THRESHOLD; default 0.55.",

@@ -31,6 +31,7 @@ from skillstream.distill.draft import (
     MAX_ITEMS,
     MAX_STEPS,
     MAX_TRIGGERS,
+    PROTOTYPES,
     clip_description,
     describe,
     fold_stats,
@@ -67,11 +68,14 @@ def fit(a: TaskSkill, b: TaskSkill) -> float:
 
 
 def cosine(a: TaskSkill, b: TaskSkill) -> float:
-    """Cosine of the two skills' prototypes (0 when either has none)."""
-    va, vb = prototype(a), prototype(b)
-    if va is None or vb is None or va.shape != vb.shape:
-        return 0.0
-    return float(np.dot(va, vb))
+    """Cosine of the two skills' prototypes: of their drafts' centroids, averaged with that of
+    their requests' centroids when both have one (0 when neither can be taken)."""
+    cos = []
+    for key in PROTOTYPES:
+        va, vb = prototype(a, key), prototype(b, key)
+        if va is not None and vb is not None and va.shape == vb.shape:
+            cos.append(float(np.dot(va, vb)))
+    return sum(cos) / len(cos) if cos else 0.0
 
 
 def shared_steps(a: TaskSkill, b: TaskSkill) -> float:

@@ -241,9 +241,15 @@ class TaskSkillDistiller:
             return TaskSkillResult(action="gated", **base)
         recalled: dict[str, RecallHit] = {}
 
-        def recall_for(query: str) -> list[RecallHit]:
-            vec = self.embed([query])[0]
-            hits = recall(query, vec, list(state.skills.values()), k=self.recall_k)
+        def recall_for(query: str, request: str = "") -> list[RecallHit]:
+            vecs = self.embed([query, request] if request else [query])
+            hits = recall(
+                query,
+                vecs[0],
+                list(state.skills.values()),
+                k=self.recall_k,
+                request=vecs[1] if request else None,
+            )
             recalled.update((h.skill.id, h) for h in hits)
             return hits
 

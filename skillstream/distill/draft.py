@@ -49,10 +49,12 @@ class Draft(SkillContent):
     """What a distiller proposes for one segment (see the module docstring).
 
     The name and sections are the record's own (:class:`SkillContent`); ``id`` and ``owner_id``
-    stay empty.
+    stay empty. ``request`` is what the user asked for in the segment (``segment.request_text``),
+    the second signal recall and the update decision match on.
     """
 
     update_of: str | None = None
+    request: str = ""
     merge: str = "evidence"
     stats: dict[str, Any] = field(default_factory=dict)
     lang: str = "en"
@@ -202,9 +204,14 @@ def _gist(step: str, limit: int = 80) -> str:
     return (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" ,;:") + "…"
 
 
-def centroid(stats: dict[str, Any]) -> list[float] | None:
-    """The unit mean of the draft vectors merged into a skill (``None`` before any)."""
-    total = stats.get("centroid")
+PROTOTYPES = ("centroid", "requests")
+"""Vector sums a rules skill keeps: of its drafts' search texts and of the users' requests."""
+
+
+def centroid(stats: dict[str, Any], key: str = "centroid") -> list[float] | None:
+    """The unit mean of the vectors summed under ``key`` (``centroid``: the drafts merged into a
+    skill; ``requests``: their users' requests); ``None`` before any."""
+    total = stats.get(key)
     if not total:
         return None
     norm = sum(x * x for x in total) ** 0.5
@@ -213,7 +220,7 @@ def centroid(stats: dict[str, Any]) -> list[float] | None:
 
 def fold_stats(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """Add a draft's evidence to a skill's: steps (support, summed position), term counts, and
-    the sum of the draft vectors (whose direction is the skill's centroid)."""
+    the sums of the draft and request vectors (whose directions are the skill's prototypes)."""
     out: dict[str, Any] = {
         "n": int(old.get("n", 0)) + int(new.get("n", 0)),
         "steps": [list(s) for s in old.get("steps", [])],
@@ -234,11 +241,12 @@ def fold_stats(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
             out["steps"].append([text, support, pos])
     for term, count in new.get("terms", {}).items():
         out["terms"][term] = out["terms"].get(term, 0) + count
-    old_c, new_c = old.get("centroid"), new.get("centroid")
-    if old_c and new_c and len(old_c) == len(new_c):
-        out["centroid"] = [round(a + b, 5) for a, b in zip(old_c, new_c)]
-    elif old_c or new_c:
-        out["centroid"] = [round(x, 5) for x in (old_c or new_c or [])]
+    for key in PROTOTYPES:
+        old_c, new_c = old.get(key), new.get(key)
+        if old_c and new_c and len(old_c) == len(new_c):
+            out[key] = [round(a + b, 5) for a, b in zip(old_c, new_c)]
+        elif old_c or new_c:
+            out[key] = [round(x, 5) for x in (old_c or new_c or [])]
     out["steps"] = sorted(out["steps"], key=lambda s: -s[1])[:MAX_STAT_STEPS]
     top = sorted(out["terms"].items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_STAT_TERMS]
     out["terms"] = dict(top)

@@ -10,10 +10,10 @@
 * **Triggers**: the segment's salient terms (user turns weigh double).
 * **Tools and verification**: well-known tools and commands named in the steps; steps that check.
 * **Update or new**: the recalled task skill the draft fits best is updated when the fit reaches
-  ``merge_threshold``; else a new task skill is created. The fit blends the cosine similarity of
-  the draft's description (name, description, triggers) to the skill's centroid (the mean of the
-  drafts merged into it) with the share of the draft's steps the skill already knows
-  (see :func:`similarity`).
+  ``merge_threshold``; else a new task skill is created. The fit blends the draft's affinity to
+  the skill (its description to the mean of the drafts merged into the skill, and the user's
+  request to the mean of their requests) with the share of the draft's steps the skill already
+  knows (see :func:`similarity`).
 
 It is honestly weaker than an LLM: it copies the conversation's wording instead of generalising it,
 and a task named by the user in an unusual way may not find its existing skill.
@@ -27,14 +27,15 @@ from collections.abc import Callable
 import numpy as np
 
 from skillstream.distill import steps as st
-from skillstream.distill.draft import STEP_MATCH, Draft, centroid, describe
-from skillstream.distill.recall import RecallHit
+from skillstream.distill.draft import STEP_MATCH, Draft, describe
+from skillstream.distill.recall import RecallHit, affinity
 from skillstream.distill.record import ConversationBlock, TaskSegment, TaskSkill
-from skillstream.distill.segment import segment_block
+from skillstream.distill.segment import request_text, segment_block
 from skillstream.embed import Embed
 from skillstream.model import LLMCall
 
-Recall = Callable[[str], list[RecallHit]]
+Recall = Callable[..., list[RecallHit]]
+"""``recall(query, request="")``: the owner's related task skills for a query and a request."""
 
 _SKIP_LEAD = re.compile(
     r"^(?:hi|hello|hey|so|ok(?:ay)?|well|um|please)?[,!.\s]*"
@@ -81,11 +82,16 @@ class HeuristicDistiller:
         if draft is None:
             return None, []
         query = draft.search_text()
-        hits = recall(query)
-        vec = np.asarray(self.embed([query])[0], dtype=np.float32)
+        draft.request = request_text(segment.messages)
+        hits = recall(query, draft.request)
+        texts = [query, draft.request] if draft.request else [query]
+        vecs = np.asarray(self.embed(texts), dtype=np.float32)
+        vec, req = vecs[0], (vecs[1] if draft.request else None)
         draft.stats["centroid"] = [round(float(x), 5) for x in vec]
+        if req is not None:
+            draft.stats["requests"] = [round(float(x), 5) for x in req]
         if hits:
-            scored = [(similarity(vec, draft, h.skill), h.skill.id) for h in hits]
+            scored = [(similarity(vec, draft, h.skill, req), h.skill.id) for h in hits]
             best_score, best_id = max(scored)
             if best_score >= self.merge_threshold:
                 draft.update_of = best_id
@@ -119,19 +125,20 @@ STEP_WEIGHT = 0.3
 """Share of the step overlap in the similarity of a draft to a task skill (the rest is cosine)."""
 
 
-def similarity(vec: np.ndarray, draft: Draft, skill: TaskSkill) -> float:
+def similarity(
+    vec: np.ndarray, draft: Draft, skill: TaskSkill, request: np.ndarray | None = None
+) -> float:
     """How well a draft fits a task skill, in [0, 1]-ish.
 
-    ``(1 - STEP_WEIGHT) * cosine + STEP_WEIGHT * step overlap``, where the cosine is taken to the
-    centroid of the drafts merged into the skill (a steadier prototype than any one text; the
-    skill's own vector when it has none), and the step overlap is the share of the draft's steps
-    that match a step the skill has seen (term overlap of at least one half). Two kinds of task
-    that sound alike ("plan a party" / "RSVP to a party") ask different things; the steps show it.
+    ``(1 - STEP_WEIGHT) * cosine + STEP_WEIGHT * step overlap``, where the cosine is the draft's
+    ``recall.affinity`` to the skill (its text to the centroid of the drafts merged into the skill,
+    averaged with its user's request to the centroid of their requests: steadier prototypes than
+    any one text; the skill's own vector when it has no centroid), and the step overlap is the
+    share of the draft's steps that match a step the skill has seen (term overlap of at least one
+    half). Two kinds of task that sound alike ("plan a party" / "RSVP to a party") ask different
+    things; the requests and the steps show it.
     """
-    ref = centroid(skill.stats) or skill.vector
-    cos = 0.0
-    if ref is not None and len(ref) == vec.shape[0]:
-        cos = float(np.dot(vec, np.asarray(ref, dtype=np.float32)))
+    cos = affinity(vec, request, skill) or 0.0
     return (1 - STEP_WEIGHT) * cos + STEP_WEIGHT * step_overlap(draft.procedure, skill)
 
 

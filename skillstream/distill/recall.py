@@ -4,7 +4,11 @@ Two rankings are fused with reciprocal-rank fusion (the same fusion LanceDB's hy
 
 * **vector**: cosine similarity between the query embedding and each task skill's vector (the
   embedding of its ``search_text``: title, name, description, triggers);
-* **lexical**: BM25 of the query's terms over the same text.
+* **lexical**: BM25 of the query's terms over the same text;
+* **prototype**: for a skill distilled from segments, its :func:`affinity` to the query and the
+  user's request: the cosine of the query to the mean of the drafts merged into the skill, averaged
+  with the cosine of the request to the mean of their users' requests. A mean over many segments is
+  a steadier picture of a task than any one rendered text.
 
 It runs in memory over the task skills the distiller holds for an owner (tens to hundreds), so the
 flow never waits on a store for it; ``store.TaskSkillIndex.search`` is the LanceDB counterpart for
@@ -62,15 +66,35 @@ def bm25_scores(query: str, docs: Sequence[str], k1: float = 1.2, b: float = 0.7
     return out
 
 
-def prototype(skill: TaskSkill) -> np.ndarray | None:
-    """A skill's centroid (the unit mean of the drafts merged into it), else its vector."""
-    total = skill.stats.get("centroid")
+def prototype(skill: TaskSkill, key: str = "centroid") -> np.ndarray | None:
+    """A skill's unit mean of the vectors summed under ``key`` in its stats (``centroid``: its
+    drafts; ``requests``: their requests); for ``centroid``, its vector when it has none."""
+    total = skill.stats.get(key)
     if total:
         c = np.asarray(total, dtype=np.float32)
         n = float(np.linalg.norm(c))
         if n:
             return c / n
+    if key != "centroid":
+        return None
     return np.asarray(skill.vector, dtype=np.float32) if skill.vector is not None else None
+
+
+def affinity(
+    vector: np.ndarray | None, request: np.ndarray | None, skill: TaskSkill
+) -> float | None:
+    """How alike a query (and the user's request) is to a skill's prototypes: the mean of the
+    cosines that can be taken (query to drafts' mean, request to requests' mean); ``None`` when
+    neither can."""
+    cos = []
+    for vec, key in ((vector, "centroid"), (request, "requests")):
+        if vec is None:
+            continue
+        ref = prototype(skill, key)
+        v = np.asarray(vec, dtype=np.float32).reshape(-1)
+        if ref is not None and ref.shape == v.shape:
+            cos.append(float(np.dot(v, ref)))
+    return sum(cos) / len(cos) if cos else None
 
 
 def recall(
@@ -80,6 +104,7 @@ def recall(
     *,
     k: int = 5,
     statuses: Sequence[str] = (TaskSkillStatus.ACTIVE,),
+    request: np.ndarray | None = None,
 ) -> list[RecallHit]:
     """The ``k`` task skills most related to a query, best first.
 
@@ -89,6 +114,7 @@ def recall(
         skills: Candidate task skills (one owner's); those without a vector rank by text only.
         k: Hits to return.
         statuses: Allowed statuses.
+        request: Unit embedding of the user's request, when the query comes from a segment.
 
     Returns:
         Hits whose fused score is positive (a skill matching neither way is not recalled).
@@ -111,5 +137,11 @@ def recall(
     for rank, i in enumerate(sorted(range(len(pool)), key=lambda i: -lexical[i])):
         if lexical[i] > 0:
             fused[i] += 1.0 / (RRF_K + rank + 1)
+    near = [affinity(vector, request, s) if s.stats.get("centroid") else None for s in pool]
+    ranked = sorted(
+        (i for i in range(len(pool)) if near[i] is not None), key=lambda i: -(near[i] or 0.0)
+    )
+    for rank, i in enumerate(ranked):
+        fused[i] += 1.0 / (RRF_K + rank + 1)
     order = sorted(range(len(pool)), key=lambda i: (-fused[i], -cosine[i], pool[i].name))
     return [RecallHit(pool[i], fused[i], cosine[i], lexical[i]) for i in order[:k] if fused[i] > 0]

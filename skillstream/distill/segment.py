@@ -56,6 +56,30 @@ def is_request(text: str) -> bool:
     return bool(rx.search(text)) and len(set(terms(text))) >= 3
 
 
+REQUEST_TURNS = 2
+"""User turns with content that make up a segment's request."""
+
+
+def request_text(messages: tuple[Message, ...] | list[Message], limit: int = 400) -> str:
+    """What the user asked for: the first ``REQUEST_TURNS`` user turns with content, small talk
+    left out ("Hello!" / "I need to book a viewing" -> "I need to book a viewing").
+
+    The user states the goal at the opening of a task in any domain, while the assistant's steps
+    share much across related tasks ("Could I get your name?"), so the request tells tasks apart
+    where the steps do not.
+    """
+    parts: list[str] = []
+    turns = 0
+    for m in messages:
+        if m.role != "user" or is_chit_chat(m):
+            continue
+        parts.extend(s for s in sentences(m.text) if not is_filler(s))
+        turns += 1
+        if turns >= REQUEST_TURNS:
+            break
+    return " ".join(parts)[:limit].strip()
+
+
 @dataclass
 class _Segment:
     positions: list[int] = field(default_factory=list)

@@ -14,7 +14,8 @@ top task skill is recalled. Reported:
 
 The recall query for a held-out dialogue is what the distiller itself would search with: the
 offline draft's name, description and triggers (no LLM call), or the user's turns when the
-dialogue states no step. Recall is the distiller's own hybrid search (vector + BM25, RRF-fused).
+dialogue states no step, together with the user's request (``segment.request_text``). Recall is
+the distiller's own hybrid search (vector, BM25 and prototypes, RRF-fused).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from skillstream.distill.factory import make_distiller
 from skillstream.distill.heuristics import draft_of
 from skillstream.distill.recall import recall
 from skillstream.distill.record import ConversationBlock, TaskSkillResult
-from skillstream.distill.segment import segment_block
+from skillstream.distill.segment import request_text, segment_block
 from skillstream.errors import InputError
 from skillstream.model import Message
 from skillstream.settings import Settings
@@ -174,8 +175,9 @@ def evaluate_star(
 
     hits = 0
     for block in test_blocks:
-        query = query_of(block, settings)
-        found = recall(query, cached([query])[0], skills, k=1)
+        query, request = query_of(block, settings), request_text(block.messages)
+        vecs = cached([query, request] if request else [query])
+        found = recall(query, vecs[0], skills, k=1, request=vecs[1] if request else None)
         if found and majority[found[0].skill.id] == split.task_of[block.conversation_id]:
             hits += 1
 
@@ -229,9 +231,13 @@ def _prime(cached: CachedEmbed, blocks: list[ConversationBlock], settings: Setti
             seen.append(list(t))
             return _no_embed(t)
 
-        segment_block(block, record, shift_threshold=settings.distillation.shift_threshold)
+        segments = segment_block(
+            block, record, shift_threshold=settings.distillation.shift_threshold
+        )
         for batch in seen:
             texts.extend(batch)
+        texts.extend(request_text(seg.messages) for seg in segments)
+        texts.append(request_text(block.messages))
         for seg in segment_block(block, _no_embed, shift_threshold=-1.0):
             draft = draft_of(seg)
             if draft is not None:
