@@ -1,14 +1,22 @@
 """Consolidation of task skills: two task skills of one owner that do the same task become one.
 
 Distillation decides per segment whether its draft updates a recalled task skill. When that
-decision misses (the user named the task in an unusual way, the skill was young and said little),
-a second task skill of the same task is born. Consolidation is the lifecycle step that catches it:
-whenever a task skill changes, the owner's other active task skills are recalled with the changed
-skill's own search text, and a recalled skill is a duplicate when (see :func:`duplicate_of`) the
-two are asked alike (``SAME_REQUESTS``), share their steps both ways (``SHARED_STEPS``), one of
-them is still young (``YOUNG``) and their :func:`fit` reaches the threshold a draft needs to update
-a skill. No rule knows what the tasks are about: only how alike two skills' requests and steps are
-and how much evidence each has.
+decision misses (the user named the task in an unusual way, the conversation took an odd turn, the
+skill was young and said little), a second task skill of the same task is born. Consolidation is
+the lifecycle step that catches it, in two ways:
+
+* **duplicates** (:func:`duplicate_of`): whenever a task skill changes, the owner's other active
+  task skills are recalled with the changed skill's own search text, and a recalled skill is a
+  duplicate when the two are asked alike (``SAME_REQUESTS``), share their steps both ways
+  (``SHARED_STEPS``) and their :func:`fit` reaches the threshold a draft needs to update a skill;
+* **folds** (:func:`fold_targets`): a *young* skill (at most ``YOUNG`` source segments) is folded
+  into the nearest *established* one when their prototypes are very close (``FOLD_NEAR``), or
+  when it has gone ``STALE`` (the owner distilled that many segments and none of them went to it)
+  and the nearest established skill is reasonably close (``FOLD_MIN``). A task that recurs keeps
+  winning segments and grows out of being young; a one-off reading of a known task does not.
+
+No rule knows what the tasks are about: only how alike two skills' requests and steps are and how
+much evidence each has gathered over the owner's stream.
 
 :func:`merge` keeps both histories:
 
@@ -46,12 +54,23 @@ SHARED_STEPS = 0.4
 """Share of each skill's steps the other must know for two skills to be duplicates: two tasks that
 are asked alike ("book a table" / "book a room") still ask for different things."""
 YOUNG = 3
-"""Source segments the smaller of two skills may have for them to be duplicates. A duplicate is a
-segment that recall missed, found out while it is young; two skills that each went on to win many
-segments' update decisions on their own were kept apart by that evidence, segment after segment."""
+"""Source segments a task skill may have and still be young (a candidate for a fold)."""
 SAME_REQUESTS = 0.7
 """Cosine two skills' prototypes must reach for them to be duplicates: a centroid is the mean of
 many drafts, so two of one task sit much closer than a draft does to its own skill."""
+STALE = 300
+"""Segments an owner distils after a young task skill last changed for the skill to count as
+stale: a task that recurs wins some of them, so a young skill that wins none was a one-off reading
+of a task the owner already has a skill for."""
+FOLD_MIN = 0.5
+"""Cosine a stale young skill's prototypes must reach to the established skill it folds into: a
+one-off segment of a task no skill knows (a rare task) stays a skill of its own."""
+FOLD_NEAR = 0.75
+"""Cosine at which a young skill folds into an established one at once, stale or not: its users
+asked for what the established skill does, in the same words, and only its steps read otherwise."""
+SEEN = "seen"
+"""``stats`` key: the owner's clock (segments distilled into its task skills) when a skill last
+took in a segment."""
 MERGED_FROM = "merged_from"
 MERGED_INTO = "merged_into"
 
@@ -70,12 +89,10 @@ def fit(a: TaskSkill, b: TaskSkill) -> float:
 def cosine(a: TaskSkill, b: TaskSkill) -> float:
     """Cosine of the two skills' prototypes: of their drafts' centroids, averaged with that of
     their requests' centroids when both have one (0 when neither can be taken)."""
-    cos = []
-    for key in PROTOTYPES:
-        va, vb = prototype(a, key), prototype(b, key)
-        if va is not None and vb is not None and va.shape == vb.shape:
-            cos.append(float(np.dot(va, vb)))
-    return sum(cos) / len(cos) if cos else 0.0
+    cos = _mean_cosine(
+        [prototype(a, key) for key in PROTOTYPES], [prototype(b, key) for key in PROTOTYPES]
+    )
+    return 0.0 if cos is None else cos
 
 
 def shared_steps(a: TaskSkill, b: TaskSkill) -> float:
@@ -104,8 +121,6 @@ def duplicate_of(
     hits = recall(skill.search_text(), vec, others, k=k)
     best: tuple[float, str, TaskSkill] | None = None
     for h in hits:
-        if min(len(skill.source_segment_ids), len(h.skill.source_segment_ids)) > YOUNG:
-            continue
         if shared_steps(skill, h.skill) < SHARED_STEPS or cosine(skill, h.skill) < SAME_REQUESTS:
             continue
         f = fit(skill, h.skill)
@@ -114,6 +129,57 @@ def duplicate_of(
     if best is None or best[0] < threshold:
         return None
     return best[2]
+
+
+def support(skill: TaskSkill) -> int:
+    """A task skill's evidence: the task segments distilled into it."""
+    return len(skill.source_segment_ids)
+
+
+def fold_targets(skills: Sequence[TaskSkill], clock: int) -> list[tuple[TaskSkill, TaskSkill]]:
+    """``(young, established)`` pairs: each young skill that folds and the skill it folds into.
+
+    A skill is young while it has at most ``YOUNG`` source segments, established above that, and
+    stale when the owner has distilled ``STALE`` segments since it last took one in
+    (``stats["seen"]`` against ``clock``, the number of segments in the owner's task skills). A
+    young skill folds into the established skill whose prototypes are nearest when their mean
+    cosine reaches ``FOLD_NEAR``, or ``FOLD_MIN`` once it is stale. Steps are not compared: a
+    one-off segment's steps are what made it miss its task's skill in the first place.
+    """
+    active = [s for s in skills if s.status == TaskSkillStatus.ACTIVE]
+    # a young skill is looked at when it has just changed or is stale (one that did not fold
+    # when it changed only moves nearer when the established skills move, and they move slowly)
+    young_ones = [
+        s
+        for s in active
+        if support(s) <= YOUNG
+        and (int(s.stats.get(SEEN, 0)) >= clock or clock - int(s.stats.get(SEEN, 0)) >= STALE)
+    ]
+    established = [s for s in active if support(s) > YOUNG]
+    if not young_ones or not established:
+        return []
+    protos = {s.id: [prototype(s, key) for key in PROTOTYPES] for s in established}
+    out = []
+    for young in sorted(young_ones, key=lambda s: s.id):
+        stale = clock - int(young.stats.get(SEEN, 0)) >= STALE
+        mine = [prototype(young, key) for key in PROTOTYPES]
+        best: tuple[float, str, TaskSkill] | None = None
+        for other in established:
+            cos = _mean_cosine(mine, protos[other.id])
+            if cos is not None and (best is None or (cos, other.id) > best[:2]):
+                best = (cos, other.id, other)
+        if best is not None and best[0] >= (FOLD_MIN if stale else FOLD_NEAR):
+            out.append((young, best[2]))
+    return out
+
+
+def _mean_cosine(a: list[np.ndarray | None], b: list[np.ndarray | None]) -> float | None:
+    cos = [
+        float(np.dot(x, y))
+        for x, y in zip(a, b)
+        if x is not None and y is not None and x.shape == y.shape
+    ]
+    return sum(cos) / len(cos) if cos else None
 
 
 def survivor_first(a: TaskSkill, b: TaskSkill) -> tuple[TaskSkill, TaskSkill]:
@@ -155,6 +221,7 @@ def merge(
         | {absorbed.id}
         | set(absorbed.stats.get(MERGED_FROM, []))
     )
+    kept.stats[SEEN] = max(int(survivor.stats.get(SEEN, 0)), int(absorbed.stats.get(SEEN, 0)))
     kept.source_segment_ids = _union(survivor.source_segment_ids, absorbed.source_segment_ids)
     kept.source_conversation_ids = _union(
         survivor.source_conversation_ids, absorbed.source_conversation_ids

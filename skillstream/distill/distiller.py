@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from skillstream.distill.consolidate import duplicate_of, merge, survivor_first
+from skillstream.distill.consolidate import SEEN, duplicate_of, fold_targets, merge, survivor_first
 from skillstream.distill.draft import Draft, apply_draft
 from skillstream.distill.heuristics import procedural_steps
 from skillstream.distill.package import redact_skill
@@ -214,6 +214,7 @@ class TaskSkillDistiller:
             results.append(result)
             if result.changed and result.skill is not None:
                 results.extend(self.consolidate(state, result.skill))
+                results.extend(self.fold(state))
         if calls:
             if results:
                 results[0].llm_calls = calls + results[0].llm_calls
@@ -287,6 +288,7 @@ class TaskSkillDistiller:
             except TerminalError as e:  # the skill stands without its details
                 calls = calls + list(getattr(e, "calls", []))
                 log.warning("full-mode details for task skill %s failed: %s", skill.name, e)
+        skill.stats[SEEN] = len(state.segments) + 1
         skill = self.finish(skill)
         state.put(skill)
         action = "updated" if existing is not None else "created"
@@ -319,6 +321,24 @@ class TaskSkillDistiller:
             out.append(TaskSkillResult(state.owner_id, "merged", skill=kept))
             out.append(TaskSkillResult(state.owner_id, "merged", skill=gone))
             current = kept
+        return out
+
+    def fold(self, state: OwnerTaskSkills) -> list[TaskSkillResult]:
+        """Fold the owner's stale young task skills into their nearest established ones (see
+        ``consolidate.fold_targets``; mutates ``state``).
+
+        Returns:
+            Two ``merged`` results per fold, as :meth:`consolidate`.
+        """
+        out: list[TaskSkillResult] = []
+        for young, target in fold_targets(list(state.skills.values()), len(state.segments)):
+            kept, gone = merge(state.skills[target.id], young, now=self.clock())
+            kept = self.finish(kept)
+            state.put(kept)
+            state.put(gone)
+            log.info("stale task skill %s folded into %s", gone.name, kept.name)
+            out.append(TaskSkillResult(state.owner_id, "merged", skill=kept))
+            out.append(TaskSkillResult(state.owner_id, "merged", skill=gone))
         return out
 
     def finish(self, skill: TaskSkill) -> TaskSkill:

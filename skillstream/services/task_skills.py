@@ -306,7 +306,8 @@ class TaskSkillAPI:
         return skill
 
     def consolidate(self, owner: str | None = None) -> builtins.list[tuple[str, str]]:
-        """Merge the duplicate task skills of each owner (see ``distill.consolidate``).
+        """Merge the duplicate task skills of each owner and fold its young ones that are due (see
+        ``distill.consolidate``).
 
         Each merge writes a new, published version of the survivor (sources of both) and an
         archived version of the absorbed skill; earlier versions and packages stay.
@@ -341,6 +342,7 @@ class TaskSkillAPI:
                 current = state.skills[skill.id]
                 if current.status == TaskSkillStatus.ACTIVE:
                     results.extend(core.consolidate(state, current))
+            results.extend(core.fold(state))
         if results:
             self._write(results)
         return [

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import numpy as np
+
 from skillstream.distill.consolidate import MERGED_FROM, MERGED_INTO, fit
 from skillstream.distill.distiller import OwnerTaskSkills, TaskSkillDistiller
 from skillstream.distill.heuristics import HeuristicDistiller
@@ -176,19 +178,78 @@ def _skill(name: str, vector: list[float], steps: list[str], sources: int):
     )
 
 
-def test_a_duplicate_needs_alike_requests_shared_steps_and_a_young_side():
+def test_a_duplicate_needs_alike_requests_and_shared_steps():
     from skillstream.distill.consolidate import duplicate_of
 
     steps = ["Ask for the guest name.", "Ask for the arrival date.", "Confirm the booking number."]
     old = _skill("book-room", [1.0, 0.0], steps, 9)
     young = _skill("reserve-room", [0.96, 0.28], steps[:2], 1)
     assert duplicate_of(young, [old, young], threshold=0.55) is old
-    # two skills that each gathered many segments stay apart
+    # two skills of one task that each gathered segments are duplicates all the same
     grown = _skill("reserve-room", [0.96, 0.28], steps[:2], 4)
-    assert duplicate_of(grown, [old, grown], threshold=0.55) is None
+    assert duplicate_of(grown, [old, grown], threshold=0.55) is old
     # asked alike but with other steps: a different task
     other = _skill("book-table", [0.96, 0.28], ["Ask for the party size.", "Pick a table."], 1)
     assert duplicate_of(other, [old, other], threshold=0.55) is None
     # the same steps but asked about something else
     far = _skill("reserve-car", [0.6, 0.8], steps[:2], 1)
     assert duplicate_of(far, [old, far], threshold=0.55) is None
+
+
+def _seen(skill, clock: int):
+    from skillstream.distill.consolidate import SEEN
+
+    skill.stats[SEEN] = clock
+    return skill
+
+
+def test_a_young_skill_near_an_established_one_folds_at_once():
+    from skillstream.distill.consolidate import fold_targets
+
+    old = _seen(_skill("book-room", [1.0, 0.0], ["Ask for the guest name."], 9), 10)
+    # just changed (seen at the clock), cosine 0.8: folds although no step is shared
+    near = _seen(_skill("room-tonight", [0.8, 0.6], ["Say sorry for the wait."], 1), 12)
+    assert fold_targets([old, near], clock=12) == [(near, old)]
+    # cosine 0.6: not yet
+    mid = _seen(_skill("room-later", [0.6, 0.8], ["Say sorry for the wait."], 1), 12)
+    assert fold_targets([old, mid], clock=12) == []
+
+
+def test_a_stale_young_skill_folds_when_reasonably_near_and_a_far_one_stays():
+    from skillstream.distill.consolidate import STALE, fold_targets
+
+    old = _seen(_skill("book-room", [1.0, 0.0], ["Ask for the guest name."], 9), 10)
+    mid = _seen(_skill("room-later", [0.6, 0.8], ["Say sorry for the wait."], 1), 12)
+    far = _seen(_skill("weather", [0.3, 0.954], ["Give the forecast."], 1), 12)
+    assert fold_targets([old, mid, far], clock=12 + STALE - 1) == []
+    assert fold_targets([old, mid, far], clock=12 + STALE) == [(mid, old)]
+    # an established skill never folds, whatever its age
+    grown = _seen(_skill("room-later", [0.6, 0.8], ["Say sorry for the wait."], 4), 12)
+    assert fold_targets([old, grown], clock=12 + STALE) == []
+    # nothing to fold into: no established skill
+    assert fold_targets([mid, far], clock=12 + STALE) == []
+
+
+def test_the_distiller_folds_a_stale_young_skill_with_both_histories_kept():
+    from skillstream.distill.consolidate import STALE
+
+    old = _seen(_skill("book-room", [1.0, 0.0], ["Ask for the guest name."], 9), 10)
+    mid = _seen(_skill("room-later", [0.6, 0.8], ["Say sorry for the wait."], 1), 12)
+    state = OwnerTaskSkills("omar")
+    for s in (old, mid):
+        state.put(s)
+    for i in range(STALE + 2):  # the owner's clock: segments in its task skills, 12 + STALE
+        state.segments.add(f"other-seg-{i}")
+    core = TaskSkillDistiller(
+        None,  # type: ignore[arg-type]  # folding needs no distiller
+        lambda texts: np.tile(np.array([1.0, 0.0], dtype=np.float32), (len(texts), 1)),
+    )
+    results = core.fold(state)
+    kept, gone = (r.skill for r in results)
+    assert [r.action for r in results] == ["merged", "merged"]
+    assert (kept.id, kept.version, kept.status) == (old.id, 2, "active")
+    assert set(kept.source_segment_ids) == set(old.source_segment_ids) | set(mid.source_segment_ids)
+    assert kept.stats[MERGED_FROM] == [mid.id]
+    assert (gone.id, gone.version, gone.status) == (mid.id, 2, "archived")
+    assert gone.stats[MERGED_INTO] == old.id
+    assert core.fold(state) == []  # nothing young is left
