@@ -312,19 +312,17 @@ class TaskSkillDistiller:
             )
             if dup is None:
                 break
-            survivor, absorbed = survivor_first(current, dup)
-            kept, gone = merge(survivor, absorbed, now=self.clock())
-            kept = self.finish(kept)
-            state.put(kept)
-            state.put(gone)
+            kept, gone = self._merge(state, *survivor_first(current, dup))
             log.info("task skill %s merged into %s", gone.name, kept.name)
-            out.append(TaskSkillResult(state.owner_id, "merged", skill=kept))
-            out.append(TaskSkillResult(state.owner_id, "merged", skill=gone))
+            out += [
+                TaskSkillResult(state.owner_id, "merged", skill=kept),
+                TaskSkillResult(state.owner_id, "merged", skill=gone),
+            ]
             current = kept
         return out
 
     def fold(self, state: OwnerTaskSkills) -> list[TaskSkillResult]:
-        """Fold the owner's stale young task skills into their nearest established ones (see
+        """Fold the owner's young task skills that are due into their nearest established ones (see
         ``consolidate.fold_targets``; mutates ``state``).
 
         Returns:
@@ -332,14 +330,23 @@ class TaskSkillDistiller:
         """
         out: list[TaskSkillResult] = []
         for young, target in fold_targets(list(state.skills.values()), len(state.segments)):
-            kept, gone = merge(state.skills[target.id], young, now=self.clock())
-            kept = self.finish(kept)
-            state.put(kept)
-            state.put(gone)
-            log.info("stale task skill %s folded into %s", gone.name, kept.name)
-            out.append(TaskSkillResult(state.owner_id, "merged", skill=kept))
-            out.append(TaskSkillResult(state.owner_id, "merged", skill=gone))
+            kept, gone = self._merge(state, state.skills[target.id], young)
+            log.info("young task skill %s folded into %s", gone.name, kept.name)
+            out += [
+                TaskSkillResult(state.owner_id, "merged", skill=kept),
+                TaskSkillResult(state.owner_id, "merged", skill=gone),
+            ]
         return out
+
+    def _merge(
+        self, state: OwnerTaskSkills, survivor: TaskSkill, absorbed: TaskSkill
+    ) -> tuple[TaskSkill, TaskSkill]:
+        """Merge two skills, publish the survivor's new version and record both in ``state``."""
+        kept, gone = merge(survivor, absorbed, now=self.clock())
+        kept = self.finish(kept)
+        state.put(kept)
+        state.put(gone)
+        return kept, gone
 
     def finish(self, skill: TaskSkill) -> TaskSkill:
         """Redact, embed and publish a task-skill version (also used by the API)."""
