@@ -707,6 +707,37 @@ class Catalog:
             lambda cat: cat.con.execute("CALL ducklake_flush_inlined_data(?)", [LAKE])
         )
 
+    def compact(self) -> dict[str, int]:
+        """On DuckLake, the upkeep many small commits need: rows kept inline in PostgreSQL are
+        written to Parquet, the small data files of each table are merged into larger ones, and
+        files replaced more than a day ago are deleted (a reader still scanning one is not cut
+        short). A DuckDB file has nothing to compact.
+
+        Returns:
+            ``data_files_before`` and ``data_files_after``: live Parquet data files.
+        """
+        if not self.shared or self.read_only:
+            return {}
+        before = self._data_files()
+        self.flush()
+        self.run_transaction(
+            lambda cat: cat.con.execute("CALL ducklake_merge_adjacent_files(?)", [LAKE])
+        )
+        self.run_transaction(
+            lambda cat: cat.con.execute(
+                "CALL ducklake_cleanup_old_files(?, older_than => now() - INTERVAL '1 day')",
+                [LAKE],
+            )
+        )
+        return {"data_files_before": before, "data_files_after": self._data_files()}
+
+    def _data_files(self) -> int:
+        meta = ident("__ducklake_metadata_" + LAKE)
+        row = self.con.execute(
+            f"SELECT count(*) FROM {meta}.ducklake_data_file WHERE end_snapshot IS NULL"
+        ).fetchone()
+        return int(row[0]) if row else 0
+
     def close(self) -> None:
         """Close the connection (a checkpoint writes the WAL into the file)."""
         with contextlib.suppress(duckdb.Error):

@@ -321,7 +321,7 @@ def _watch(stop: threading.Event) -> None:
 
 
 def _finish(settings, dim: int, process_id: int | None) -> None:
-    """Fold new rows into the full-text index (one process does it)."""
+    """Fold new rows into the full-text index and compact a shared catalog (one process)."""
     if process_id not in (None, 0):
         return
     try:
@@ -330,3 +330,12 @@ def _finish(settings, dim: int, process_id: int | None) -> None:
         open_index(settings, dim).optimize()
     except Exception as e:  # noqa: BLE001 - an index refresh must not fail a finished run
         log.warning("could not optimise the memory index: %s", e)
+    if settings.storage.shared_catalog:
+        try:
+            from skillstream.storage.catalog import open_catalog
+
+            with open_catalog(settings.storage) as catalog:
+                files = catalog.compact()
+            log.info("shared catalog compacted: %s", files)
+        except Exception as e:  # noqa: BLE001 - upkeep must not fail a finished run
+            log.warning("could not compact the shared catalog: %s", e)

@@ -156,14 +156,18 @@ class MaintainReport:
     owners: int = 0
     events: Counter = field(default_factory=Counter)
     contradictions: Counter = field(default_factory=Counter)
+    catalog_files: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "now": self.now.isoformat() if self.now else None,
             "owners": self.owners,
             "events": dict(sorted(self.events.items())),
             "contradictions_settled": dict(sorted(self.contradictions.items())),
         }
+        if self.catalog_files:  # a shared catalog was compacted
+            out["catalog_files"] = self.catalog_files
+        return out
 
 
 def maintain_home(
@@ -211,6 +215,7 @@ def maintain_home(
     if results:
         write_results(stores, results)
         stores.index.optimize()
+    report.catalog_files = stores.catalog.compact()
     return report
 
 

@@ -101,6 +101,25 @@ def test_data_files_on_s3(tmp_path, lake_catalog, s3):
         assert cat.count("spans") == 4 and cat.count("memory_meta") == 8
 
 
+def test_compact_merges_the_small_files_of_many_commits_and_keeps_every_row(tmp_path, lake_catalog):
+    settings = Settings.from_keys(
+        home=str(tmp_path / "home"), catalog=lake_catalog, catalog_data=str(tmp_path / "data")
+    )
+    with open_stores(settings, DIM) as stores:
+        for n in range(6):  # six commits, each flushed to its own data files
+            write_results(stores, [make_result(n, "compact")])
+            stores.catalog.flush()
+        rows = {t: table_rows(stores.catalog, t) for t in TABLES}
+        got = stores.catalog.compact()
+        assert got["data_files_after"] < got["data_files_before"], got
+        assert {t: table_rows(stores.catalog, t) for t in TABLES} == rows
+        write_results(stores, [make_result(6, "compact")])  # and it still takes writes
+        assert stores.catalog.count("spans") == 7
+    file_home = Settings.from_keys(home=str(tmp_path / "file"))
+    with open_stores(file_home, DIM) as stores:
+        assert stores.catalog.compact() == {}
+
+
 WRITER = """
 import sys
 from skillstream.settings import Settings
