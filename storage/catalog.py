@@ -194,6 +194,8 @@ def extension_path(name: str) -> Path | None:
 # ---------------------------------------------------------------------- the catalog
 LAKE = "lake"
 """The name a DuckLake catalog is attached under (and made the default database)."""
+META = ident("__ducklake_metadata_" + LAKE)
+"""The schema of the DuckLake catalog's own metadata tables."""
 
 _CREATING = ".creating-"
 """Infix of the temporary name a catalog file is built under (``catalog.duckdb.creating-PID-X``)."""
@@ -279,8 +281,7 @@ class Catalog:
         if not self.shared:
             return []
         row = self.con.execute(
-            f"SELECT value FROM {ident('__ducklake_metadata_' + LAKE)}.ducklake_metadata "
-            "WHERE key = 'data_path'"
+            f"SELECT value FROM {META}.ducklake_metadata WHERE key = 'data_path'"
         ).fetchone()
         path = str(row[0] or "") if row else ""
         return [path.rstrip("/") + "/"] if path else []
@@ -732,9 +733,8 @@ class Catalog:
         return {"data_files_before": before, "data_files_after": self._data_files()}
 
     def _data_files(self) -> int:
-        meta = ident("__ducklake_metadata_" + LAKE)
         row = self.con.execute(
-            f"SELECT count(*) FROM {meta}.ducklake_data_file WHERE end_snapshot IS NULL"
+            f"SELECT count(*) FROM {META}.ducklake_data_file WHERE end_snapshot IS NULL"
         ).fetchone()
         return int(row[0]) if row else 0
 

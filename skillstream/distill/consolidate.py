@@ -46,7 +46,7 @@ from skillstream.distill.draft import (
     merge_sections,
 )
 from skillstream.distill.heuristics import STEP_WEIGHT, step_overlap
-from skillstream.distill.recall import prototype, recall
+from skillstream.distill.recall import mean_cosine, prototype, recall
 from skillstream.distill.record import FILE_SECTIONS, LIST_SECTIONS, TaskSkill
 from skillstream.vocab import TaskSkillStatus
 
@@ -91,7 +91,7 @@ def fit(a: TaskSkill, b: TaskSkill) -> float:
 def cosine(a: TaskSkill, b: TaskSkill) -> float:
     """Cosine of the two skills' prototypes: of their drafts' centroids, averaged with that of
     their requests' centroids when both have one (0 when neither can be taken)."""
-    cos = _mean_cosine(
+    cos = mean_cosine(
         [prototype(a, key) for key in PROTOTYPES], [prototype(b, key) for key in PROTOTYPES]
     )
     return 0.0 if cos is None else cos
@@ -167,21 +167,12 @@ def fold_targets(skills: Sequence[TaskSkill], clock: int) -> list[tuple[TaskSkil
         mine = [prototype(young, key) for key in PROTOTYPES]
         best: tuple[float, str, TaskSkill] | None = None
         for other in established:
-            cos = _mean_cosine(mine, protos[other.id])
+            cos = mean_cosine(mine, protos[other.id])
             if cos is not None and (best is None or (cos, other.id) > best[:2]):
                 best = (cos, other.id, other)
         if best is not None and best[0] >= (FOLD_MIN if stale else FOLD_NEAR):
             out.append((young, best[2]))
     return out
-
-
-def _mean_cosine(a: list[np.ndarray | None], b: list[np.ndarray | None]) -> float | None:
-    cos = [
-        float(np.dot(x, y))
-        for x, y in zip(a, b)
-        if x is not None and y is not None and x.shape == y.shape
-    ]
-    return sum(cos) / len(cos) if cos else None
 
 
 def survivor_first(a: TaskSkill, b: TaskSkill) -> tuple[TaskSkill, TaskSkill]:

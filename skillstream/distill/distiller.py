@@ -17,6 +17,7 @@ between two closes), :meth:`TaskSkillDistiller.distill_block`:
 7. **consolidates**: when the changed skill duplicates another active skill of the owner (see
    :mod:`skillstream.distill.consolidate`), the two are merged into a new version of one of them
    (published again) and the other is archived; both versions are results too (``merged``).
+   Young skills that are due are **folded** the same way into the established skill they resemble.
 
 State per owner (:class:`OwnerTaskSkills`) holds the owner's task skills and the segments already
 distilled. A state created in this run is hydrated from the store, and segments whose ids are

@@ -86,14 +86,21 @@ def affinity(
     """How alike a query (and the user's request) is to a skill's prototypes: the mean of the
     cosines that can be taken (query to drafts' mean, request to requests' mean); ``None`` when
     neither can."""
-    cos = []
-    for vec, key in ((vector, "centroid"), (request, "requests")):
-        if vec is None:
-            continue
-        ref = prototype(skill, key)
-        v = np.asarray(vec, dtype=np.float32).reshape(-1)
-        if ref is not None and ref.shape == v.shape:
-            cos.append(float(np.dot(v, ref)))
+    query = [
+        None if v is None else np.asarray(v, dtype=np.float32).reshape(-1)
+        for v in (vector, request)
+    ]
+    return mean_cosine(query, [prototype(skill, "centroid"), prototype(skill, "requests")])
+
+
+def mean_cosine(a: Sequence[np.ndarray | None], b: Sequence[np.ndarray | None]) -> float | None:
+    """The mean of the dot products of the pairs ``a[i], b[i]`` where both are present and of the
+    same width (unit vectors: cosines); ``None`` when no pair is."""
+    cos = [
+        float(np.dot(x, y))
+        for x, y in zip(a, b)
+        if x is not None and y is not None and x.shape == y.shape
+    ]
     return sum(cos) / len(cos) if cos else None
 
 
