@@ -62,11 +62,12 @@ STALE = 300
 """Segments an owner distils after a young task skill last changed for the skill to count as
 stale: a task that recurs wins some of them, so a young skill that wins none was a one-off reading
 of a task the owner already has a skill for."""
-FOLD_MIN = 0.5
-"""Cosine a stale young skill's prototypes must reach to the established skill it folds into: a
-one-off segment of a task no skill knows (a rare task) stays a skill of its own. In the
-task-skill evaluation, tasks that stand apart from the rest have their nearest other skill at
-0.35 to 0.48 (``docs/task-skills.md``), so the first segment of such a task does not fold."""
+FOLD_MIN = 0.45
+"""Cosine a stale young skill's prototypes must reach to the established skill it folds into. By
+then its task has not come back in ``STALE`` segments, so the only question left is whether its one
+segment reads like a variant of a skill the owner has or like nothing the owner has: skills of
+different tasks sit at a median cosine of 0.37 from each other in the task-skill evaluation
+(``docs/task-skills.md``), so a one-off below 0.45 stays a skill of its own."""
 FOLD_NEAR = 0.75
 """Cosine at which a young skill folds into an established one at once, stale or not: its users
 asked for what the established skill does, in the same words, and only its steps read otherwise."""

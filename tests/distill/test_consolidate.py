@@ -230,6 +230,21 @@ def test_a_stale_young_skill_folds_when_reasonably_near_and_a_far_one_stays():
     assert fold_targets([mid, far], clock=12 + STALE) == []
 
 
+def test_a_stale_young_skill_folds_from_fold_min_on():
+    import math
+
+    from skillstream.distill.consolidate import FOLD_MIN, STALE, fold_targets
+
+    old = _seen(_skill("book-room", [1.0, 0.0], ["Ask for the guest name."], 9), 10)
+
+    def young(cos: float):
+        return _seen(_skill("room-odd", [cos, math.sqrt(1 - cos * cos)], ["Say sorry."], 1), 12)
+
+    above, below = young(FOLD_MIN + 0.01), young(FOLD_MIN - 0.01)
+    assert fold_targets([old, above], clock=12 + STALE) == [(above, old)]
+    assert fold_targets([old, below], clock=12 + STALE) == []
+
+
 def test_the_distiller_folds_a_stale_young_skill_with_both_histories_kept():
     from skillstream.distill.consolidate import STALE
 
