@@ -181,6 +181,7 @@ class Trainer:
         seed: Seeds the network's initial weights, minibatch order and sampling noise.
         net: Continue training this network instead of a fresh one.
         prior: Cosine prior temperature of a fresh network (0: none; see ``scorer_net``).
+        correction: What a fresh network's learned correction sees (``state`` or ``skill``).
         budget: Prices inserted memories by a Lagrange multiplier (``MemoryBudget``).
     """
 
@@ -196,6 +197,7 @@ class Trainer:
         seed: int = 0,
         net: Any = None,
         prior: float = 0.0,
+        correction: str = "state",
         budget: MemoryBudget | None = None,
     ) -> None:
         import torch
@@ -205,7 +207,7 @@ class Trainer:
         self.skills = list(skills)
         self.k = k
         torch.manual_seed(seed)
-        self.net = net if net is not None else scorer_net(dim, prior=prior)
+        self.net = net if net is not None else scorer_net(dim, prior=prior, correction=correction)
         self.net.eval()
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=config.lr)
         self.controller = RolloutController(embed, self.net, k=k, fusion=fusion, seed=seed)
