@@ -310,11 +310,14 @@ class Trainer:
         return point
 
     def consider(self, evaluate: Callable[[Any], tuple[float, int, int]]) -> Candidate:
-        """Evaluate the current weights (``evaluate(net) -> (recall, memories, spans)``) and keep
-        them when they are the best within the budget so far."""
+        """Evaluate the current weights (``evaluate(net) -> (recall, memories, spans)``), take a
+        dual step on the memories they stored and keep them when they are the best within the
+        budget so far."""
         recall, memories, spans = evaluate(self.net)
         cand = Candidate(self.updates, float(recall), int(memories), int(spans))
         self.candidates.append(cand)
+        if self.budget is not None:
+            self.budget.update(memories, spans)  # the deployed controller's own count
         limit = self.budget.per_span if self.budget is not None else None
         if pick(self.candidates, limit) == cand:
             self.best = cand
