@@ -193,7 +193,7 @@ def _training_skills(settings: Any) -> list[Any]:
 @click.option(
     "--select-every",
     type=int,
-    default=4,
+    default=1,
     show_default=True,
     help="Evaluate on the training conversations every N updates; keep the best within budget.",
 )

@@ -314,7 +314,7 @@ class TrainOptions:
     correction: str = "skill"
     """What the fresh network's learned correction sees: ``skill`` (the skill's description only,
     the same for every span) or ``state`` (the span's state too; see ``scorer_net``)."""
-    select_every: int = 4
+    select_every: int = 1
     """Evaluate the deterministic policy on the training conversations every this many updates and
     keep the best checkpoint within the budget (0: keep the last weights)."""
     dual_step: float = 2.0
