@@ -193,9 +193,17 @@ def _training_skills(settings: Any) -> list[Any]:
 @click.option(
     "--select-every",
     type=int,
-    default=4,
+    default=1,
     show_default=True,
     help="Evaluate on the training conversations every N updates; keep the best within budget.",
+)
+@click.option(
+    "--correction",
+    type=click.Choice(["skill", "state"]),
+    default="skill",
+    show_default=True,
+    help="What the learned correction to the cosine scorer sees: skill (each skill's description "
+    "only, the same for every span) or state (the span and its retrieved memories too).",
 )
 @click.option("--memory-cost", type=float, default=0.0, show_default=True, help="Fixed cost.")
 @click.option("--token-cost", type=float, default=0.0, show_default=True)
@@ -220,6 +228,7 @@ def train_cmd(
     seed: int,
     budget: str,
     select_every: int,
+    correction: str,
     memory_cost: float,
     token_cost: float,
     lr: float,
@@ -259,6 +268,7 @@ def train_cmd(
         lr=lr,
         budget=budget,
         select_every=select_every,
+        correction=correction,
     )
     embedder = get_embedder(settings.embedding)
     skills = _training_skills(settings)
@@ -376,6 +386,14 @@ def activate(ctx: click.Context, checkpoint: str) -> None:
 @click.option("--updates", type=int, default=10, show_default=True, help="PPO updates per cycle.")
 @click.option("--k", "k", type=int, default=3, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--correction",
+    type=click.Choice(["skill", "state"]),
+    default="skill",
+    show_default=True,
+    help="What the learned correction to the cosine scorer sees: skill (each skill's description "
+    "only, the same for every span) or state (the span and its retrieved memories too).",
+)
 @click.option("--memory-cost", type=float, default=0.0003, show_default=True)
 @click.option("--token-cost", type=float, default=0.0, show_default=True)
 @click.option("--lr", type=float, default=1e-3, show_default=True)
@@ -401,6 +419,7 @@ def evolve_cmd(
     updates: int,
     k: int,
     seed: int,
+    correction: str,
     memory_cost: float,
     token_cost: float,
     lr: float,
@@ -446,6 +465,7 @@ def evolve_cmd(
         memory_cost=memory_cost,
         token_cost=token_cost,
         lr=lr,
+        correction=correction,
     )
     executor = make_executor(settings)
     if isinstance(getattr(executor, "categories", None), bool):

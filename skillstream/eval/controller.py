@@ -29,7 +29,7 @@ import numpy as np
 
 from skillstream.errors import ConfigError, InputError
 from skillstream.extract import Controller, Executor, MemorySkill
-from skillstream.memskill.budget import MemoryBudget
+from skillstream.memskill.budget import MemoryBudget, marginal_price
 from skillstream.memskill.controller import (
     COSINE_TEMPERATURE,
     CosineScorer,
@@ -311,7 +311,10 @@ class TrainOptions:
     number of memories per span, or ``none`` (only the fixed ``memory_cost``)."""
     prior: float = COSINE_TEMPERATURE
     """Cosine prior temperature of the fresh network (0: a network without the prior)."""
-    select_every: int = 4
+    correction: str = "skill"
+    """What the fresh network's learned correction sees: ``skill`` (the skill's description only,
+    the same for every span) or ``state`` (the span's state too; see ``scorer_net``)."""
+    select_every: int = 1
     """Evaluate the deterministic policy on the training conversations every this many updates and
     keep the best checkpoint within the budget (0: keep the last weights)."""
     dual_step: float = 2.0
@@ -490,6 +493,7 @@ def train_controller(
         config=cfg,
         seed=opts.seed,
         prior=opts.prior,
+        correction=opts.correction,
     )
     untrained_net = _clone(trainer.net)
     episodes = [
@@ -519,7 +523,8 @@ def train_controller(
             cosine_train = _figures(tr, settings, emb, executor, skills, cosine)
             recall, memories, spans = cosine_train
             per_span = budget_opt if isinstance(budget_opt, float) else memories / max(spans, 1)
-            price = max(recall, 1e-3) / max(memories / max(len(tr), 1), 1.0)
+            every = _figures(tr, settings, emb, executor, skills, _All())
+            price = marginal_price((recall, memories), (every[0], every[1]), len(tr))
             trainer.budget = MemoryBudget(per_span, price, opts.dual_step)
         if opts.select_every > 0:
             if opts.prior > 0 and cosine_train is not None:
@@ -586,6 +591,7 @@ def train_controller(
             "source": opts.budget,
         },
         "prior": opts.prior,
+        "correction": opts.correction,
         "selected_update": trainer.best.update if trainer.best is not None else opts.updates,
         "candidates": [vars(c) for c in trainer.candidates],
         "resumed_from": None if resumed is None else int(resumed["updates"]),
@@ -614,7 +620,9 @@ def _clone(net: Any) -> Any:
 
 
 def write_curve(points: Sequence[dict[str, float]], folder: str | Path) -> list[Path]:
-    """The training curve as ``curve.json`` and ``curve.png`` in ``folder``."""
+    """The training curve as ``curve.json`` and ``curve.png`` in ``folder``: the rollouts' mean
+    reward and recall per update, and the Top-K controller's recall at each checkpoint
+    evaluation."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -628,6 +636,14 @@ def write_curve(points: Sequence[dict[str, float]], folder: str | Path) -> list[
     for key in ("reward", "recall"):
         if points and key in points[0]:
             ax.plot(xs, [p[key] for p in points], label=key)
+    chosen = [p for p in points if "train_recall" in p]
+    if chosen:  # the deterministic controller's recall at each checkpoint evaluation
+        ax.plot(
+            [p["update"] for p in chosen],
+            [p["train_recall"] for p in chosen],
+            "o--",
+            label="recall, Top-K",
+        )
     ax.set_xlabel("PPO update")
     ax.set_ylabel("per episode")
     ax.legend()
@@ -684,6 +700,7 @@ def evolve_controller(
         config=cfg,
         seed=opts.seed,
         prior=opts.prior,
+        correction=opts.correction,
     )
     episodes = [
         ConversationEpisode(c, settings, emb, executor, skills, opts.memory_cost, opts.token_cost)

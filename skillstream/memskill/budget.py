@@ -17,13 +17,18 @@ deterministic controller with the same weights (the rollouts right after an eval
 budget binds the Top-K controller that is deployed, not its exploring version,
 
 rising while the rollouts store more than the budget and falling while they store less, kept within
-``[floor, ceiling]`` (a factor ``span`` either side of the starting price). The checkpoint kept is
-the one with the best recall among those evaluated (deterministic Top-K on the training
+``[floor, ceiling]`` (a factor ``span`` either side of the starting price). Every evaluation of the
+deterministic controller takes one more step of the same rule on what it stored (scale 1): that is
+the deployed controller's own count, exact where the rollouts' is an estimate. The checkpoint kept
+is the one with the best recall among those evaluated (deterministic Top-K on the training
 conversations) that stay within the budget (``Candidate``, ``pick``), so a run never returns a
 controller that breaks its budget on the data it saw. The budget itself is the memories per span
 of the cosine controller on the training conversations (``memory-skills train --budget cosine``)
-or a number the user gives; the starting price is that controller's recall per stored memory, the
-mean value a memory earns.
+or a number the user gives. The starting price is the *marginal* value of a memory near the
+budget (``marginal_price``): the recall that selecting every skill adds over the cosine controller
+per extra memory it stores. A memory's mean value (recall per stored memory) is higher, since the
+memories a controller adds last are worth less than the first ones; starting there made the trained
+controller shed memories well below the budget before the price came down.
 """
 
 from __future__ import annotations
@@ -118,3 +123,27 @@ def pick(candidates: Sequence[Candidate], budget: float | None) -> Candidate | N
     if not ok:
         return None
     return min(ok, key=lambda c: (-c.recall, c.memories, c.update))
+
+
+def marginal_price(
+    low: tuple[float, int], high: tuple[float, int], episodes: int, floor: float = 1e-6
+) -> float:
+    """The recall one more memory buys between two controllers, per episode.
+
+    Args:
+        low: (recall, memories) of the controller the budget comes from (the cosine one).
+        high: (recall, memories) of one that stores more (every skill selected).
+        episodes: The conversations both were built over (memories are their sum).
+        floor: The smallest price returned (a positive start for the multiplicative ascent).
+
+    Returns:
+        ``(high recall - low recall) / ((high memories - low memories) / episodes)``; when ``high``
+        stores no more memories or gains no recall, the mean value ``low recall / (low memories /
+        episodes)`` instead.
+    """
+    n = max(int(episodes), 1)
+    extra = (high[1] - low[1]) / n
+    gain = high[0] - low[0]
+    if extra > 0 and gain > 0:
+        return max(gain / extra, floor)
+    return max(max(low[0], 1e-3) / max(low[1] / n, 1.0), floor)

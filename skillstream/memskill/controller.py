@@ -18,7 +18,10 @@ Scorers (pluggable, ``Scorer``):
   state features) with weights loaded from a checkpoint (``settings.memory_skill_scorer``)
   written by ``save_scorer``; a trainer (PPO, outside this package) produces it. A network with a
   cosine *prior* adds the cosine scorer's logits to the actor's output (whose last layer starts at
-  zero), so training starts from the cosine controller and learns a correction.
+  zero), so training starts from the cosine controller and learns a correction. The correction
+  sees the state and the skill (``state``, the actor MLP) or the skill's description alone
+  (``skill``, one linear map of its embedding: a logit per skill shared by every span, which a
+  few conversations cannot overfit; see ``CORRECTIONS``).
 
 Action mask. Skills whose action needs a retrieved memory (UPDATE, DELETE) get a logit of ``-inf``
 when nothing was retrieved: they could only produce operations that would be rejected.
@@ -59,6 +62,8 @@ WEIGHT_TEMPERATURE = 0.1
 COSINE_TEMPERATURE = 0.05
 HIDDEN = 256
 CHECKPOINT_FORMAT = "skillstream.memory_skill_scorer/1"
+CORRECTIONS = ("state", "skill")
+"""What the learned correction of a scorer with a cosine prior sees (``scorer_net``)."""
 
 
 # ---------------------------------------------------------------------------- state
@@ -129,7 +134,9 @@ def _torch() -> Any:
     return torch
 
 
-def scorer_net(dim: int, hidden: int = HIDDEN, prior: float = 0.0) -> Any:
+def scorer_net(
+    dim: int, hidden: int = HIDDEN, prior: float = 0.0, correction: str = "state"
+) -> Any:
     """A fresh ``MemorySkillScorerNet`` (torch module) for embeddings of width ``dim``.
 
     Args:
@@ -138,11 +145,19 @@ def scorer_net(dim: int, hidden: int = HIDDEN, prior: float = 0.0) -> Any:
         prior: When positive, the actor's logits are the cosine scorer's logits at this temperature
             plus the learned output, whose last layer starts at zero: the fresh network selects
             exactly as the cosine controller does and training learns a correction to it.
+        correction: What the learned part of the actor sees (``CORRECTIONS``): ``state``, the
+            state and the skill through the actor MLP; ``skill``, the skill's description alone
+            (one linear map of its embedding, starting at zero), so the correction is the same
+            for every span and cannot single out a conversation's spans.
     """
     torch = _torch()
     nn = torch.nn
     if prior < 0:
         raise ConfigError(f"the scorer's cosine prior temperature must be >= 0, got {prior}")
+    if correction not in CORRECTIONS:
+        raise ConfigError(
+            f"the scorer's correction must be one of {CORRECTIONS}, got {correction!r}"
+        )
 
     class MemorySkillScorerNet(nn.Module):  # type: ignore[name-defined,misc]
         """State and skill encoders, an actor giving one logit per skill, a critic on the state."""
@@ -162,9 +177,14 @@ def scorer_net(dim: int, hidden: int = HIDDEN, prior: float = 0.0) -> Any:
             )
             self.critic = nn.Sequential(nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
             self.prior = float(prior)
+            self.correction = correction
+            self.skill_bias = nn.Linear(dim, 1) if correction == "skill" else None
             if self.prior > 0:
                 nn.init.zeros_(self.actor[-1].weight)
                 nn.init.zeros_(self.actor[-1].bias)
+            if self.skill_bias is not None:
+                nn.init.zeros_(self.skill_bias.weight)
+                nn.init.zeros_(self.skill_bias.bias)
 
         def cosine(self, state: Any, skills: Any) -> Any:
             """The cosine scorer's logits ``(B, N)`` for states ``(B, 2d)`` (``CosineScorer``)."""
@@ -178,11 +198,17 @@ def scorer_net(dim: int, hidden: int = HIDDEN, prior: float = 0.0) -> Any:
         def forward(self, state: Any, skills: Any) -> Any:
             """``state`` (2d,) or (B, 2d), ``skills`` (N, d) -> logits (N,) or (B, N)."""
             single = state.dim() == 1
-            s = self.state_net(state.unsqueeze(0) if single else state)  # (B, h)
-            k = self.skill_net(skills)  # (N, h)
-            b, n = s.shape[0], k.shape[0]
-            pair = torch.cat([s.unsqueeze(1).expand(b, n, -1), k.unsqueeze(0).expand(b, n, -1)], -1)
-            logits = self.actor(pair).squeeze(-1)
+            states = state.unsqueeze(0) if single else state
+            if self.skill_bias is not None:
+                logits = self.skill_bias(skills).squeeze(-1).expand(states.shape[0], -1)
+            else:
+                s = self.state_net(states)  # (B, h)
+                k = self.skill_net(skills)  # (N, h)
+                b, n = s.shape[0], k.shape[0]
+                pair = torch.cat(
+                    [s.unsqueeze(1).expand(b, n, -1), k.unsqueeze(0).expand(b, n, -1)], -1
+                )
+                logits = self.actor(pair).squeeze(-1)
             if self.prior > 0:
                 logits = logits + self.cosine(state.unsqueeze(0) if single else state, skills)
             return logits[0] if single else logits
@@ -232,6 +258,7 @@ def save_scorer(net: Any, path: str | Path, **meta: Any) -> Path:
             "dim": int(net.dim),
             "hidden": int(net.hidden),
             "prior": float(getattr(net, "prior", 0.0)),
+            "correction": str(getattr(net, "correction", "state")),
             "state_dict": net.state_dict(),
             "meta": {str(k): str(v) for k, v in meta.items()},
         },
@@ -268,7 +295,10 @@ def load_scorer(path: str | Path, dim: int) -> TorchScorer:
             "train a scorer for this embedder or change SKILLSTREAM_EMBED_MODEL"
         )
     net = scorer_net(
-        int(ckpt["dim"]), int(ckpt.get("hidden", HIDDEN)), float(ckpt.get("prior", 0.0))
+        int(ckpt["dim"]),
+        int(ckpt.get("hidden", HIDDEN)),
+        float(ckpt.get("prior", 0.0)),
+        str(ckpt.get("correction", "state")),
     )
     try:
         net.load_state_dict(ckpt["state_dict"])

@@ -181,6 +181,7 @@ class Trainer:
         seed: Seeds the network's initial weights, minibatch order and sampling noise.
         net: Continue training this network instead of a fresh one.
         prior: Cosine prior temperature of a fresh network (0: none; see ``scorer_net``).
+        correction: What a fresh network's learned correction sees (``state`` or ``skill``).
         budget: Prices inserted memories by a Lagrange multiplier (``MemoryBudget``).
     """
 
@@ -196,6 +197,7 @@ class Trainer:
         seed: int = 0,
         net: Any = None,
         prior: float = 0.0,
+        correction: str = "state",
         budget: MemoryBudget | None = None,
     ) -> None:
         import torch
@@ -205,7 +207,7 @@ class Trainer:
         self.skills = list(skills)
         self.k = k
         torch.manual_seed(seed)
-        self.net = net if net is not None else scorer_net(dim, prior=prior)
+        self.net = net if net is not None else scorer_net(dim, prior=prior, correction=correction)
         self.net.eval()
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=config.lr)
         self.controller = RolloutController(embed, self.net, k=k, fusion=fusion, seed=seed)
@@ -308,11 +310,14 @@ class Trainer:
         return point
 
     def consider(self, evaluate: Callable[[Any], tuple[float, int, int]]) -> Candidate:
-        """Evaluate the current weights (``evaluate(net) -> (recall, memories, spans)``) and keep
-        them when they are the best within the budget so far."""
+        """Evaluate the current weights (``evaluate(net) -> (recall, memories, spans)``), take a
+        dual step on the memories they stored and keep them when they are the best within the
+        budget so far."""
         recall, memories, spans = evaluate(self.net)
         cand = Candidate(self.updates, float(recall), int(memories), int(spans))
         self.candidates.append(cand)
+        if self.budget is not None:
+            self.budget.update(memories, spans)  # the deployed controller's own count
         limit = self.budget.per_span if self.budget is not None else None
         if pick(self.candidates, limit) == cand:
             self.best = cand

@@ -216,6 +216,34 @@ def test_a_network_with_the_cosine_prior_starts_as_the_cosine_scorer(tmp_path):
         scorer_net(4, prior=-1.0)
 
 
+def test_a_skill_correction_shifts_every_span_alike_and_survives_a_checkpoint(tmp_path):
+    import torch
+
+    torch.manual_seed(2)
+    net = scorer_net(4, hidden=8, prior=0.05, correction="skill")
+    rng = np.random.default_rng(3)
+    skills = rng.normal(size=(5, 4)).astype(np.float32)
+    states = [
+        np.concatenate([rng.normal(size=4), rng.normal(size=4)]).astype(np.float32)
+        for _ in range(3)
+    ]
+    for state in states:  # fresh: exactly the cosine controller
+        assert np.allclose(
+            TorchScorer(net).logits(state, skills),
+            CosineScorer(0.05).logits(state, skills),
+            atol=1e-4,
+        )
+    with torch.no_grad():
+        net.skill_bias.weight.copy_(torch.tensor([[1.0, -2.0, 0.5, 0.0]]))
+    shift = skills @ np.array([1.0, -2.0, 0.5, 0.0])
+    scorer = load_scorer(save_scorer(net, tmp_path / "s.pt"), 4)
+    for state in states:  # the learned part depends on the skill only, never on the span
+        got = scorer.logits(state, skills) - CosineScorer(0.05).logits(state, skills)
+        assert np.allclose(got, shift, atol=1e-4)
+    with pytest.raises(ConfigError, match="correction must be one of .*'skill'.*got 'span'"):
+        scorer_net(4, prior=0.05, correction="span")
+
+
 def controller(embedder, **keys):
     """The controller of ``Settings.from_keys(**keys)``."""
     s = Settings.from_keys(**keys)

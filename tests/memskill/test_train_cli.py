@@ -91,6 +91,8 @@ def test_an_interrupted_run_resumes_to_the_same_checkpoint(tmp_path, embedder, o
     assert resumed["curve"] == whole["curve"]
     assert resumed["candidates"] == whole["candidates"]
     assert resumed["val"] == whole["val"]
+    assert whole["correction"] == "skill"  # the default: one learned logit per skill
+    assert torch.load(tmp_path / "whole.pt", weights_only=True)["correction"] == "skill"
     a = torch.load(tmp_path / "whole.pt", weights_only=True)["state_dict"]
     b = torch.load(tmp_path / "part.pt", weights_only=True)["state_dict"]
     assert all(torch.equal(a[k], b[k]) for k in a)

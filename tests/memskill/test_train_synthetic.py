@@ -90,15 +90,33 @@ def _spans(seed: int) -> list:
     return out
 
 
+class OneSkillPays(ScriptedExecutor):
+    """Inserts the span's text when one given skill was selected, whatever the span's topic."""
+
+    def __init__(self, paying: str) -> None:
+        self.paying = paying
+
+    def execute(self, inp: ExtractionInput) -> Extraction:
+        if self.paying not in {s.name for s in inp.memory_skills}:
+            return Extraction()
+        op = MemoryOp(
+            Op.INSERT,
+            text=inp.span.messages[0].text,
+            source_message_ids=tuple(inp.span.message_ids),
+        )
+        return Extraction(ops=[op])
+
+
 class SyntheticEpisode:
-    def __init__(self, seed: int, embed) -> None:
+    def __init__(self, seed: int, embed, executor: ScriptedExecutor | None = None) -> None:
         self.name = f"synthetic-{seed}"
         self.spans = _spans(seed)
         self.embed = embed
+        self.executor = executor or ScriptedExecutor()
 
     def run(self, controller: RolloutController) -> tuple[list[Step], dict[str, float]]:
         pipe = MemoryPipeline(
-            executor=ScriptedExecutor(),
+            executor=self.executor,
             embed=self.embed,
             controller=controller,
             memory_skills=SKILLS,
@@ -123,14 +141,15 @@ class SyntheticEpisode:
         return steps, {"right": sum(credit.values())}
 
 
-def _accuracy(trainer: Trainer, episodes) -> float:
+def _accuracy(trainer: Trainer, episodes, want: str | None = None) -> float:
+    """Share of spans whose first selected skill is ``want`` (default: the span's topic)."""
     ctrl = trainer.controller
     right = total = 0
     for ep in episodes:
         for span in ep.spans:
             vec = ep.embed([span.messages[0].text])[0]
             sel = ctrl.decide(vec, [], SKILLS, explore=False)
-            right += sel.skills[0].name == span.messages[0].metadata
+            right += sel.skills[0].name == (want or span.messages[0].metadata)
             total += 1
     ctrl.steps = []
     return right / total
@@ -157,3 +176,20 @@ def test_trained_controller_picks_the_right_skill(embedder, one_thread) -> None:
     assert untrained < 0.6, untrained  # chance is 1/6; a random net may favour one topic
     assert trained >= 0.9, (trained, [p["reward"] for p in curve.points])
     assert curve.points[-1]["reward"] > curve.points[0]["reward"]
+
+
+def test_a_skill_correction_learns_the_skill_that_pays_on_every_span(embedder, one_thread) -> None:
+    # the cosine prior prefers each span's topic skill; only "music" pays, on every span
+    embed = CachedEmbed(embedder.encode)
+    pays = OneSkillPays("music")
+    train = [SyntheticEpisode(s, embed, pays) for s in range(4)]
+    held_out = [SyntheticEpisode(s, embed, pays) for s in range(10, 13)]
+    cfg = PPOConfig(lr=3e-3, episodes_per_update=4, minibatch=16, epochs=4)
+    trainer = Trainer(
+        embed, embedder.dim, SKILLS, k=1, config=cfg, seed=7, prior=0.5, correction="skill"
+    )
+    untrained = _accuracy(trainer, held_out, "music")
+    curve = trainer.fit(train, updates=15)
+    trained = _accuracy(trainer, held_out, "music")
+    assert untrained < 0.2, untrained
+    assert trained >= 0.9, (trained, [p["reward"] for p in curve.points])
