@@ -39,6 +39,17 @@ def _bank(settings: Any, write: bool = False) -> Iterator[Any]:
         cat.close()
 
 
+CORRECTION = click.option(
+    "--correction",
+    type=click.Choice(["skill", "state"]),
+    default="skill",
+    show_default=True,
+    help="What the learned correction to the cosine scorer sees: skill (each skill's description "
+    "only, the same for every span) or state (the span and its retrieved memories too).",
+)
+"""The ``--correction`` option of ``train`` and ``evolve``."""
+
+
 @click.group("memory-skills")
 def memory_skills() -> None:
     """The memory skill bank: routines the controller selects and the LLM executor follows."""
@@ -197,14 +208,7 @@ def _training_skills(settings: Any) -> list[Any]:
     show_default=True,
     help="Evaluate on the training conversations every N updates; keep the best within budget.",
 )
-@click.option(
-    "--correction",
-    type=click.Choice(["skill", "state"]),
-    default="skill",
-    show_default=True,
-    help="What the learned correction to the cosine scorer sees: skill (each skill's description "
-    "only, the same for every span) or state (the span and its retrieved memories too).",
-)
+@CORRECTION
 @click.option("--memory-cost", type=float, default=0.0, show_default=True, help="Fixed cost.")
 @click.option("--token-cost", type=float, default=0.0, show_default=True)
 @click.option("--lr", type=float, default=1e-3, show_default=True)
@@ -386,14 +390,7 @@ def activate(ctx: click.Context, checkpoint: str) -> None:
 @click.option("--updates", type=int, default=10, show_default=True, help="PPO updates per cycle.")
 @click.option("--k", "k", type=int, default=3, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option(
-    "--correction",
-    type=click.Choice(["skill", "state"]),
-    default="skill",
-    show_default=True,
-    help="What the learned correction to the cosine scorer sees: skill (each skill's description "
-    "only, the same for every span) or state (the span and its retrieved memories too).",
-)
+@CORRECTION
 @click.option("--memory-cost", type=float, default=0.0003, show_default=True)
 @click.option("--token-cost", type=float, default=0.0, show_default=True)
 @click.option("--lr", type=float, default=1e-3, show_default=True)

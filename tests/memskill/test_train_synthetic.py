@@ -66,8 +66,12 @@ class ScriptedExecutor:
     needs_span_vector = True
 
     def execute(self, inp: ExtractionInput) -> Extraction:
-        topic = inp.span.messages[0].metadata or ""
-        if topic not in {s.name for s in inp.memory_skills}:
+        return self.insert_if(inp, inp.span.messages[0].metadata or "")
+
+    @staticmethod
+    def insert_if(inp: ExtractionInput, skill: str) -> Extraction:
+        """The span's text as one insert when ``skill`` was selected, else nothing."""
+        if skill not in {s.name for s in inp.memory_skills}:
             return Extraction()
         op = MemoryOp(
             Op.INSERT,
@@ -97,14 +101,7 @@ class OneSkillPays(ScriptedExecutor):
         self.paying = paying
 
     def execute(self, inp: ExtractionInput) -> Extraction:
-        if self.paying not in {s.name for s in inp.memory_skills}:
-            return Extraction()
-        op = MemoryOp(
-            Op.INSERT,
-            text=inp.span.messages[0].text,
-            source_message_ids=tuple(inp.span.message_ids),
-        )
-        return Extraction(ops=[op])
+        return self.insert_if(inp, self.paying)
 
 
 class SyntheticEpisode:
