@@ -16,6 +16,7 @@
    N texts). Event times spread over two years; about 5% of the memories are not ``activated``.
    Then ``optimize`` compacts the table and creates the indexes its size calls for
    (``index_build_s``: scalar indexes, full-text index, and the ANN index from 100,000 rows).
+   An interrupted build resumes from the last chunk it wrote.
 2. **Queries** (after a warm-up), each over one random owner: owner-filtered hybrid search (text
    and vector, RRF-fused) ``search_*_ms``; owner-filtered vector search ``vector_*_ms``; owner
    hydration (all of an owner's memories with vectors, what a span of a returning owner loads)
@@ -63,7 +64,7 @@ DEFAULT_DATA = next(
 DEFAULT_CACHE = Path.home() / ".cache" / "skillstream" / "scale"
 CHUNK = 50_000
 SPAN_MEMORIES = 5
-BUILD_VERSION = 2
+BUILD_VERSION = 3
 KINDS = ("fact", "preference", "event", "plan", "opinion", "person")
 T_START = datetime(2023, 1, 1, tzinfo=UTC)
 
@@ -237,14 +238,21 @@ def build_home(args: argparse.Namespace, texts: list[str], vectors: np.ndarray) 
     if marker.exists():
         upgrade(home, marker, vectors.shape[1])
         return home
-    if home.exists():
-        shutil.rmtree(home)
     settings = Settings.from_keys(home=str(home))
     index = open_index(settings, vectors.shape[1])
+    # A build that was interrupted goes on from its last whole chunk (each chunk is one LanceDB
+    # commit; the catalog's inserts of a chunk written again are ignored).
+    done = index.count()
+    if done % CHUNK and done != args.memories:
+        shutil.rmtree(home)
+        index = open_index(settings, vectors.shape[1])
+        done = 0
+    elif done:
+        print(f"resuming the build of {home} at {done} memories", file=sys.stderr)
     catalog = Catalog(settings.storage.catalog)
     t0 = time.perf_counter()
     try:
-        for start in range(0, args.memories, CHUNK):
+        for start in range(done, args.memories, CHUNK):
             stop = min(start + CHUNK, args.memories)
             chunk = memory_chunk(start, stop, args.owners, texts, vectors, args.seed)
             index.table.table.add(chunk)
