@@ -171,7 +171,7 @@ def schema_tag(vectors: np.ndarray) -> str:
         str(BUILD_VERSION),
         str(tables.memories_lance(vectors.shape[1])),
         str(tables.SPANS),
-        repr((policy.scalar_rows, policy.vector_rows)),
+        repr((policy.scalar_rows, policy.vector_rows, policy.vector_type)),
         hashlib.sha256(vectors.tobytes()).hexdigest(),
     ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:10]
@@ -418,16 +418,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--skip-ingest", action="store_true")
+    p.add_argument(
+        "--build-only", action="store_true", help="build the cached home and stop (no --json)"
+    )
     p.add_argument("--ingest-child", nargs=2, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.ingest_child:
         ingest_child(*args.ingest_child)
         return {}
-    if not args.out:
+    if not args.out and not args.build_only:
         p.error("--json OUT is required")
 
     texts, vectors = sentence_pool(args.data, args.cache)
     home = build_home(args, texts, vectors)
+    if args.build_only:
+        print(home)
+        return json.loads((home / "built.json").read_text())
     built = json.loads((home / "built.json").read_text())
     queries = measure_queries(home, args, texts, vectors)
     ingest = {} if args.skip_ingest else measure_ingest(home, args)

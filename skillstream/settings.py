@@ -183,6 +183,7 @@ Fusion = Literal["mean", "weighted"]
 Scope = Literal["private", "fleet", "session"]
 DecayRule = Literal["seed", "idle"]
 RankRule = Literal["product", "weighted"]
+VectorIndex = Literal["ivf_flat", "ivf_pq", "ivf_hnsw_sq"]
 
 
 def _key(key: str, default: Any, doc: str, **limits: Any) -> Any:
@@ -276,6 +277,14 @@ class StorageSettings(_Group):
         "searches across many owners; below, and for searches within one owner, vector search "
         "is exact. SKILLSTREAM_INDEX_VECTOR_ROWS; default 100000; 0 never.",
         ge=0,
+    )
+    index_vector_type: Annotated[VectorIndex, BeforeValidator(_name)] = _key(
+        "index_vector_type",
+        "ivf_flat",
+        "The ANN index of the memories' vectors: 'ivf_flat' (partitions of full vectors: quick "
+        "to build, exact distances, as large as the vectors), 'ivf_pq' (product-quantised: "
+        "small, slower to build, re-ranked by exact distance) or 'ivf_hnsw_sq'. "
+        "SKILLSTREAM_INDEX_VECTOR_TYPE; default ivf_flat.",
     )
     skills_uri: Location = _key(
         "skills_uri",

@@ -59,6 +59,7 @@ def open_index(settings: Settings, dim: int, *, create: bool = True) -> MemoryIn
     indexes = IndexPolicy(
         scalar_rows=settings.storage.index_scalar_rows,
         vector_rows=settings.storage.index_vector_rows,
+        vector_type=settings.storage.index_vector_type,
         scalar=MEMORY_INDEXES,
     )
     return MemoryIndex(

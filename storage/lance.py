@@ -16,13 +16,18 @@ including versions written by other processes.
 
 Indexes appear when they pay (:class:`IndexPolicy`, applied by :meth:`LanceTable.optimize`): scalar
 indexes on the filter columns once a table holds ``scalar_rows`` rows, so an owner's rows are found
-without a scan; an approximate vector index (IVF-PQ) once it holds ``vector_rows``. IVF-PQ rather
-than IVF-HNSW: IVF-HNSW-SQ took 14 minutes to build over 100,000 memories on two cores, IVF-PQ
-builds over 1,000,000 in a few (``benchmarks/scale.py`` reports ``index_build_s``). A search whose
-filter keeps few rows (an owner's, up to ``exact_rows``) stays exact: it ranks them with a flat
-scan, which at that size is faster than the index and never misses a neighbour that the
-partitions the index visits would not hold. A search over more rows uses the vector index, with a
-refine step that re-ranks its candidates by exact distance.
+without a scan; an approximate vector index once it holds ``vector_rows``: ``IVF_FLAT`` by
+default (``IndexPolicy.vector_type``). Measured on two cores, over the 100,000 memories of
+``benchmarks/scale.py`` and on clustered vectors like the index test's at 384 dimensions:
+IVF_FLAT builds in about 3 s and finds the exact ten nearest (recall@10 1.0); IVF-PQ takes 110
+to 180 s (24 to 48 sub-vectors) and finds 0.66 to 0.86 of them even re-ranked by exact
+distance; IVF-HNSW-SQ took 14 minutes. IVF_FLAT stores the vectors again (the index is as large
+as the vector column); for tables where that matters, ``ivf_pq`` is the small one.
+
+A search whose filter keeps few rows (an owner's, up to ``exact_rows``) stays exact: it ranks
+them with a flat scan, which at that size is faster than the index and never misses a neighbour
+that the partitions the index visits would not hold. A search over more rows uses the vector
+index (a quantised one with a refine step that re-ranks its candidates by exact distance).
 
 Search reads its hits late: the vector and full-text candidates are row ids of one pinned
 version, fused by rank, and only the ``k`` rows kept are read in full.
@@ -66,10 +71,11 @@ class IndexPolicy:
         scalar_rows: Rows from which the ``scalar`` columns get their indexes.
         vector_rows: Rows from which the vector column gets an ANN index.
         scalar: Column -> index type (``BTREE`` for many distinct values, ``BITMAP`` for few).
+        vector_type: The ANN index: ``ivf_flat``, ``ivf_pq`` or ``ivf_hnsw_sq``.
         exact_rows: A filtered search whose filter keeps at most this many rows ranks them
             exactly (a flat scan), even when there is an ANN index.
         nprobes: IVF partitions an ANN search visits.
-        refine_factor: ANN candidates fetched per hit and re-ranked exactly.
+        refine_factor: ANN candidates fetched per hit and re-ranked exactly (quantised indexes).
         refresh_rows: :meth:`LanceTable.optimize` compacts and folds new rows into the
             indexes once an index misses this many rows, or ``refresh_share`` of the table if
             that is fewer, or once the table has ``refresh_fragments`` small files. Until then
@@ -82,6 +88,7 @@ class IndexPolicy:
     scalar_rows: int = 20_000
     vector_rows: int = 100_000
     scalar: tuple[tuple[str, str], ...] = ()
+    vector_type: str = "ivf_flat"
     exact_rows: int = 20_000
     nprobes: int = 24
     refine_factor: int = 10
@@ -363,8 +370,7 @@ class LanceTable:
         vector = self.vector_column
         if vector and policy.vector_rows and rows >= policy.vector_rows and vector not in have:
             dim = self.schema.field(vector).type.list_size
-            config = lancedb.index.IvfPq(distance_type="l2", num_sub_vectors=_sub_vectors(dim))
-            if self._create_index(tbl, vector, config):
+            if self._create_index(tbl, vector, _vector_index(policy.vector_type, dim)):
                 made.append(vector)
                 self._ann_checked = -_ANN_RECHECK_S
         if made:
@@ -494,7 +500,9 @@ class LanceTable:
         if exact:
             nearest["use_index"] = False
         else:
-            nearest.update(nprobes=self.indexes.nprobes, refine_factor=self.indexes.refine_factor)
+            nearest["nprobes"] = self.indexes.nprobes
+            if self.indexes.vector_type != "ivf_flat":  # its distances are exact already
+                nearest["refine_factor"] = self.indexes.refine_factor
         got = ds.scanner(
             nearest=nearest,
             filter=where,
@@ -546,11 +554,17 @@ def _fuse(near: list[int], words: list[int], k: int) -> tuple[list[int], pa.Arra
     return [rows[i] for i in order], relevance.take(pa.array(order, pa.int64())).cast(pa.float64())
 
 
-def _sub_vectors(dim: int) -> int:
-    """PQ sub-vectors of an IVF-PQ index: about four dimensions each (a divisor of ``dim``).
-    Wider sub-vectors (LanceDB's default is sixteen dimensions) lose the order of close
-    neighbours in clustered embeddings: recall@10 0.63 against 1.0 on the index test's table."""
-    return next(n for n in range(max(1, dim // 4), 0, -1) if dim % n == 0)
+def _vector_index(kind: str, dim: int) -> Any:
+    """The LanceDB index config of ``IndexPolicy.vector_type`` for vectors of width ``dim``."""
+    if kind == "ivf_flat":
+        return lancedb.index.IvfFlat(distance_type="l2")
+    if kind == "ivf_pq":
+        # Sub-vectors of about eight dimensions (LanceDB's default is sixteen).
+        subs = next(n for n in range(max(1, dim // 8), 0, -1) if dim % n == 0)
+        return lancedb.index.IvfPq(distance_type="l2", num_sub_vectors=subs)
+    if kind == "ivf_hnsw_sq":
+        return lancedb.index.IvfHnswSq(distance_type="l2")
+    raise ConfigError(f"unknown vector index {kind!r}: ivf_flat, ivf_pq or ivf_hnsw_sq")
 
 
 def _distance_to_score(distance: np.ndarray) -> pa.Array:

@@ -76,6 +76,22 @@ def test_ann_search_agrees_with_exact_search(tmp_path):
     assert np.mean(recall) >= 0.95, np.mean(recall)
 
 
+@pytest.mark.parametrize(
+    ("kind", "made"), [("ivf_flat", "IvfFlat"), ("ivf_pq", "IvfPq"), ("ivf_hnsw_sq", "IvfHnswSq")]
+)
+def test_the_vector_index_type_is_a_setting(tmp_path, kind, made):
+    settings = Settings.from_keys(
+        home=str(tmp_path), index_scalar_rows=500, index_vector_rows=500, index_vector_type=kind
+    )
+    index = open_index(settings, WIDTH)
+    vectors = clustered_vectors(600)
+    index.upsert(memories(vectors))
+    assert "vector" in index.optimize()
+    assert index.table.indexed_columns()["vector"] == made
+    q = vectors[5]
+    assert index.search(vector=q, k=3, statuses=None)[0]["id"] == memories(vectors)[5].id
+
+
 def test_a_filtered_search_stays_exact_with_the_ann_index(tmp_path):
     vectors = clustered_vectors(2000)
     index = MemoryIndex(
