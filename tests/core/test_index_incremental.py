@@ -113,9 +113,7 @@ def _answers(idx: OwnerIndex, state: OwnerMemories, probes: list[np.ndarray]) ->
         "text": {t: [m.id for m in idx.with_text(t)] for t in sorted(texts)},
         "key": {k: [m.id for m in idx.with_key(k)] for k in sorted(keys)},
         "subject": {s: [m.id for m in idx.with_subject(s)] for s in sorted(subjects)},
-        "similar": [
-            sorted((m.id, round(s, 5)) for m, s in idx.similar(p, 0.2)) for p in probes
-        ],
+        "similar": [sorted((m.id, round(s, 5)) for m, s in idx.similar(p, 0.2)) for p in probes],
     }
 
 
