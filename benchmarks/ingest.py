@@ -20,6 +20,10 @@ Three measurements, from one run, with the model loaded and the store libraries 
 3. **History.** The messages of ``--data`` rewritten to belong to one owner and fed in ten
    consecutive slices into one home, each slice a flow run of its own: turns/s of each tenth, and
    ``history_flatness`` = last tenth / first tenth (1.0: an owner's growing history costs nothing).
+   The tenths differ in content too (other conversations, other sessions and maintenance ticks),
+   so each tenth is also run alone into an empty home: ``history_fresh_turns_per_s`` and
+   ``history_fresh_flatness``; ``history_cost_by_tenth`` = fresh turns/s / in-history turns/s of
+   each tenth (1.0: that tenth paid nothing for the history before it).
 
 Results go to ``--json`` and a markdown table beside it.
 """
@@ -162,13 +166,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         turns_s.append(bound_seconds(embedder, turns))
 
     history: list[float] = []
+    fresh: list[float] = []
     if not args.skip_history:
         with tempfile.TemporaryDirectory(prefix="ss-bench-history-") as tmp:
             settings = Settings.from_keys(home=str(Path(tmp) / "home"))
-            for path in long_history(records, Path(tmp)):
+            paths = long_history(records, Path(tmp))
+            for i, path in enumerate(paths):
                 n = sum(1 for _ in path.open(encoding="utf-8"))
                 seconds, _, _ = run_flow(settings, FileSource(str(path), format="jsonl"))
                 history.append(n / seconds)
+                alone = Settings.from_keys(home=str(Path(tmp) / f"fresh-{i:02d}"))
+                seconds, _, _ = run_flow(alone, FileSource(str(path), format="jsonl"))
+                fresh.append(n / seconds)
 
     n = len(turns)
     ratios = [b / f for b, f in zip(bound_s, flow_s, strict=True)]
@@ -190,6 +199,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "turns_seconds": spread(turns_s, 2),
         "history_turns_per_s": [round(x, 1) for x in history],
         "history_flatness": round(history[-1] / history[0], 3) if history else None,
+        "history_fresh_turns_per_s": [round(x, 1) for x in fresh],
+        "history_fresh_flatness": round(fresh[-1] / fresh[0], 3) if fresh else None,
+        "history_cost_by_tenth": [
+            round(f / h, 3) for f, h in zip(fresh, history, strict=True) if h > 0
+        ],
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "machine": f"{platform.machine()} {os.cpu_count()} cores, "
@@ -206,6 +220,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ("turns_ratio (turns-only embedding s / flow s)", _fmt(result["turns_ratio_spread"])),
         ("history turns/s by tenth", ", ".join(map(str, result["history_turns_per_s"]))),
         ("history_flatness (last / first tenth)", result["history_flatness"]),
+        ("each tenth alone, turns/s", ", ".join(map(str, result["history_fresh_turns_per_s"]))),
+        ("history_fresh_flatness (alone: last / first)", result["history_fresh_flatness"]),
+        ("history cost by tenth (alone / in history)", result["history_cost_by_tenth"]),
         ("peak RSS (MB)", result["peak_rss_mb"]),
         ("load average (1, 5, 15 min) at the end", result["load_average"]),
     ]

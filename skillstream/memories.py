@@ -8,14 +8,15 @@ what earlier spans of that owner left, also after a crash and resume.
 by key, and a matrix of their vectors for the near-duplicate check). It is built once, from the
 memories, when first asked for, and then kept up to date by every ``put`` and ``touch``: a span
 costs what its own changes cost, not a rebuild over the owner's history. It is derived data: never
-pickled into a snapshot, rebuilt after a restore, and dropped (``forget_index``) after work that
-changes memories in place without telling it (lifecycle maintenance).
+pickled into a snapshot, rebuilt after a restore. Work that changes memories in place (lifecycle
+maintenance) tells it which ones afterwards (``reindex``).
 """
 
 from __future__ import annotations
 
 import heapq
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -29,6 +30,8 @@ LIVE: tuple[MemoryStatus, ...] = (MemoryStatus.GENERATED, MemoryStatus.ACTIVATED
 """Live statuses: new (``generated``) or used (``activated``); extraction sees these memories."""
 NOT_RETRIEVED = frozenset({MemoryKind.SUMMARY, MemoryKind.TOPIC})
 """Kinds the extractor is not shown: session summaries and topic nodes restate other memories."""
+NOT_PEOPLE = frozenset({"user", "assistant", "用户", "助手"})
+"""Subjects that are roles, not named people (``OwnerIndex.known_people`` leaves them out)."""
 _NO_TIME = datetime.min.replace(tzinfo=UTC)
 _NORM = re.compile(r"[^\w]+", re.UNICODE)
 
@@ -44,6 +47,15 @@ def normalise(text: str) -> str:
 
 def _changed(m: Memory) -> datetime:
     return m.updated_at or m.created_at or _NO_TIME
+
+
+def person(m: Memory) -> str | None:
+    """The lower-case name of the person a live memory is about (``None``: not live, no subject,
+    or a role such as ``user``)."""
+    s = m.subject
+    if s and s not in NOT_PEOPLE and m.status in LIVE:
+        return s.lower()
+    return None
 
 
 def age_key(m: Memory) -> tuple[datetime, str]:
@@ -72,6 +84,13 @@ class OwnerIndex:
         self.live_by_type: dict[str, dict[str, None]] = {}
         """Live memories (not topic nodes) by type, exactly (capacity checks read it)."""
         self._counted: dict[str, str] = {}  # id -> the type it is counted live under
+        # Named people: each memory's place in ``items`` (insertion order), the person each live
+        # memory is counted under, and per person a heap of (place, id) whose top, once entries
+        # no longer counted are dropped, is the first memory about that person in ``items``.
+        self._place: dict[str, int] = {mid: i for i, mid in enumerate(items)}
+        self._person: dict[str, str] = {}
+        self._about: dict[str, list[tuple[int, str]]] = {}
+        self._known: dict[str, str] | None = None
         for m in sorted(items.values(), key=age_key):
             self.add(m)
 
@@ -83,6 +102,7 @@ class OwnerIndex:
         if m.status in LIVE and m.kind != MemoryKind.TOPIC:
             self._counted[m.id] = m.memory_type
             self.live_by_type.setdefault(m.memory_type, {})[m.id] = None
+        self._count_person(m)
         self.by_text.setdefault(normalise(m.text), {})[m.id] = None
         if m.key:
             self.by_key.setdefault(m.key, {})[m.id] = None
@@ -106,6 +126,42 @@ class OwnerIndex:
         else:
             self.vectors[row] = m.vector
         self.mat[row] = v  # type: ignore[index]
+
+    def _count_person(self, m: Memory) -> None:
+        place = self._place.get(m.id)
+        if place is None:  # new in ``items``: it went in last
+            place = self._place[m.id] = len(self._place)
+        was, now = self._person.get(m.id), person(m)
+        if was is not None and (was != now or self._first(was) == m.id):
+            self._known = None  # left a person, or is the first memory about its person
+        if now is None:
+            self._person.pop(m.id, None)
+            return
+        self._person[m.id] = now
+        if was != now:
+            heapq.heappush(self._about.setdefault(now, []), (place, m.id))
+            if self._first(now) == m.id:
+                self._known = None
+
+    def _first(self, name: str) -> str | None:
+        """The first memory in ``items`` counted under person ``name`` (``None``: none is)."""
+        heap = self._about.get(name)
+        while heap and self._person.get(heap[0][1]) != name:
+            heapq.heappop(heap)  # no longer about ``name`` (it may come back: pushed again then)
+        if not heap:
+            self._about.pop(name, None)
+            return None
+        return heap[0][1]
+
+    def known_people(self) -> dict[str, str]:
+        """Named people the live memories are about: lower-case name -> the name as the first such
+        memory in ``items`` writes it, in the order of those first memories (what one pass over
+        ``items`` in order would collect)."""
+        if self._known is None:
+            firsts = [(n, f) for n in list(self._about) if (f := self._first(n)) is not None]
+            firsts.sort(key=lambda nf: self._place[nf[1]])
+            self._known = {n: self.items[f].subject for n, f in firsts}  # type: ignore[misc]
+        return dict(self._known)
 
     def _resolve(self, ids: dict[str, None]) -> list[Memory]:
         found = [m for m in (self.items.get(i) for i in ids) if m is not None]
@@ -184,6 +240,19 @@ class OwnerMemories:
         idx: OwnerIndex | None = self.__dict__.get("_index")
         if idx is not None:
             idx.add(memory)
+
+    def reindex(self, changed: Iterable[Memory] | None) -> None:
+        """Tell the index about memories ``changed`` in place (lifecycle maintenance lists every
+        memory it changed); ``None`` (not known what changed) drops the index instead."""
+        if changed is None:
+            self.forget_index()
+            return
+        for m in changed:
+            if self.items.get(m.id) is m:
+                self.touch(m)
+            else:  # not the state's own object: only a rebuild is sure to see the change
+                self.forget_index()
+                return
 
     def forget_index(self) -> None:
         """Drop the index (after memories were changed in place without ``touch``)."""

@@ -192,9 +192,8 @@ class MemoryPipeline:
                 if not restored and before is not None and before in self.done_spans:
                     continue  # committed with its span: the hydrated state already holds it
                 done = self.maintenance(state.memories, span) if self.maintenance else None
-                if done is not None:  # maintenance changes memories in place: index them anew
-                    state.memories.forget_index()
-                if done is not None:
+                if done is not None:  # changed in place: re-index what it says it changed
+                    state.memories.reindex(getattr(done, "memories", None))
                     results.append(done)
                 continue
             if not restored and span.span_id in self.done_spans:

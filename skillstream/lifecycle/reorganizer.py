@@ -206,9 +206,24 @@ def reorganize(
             continue  # unchanged (or no longer the reorganizer's to change)
         todo.append((node, ranked, centre, current))
     changed = 0
-    vectors = embed([n.text for n, _, _, _ in todo]) if embed is not None and todo else None
+    # A node keeping its text (only its members changed) keeps its vector: the text is all that
+    # is embedded, so only new texts go to the model.
+    kept_vector = {
+        i: current.vector
+        for i, (node, _, _, current) in enumerate(todo)
+        if embed is not None
+        and current is not None
+        and current.vector is not None
+        and current.text == node.text
+    }
+    fresh = [i for i in range(len(todo)) if i not in kept_vector]
+    vectors = dict(zip(fresh, embed([todo[i][0].text for i in fresh]))) if embed and fresh else {}
     for i, (node, ranked, centre, current) in enumerate(todo):
-        vector = np.asarray(vectors[i], dtype=np.float32) if vectors is not None else centre
+        if embed is None:
+            vector = centre
+        else:
+            got = kept_vector[i] if i in kept_vector else vectors[i]
+            vector = np.asarray(got, dtype=np.float32)
         members = ", ".join(m.id for m, _ in ranked)
         if current is None:
             node.vector = vector  # type: ignore[assignment]

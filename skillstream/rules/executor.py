@@ -38,7 +38,6 @@ from collections.abc import Sequence
 
 from skillstream.extract import Extraction, ExtractionInput, MemorySkill
 from skillstream.lang import detect_language
-from skillstream.memories import LIVE, OwnerMemories
 from skillstream.memskill.seeds import PRIMITIVES
 from skillstream.model import Message
 from skillstream.rules.classify import Classified, classify, np_head, strip_cue, subject_key
@@ -153,7 +152,7 @@ class RulesExecutor:
         msgs = inp.span.messages
         speakers = {m.speaker for m in msgs if m.role in ("user", "assistant")}
         # Names from earlier spans matter only when this span does not show both sides.
-        known = _known_people(inp.state) if len(speakers) < 2 else {}
+        known = inp.state.index.known_people() if len(speakers) < 2 else {}
         vocatives = _vocatives(msgs, known)
         keep = statement_filter(inp.memory_skills, self.categories)
         for j in range(len(msgs)):
@@ -380,16 +379,6 @@ def _vocatives(msgs: Sequence[Message], known: dict[str, str]) -> tuple[str, ...
             out[sp] = None
             out[sp.split()[0]] = None
     return tuple(out)
-
-
-def _known_people(state: OwnerMemories) -> dict[str, str]:
-    """Named speakers the owner's live memories are about (lower-case -> as written)."""
-    out: dict[str, str] = {}
-    for m in state.items.values():
-        s = m.subject
-        if s and s not in ("user", "assistant", "用户", "助手") and m.status in LIVE:
-            out.setdefault(s.lower(), s)
-    return out
 
 
 def _previous_question(msgs: Sequence[Message], j: int) -> str | None:

@@ -8,7 +8,7 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from skillstream.memories import OwnerMemories
+from skillstream.memories import OwnerIndex, OwnerMemories
 from skillstream.pipeline import OwnerState
 from skillstream.services.pipeline import build_pipeline
 from skillstream.settings import Settings
@@ -81,3 +81,53 @@ def test_incremental_index_decides_like_a_rebuild_every_span(embedder, tmp_path,
         np.testing.assert_array_equal(m.vector, other.vector)
     events = [(e.memory_id, e.event, e.reason) for r in kept_results for e in r.events]
     assert events == [(e.memory_id, e.event, e.reason) for r in rebuilt_results for e in r.events]
+
+
+def _run_with_ticks(embedder, tmp_path, rebuild: bool) -> tuple[OwnerMemories, list]:
+    from skillstream.lifecycle.maintenance import MaintenanceTick
+
+    settings = Settings.from_keys(
+        home=str(tmp_path / ("rebuild-ticks" if rebuild else "kept-ticks")),
+        memory_capacities={"LongTermMemory": 6},
+        reorganize_min_members=2,
+        decay_rule="idle",
+        expire_archived_after_s=60 * 86400.0,
+    )
+    pipeline = build_pipeline(settings, embedder)
+    assert pipeline.maintenance is not None
+    state = OwnerState(OwnerMemories("c1"), pipeline.run_id)
+    items: list = []
+    for i, span in enumerate(_spans()):
+        items.append(span)
+        if i % 4 == 3:  # ticks far apart: summaries, decay, expiry and archiving all happen
+            at = span.messages[-1].ts + timedelta(days=40 * (i // 4 + 1))
+            items.append(MaintenanceTick("c1", at, close_sessions=i % 8 == 7))
+    results = []
+    for item in items:
+        if rebuild:
+            state.memories.forget_index()
+        results += pipeline.process_owner(state, [item])
+    return state.memories, results
+
+
+def test_index_kept_through_maintenance_decides_like_a_rebuild(embedder, tmp_path):
+    kept, kept_results = _run_with_ticks(embedder, tmp_path, False)
+    rebuilt, rebuilt_results = _run_with_ticks(embedder, tmp_path, True)
+    happened = {str(e.event) for r in kept_results for e in r.events}
+    assert {"decayed", "expired", "archived", "created", "updated"} <= happened, happened
+    assert any(m.kind == "summary" for m in kept.items.values())
+    assert sorted(kept.items) == sorted(rebuilt.items)
+    for mid, m in kept.items.items():
+        other = rebuilt.items[mid]
+        assert (m.text, m.version, m.status, m.confidence, m.key) == (
+            other.text,
+            other.version,
+            other.status,
+            other.confidence,
+            other.key,
+        )
+    events = [(e.memory_id, str(e.event), e.version) for r in kept_results for e in r.events]
+    assert events == [
+        (e.memory_id, str(e.event), e.version) for r in rebuilt_results for e in r.events
+    ]
+    assert kept.index.known_people() == OwnerIndex(kept.items).known_people()
