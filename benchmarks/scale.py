@@ -274,6 +274,17 @@ def build_home(args: argparse.Namespace, texts: list[str], vectors: np.ndarray) 
     return home
 
 
+def drop_old_versions(home: Path, dim: int) -> None:
+    """Delete the files of the table's earlier versions (the chunks before compaction), so
+    ``disk_mb`` is the size of the store, not of its history (LanceDB's ``optimize`` does the same
+    for versions older than a week)."""
+    from skillstream.settings import Settings
+    from skillstream.storage.home import open_index
+
+    table = open_index(Settings.from_keys(home=str(home)), dim, create=False).table.table
+    table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+
+
 # ---------------------------------------------------------------------- measuring
 def percentiles(ms: list[float]) -> dict[str, float]:
     q = [float(np.percentile(ms, p)) for p in (50, 95, 99)]
@@ -431,6 +442,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     texts, vectors = sentence_pool(args.data, args.cache)
     home = build_home(args, texts, vectors)
+    drop_old_versions(home, vectors.shape[1])
     if args.build_only:
         print(home)
         return json.loads((home / "built.json").read_text())
