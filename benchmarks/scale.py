@@ -46,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -282,7 +283,9 @@ def drop_old_versions(home: Path, dim: int) -> None:
     from skillstream.storage.home import open_index
 
     table = open_index(Settings.from_keys(home=str(home)), dim, create=False).table.table
-    table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+    with warnings.catch_warnings():  # LanceDB warns about concurrent readers: there are none
+        warnings.simplefilter("ignore", UserWarning)
+        table.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
 
 
 # ---------------------------------------------------------------------- measuring
