@@ -39,6 +39,7 @@ import logging
 import random
 import time
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -473,12 +474,19 @@ class LanceTable:
         # taken at the end even when another process writes or compacts meanwhile.
         ds = tbl.to_lance()
         near = words = None
+        # The full-text search of a hybrid query runs in a second thread beside the vector one
+        # (both wait in Lance, not in Python).
+        pending = (
+            _pool().submit(self._words, ds, text, where, k) if text and vector is not None else None
+        )
         if vector is not None:
             exact = not self._has_ann() or (
                 bool(where) and ds.count_rows(where) <= self.indexes.exact_rows
             )
             near = self._near(ds, vector, where, k, exact)
-        if text is not None:
+        if pending is not None:
+            words = pending.result()
+        elif text is not None:
             words = self._words(ds, text, where, k)
         if near is not None and words is not None:
             rowids, score = _fuse(near[0], words[0], k)
@@ -552,6 +560,17 @@ def _fuse(near: list[int], words: list[int], k: int) -> tuple[list[int], pa.Arra
     relevance = pa.array([scores[r] for r in rows], pa.float32())
     order = pc.array_sort_indices(relevance, order="descending")[:k].to_pylist()
     return [rows[i] for i in order], relevance.take(pa.array(order, pa.int64())).cast(pa.float64())
+
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    """One thread, kept for the process, for the full-text half of hybrid searches."""
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="skillstream-fts")
+    return _POOL
 
 
 def _vector_index(kind: str, dim: int) -> Any:
