@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -94,6 +95,25 @@ def memories_digest(memories: Iterable[Memory]) -> str:
     return h.hexdigest()
 
 
+@dataclass
+class PrefetchCounts:
+    """How the texts embedded up front fared, over every batch of a pipeline (thread-safe)."""
+
+    predicted: int = 0
+    """Distinct texts embedded up front."""
+    used: int = 0
+    """Of those, texts applying asked for."""
+    missed: int = 0
+    """Texts applying asked for that were not predicted (each went to the model on its own)."""
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, lookup: VectorLookup) -> None:
+        with self._lock:
+            self.predicted += len(lookup.vectors)
+            self.used += len(lookup.used)
+            self.missed += lookup.missed
+
+
 REHYDRATE_WAIT_S = 60.0
 """How long re-hydration waits for the store to hold what an owner evicted in this run had."""
 
@@ -119,6 +139,7 @@ class MemoryPipeline:
     memories changed (rollouts of the memory-skill trainer). ``None`` at inference."""
     prefetch: bool = True
     """Embed the texts a batch of spans is predicted to store in one call (``predicts``)."""
+    prefetched: PrefetchCounts = field(default_factory=PrefetchCounts)
 
     @property
     def needs_span_vector(self) -> bool:
@@ -235,13 +256,7 @@ class MemoryPipeline:
             for m in pending.values():
                 state.memories.touch(m)
         if lookup is not None:
-            log.debug(
-                "owner %s: %d texts embedded up front, %d of them used, %d missed",
-                state.memories.owner_id,
-                len(lookup.vectors),
-                len(lookup.used),
-                lookup.missed,
-            )
+            self.prefetched.add(lookup)
         # Results leave the operator: hand out copies so later spans cannot change them in flight.
         for r in results:
             r.memories = [m.copy() for m in r.memories]
