@@ -9,8 +9,9 @@ from datetime import timedelta
 from typing import Any
 
 import numpy as np
+import pytest
 
-from skillstream.errors import SkillstreamError
+from skillstream.errors import ConfigError, SkillstreamError
 from skillstream.extract import Extraction, ExtractionInput
 from skillstream.memories import OwnerMemories
 from skillstream.pipeline import MemoryPipeline, OwnerState
@@ -190,3 +191,15 @@ def test_a_span_failing_in_the_prediction_fails_as_without_it(embedder, tmp_path
     assert failed and all("cello" in (r.error or "") for r in failed)
     assert _results(results) == _results(plain_results)
     assert _memories(mem) == _memories(plain_mem)
+
+
+def test_the_setting_turns_prefetching_off(embedder, tmp_path, monkeypatch):
+    on = build_pipeline(Settings.from_keys(home=str(tmp_path)), embedder, maintenance=False)
+    assert on.predicts
+    monkeypatch.setenv("SKILLSTREAM_EMBED_PREFETCH", "off")
+    settings = Settings.load(home=str(tmp_path))
+    assert settings.embedding.prefetch is False
+    assert not build_pipeline(settings, embedder, maintenance=False).predicts
+    monkeypatch.setenv("SKILLSTREAM_EMBED_PREFETCH", "sometimes")
+    with pytest.raises(ConfigError, match="SKILLSTREAM_EMBED_PREFETCH"):
+        Settings.load(home=str(tmp_path))
