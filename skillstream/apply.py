@@ -53,17 +53,7 @@ from skillstream.settings import LifecycleSettings
 from skillstream.text import memory_text
 from skillstream.vocab import LifecycleEvent, MemoryStatus, Op
 
-__all__ = [
-    "CONFIDENCE_CAP",
-    "REINFORCE_STEP",
-    "Applied",
-    "ApplyOptions",
-    "OpTexts",
-    "VectorLookup",
-    "apply_ops",
-    "normalise",
-    "op_texts",
-]
+__all__ = ["CONFIDENCE_CAP", "REINFORCE_STEP", "Applied", "ApplyOptions", "apply_ops", "normalise"]
 
 log = logging.getLogger(__name__)
 
@@ -138,102 +128,6 @@ def _describe(op: MemoryOp) -> str:
     return f"{op.op.value}{target}: {op.text[:120]!r}"
 
 
-@dataclass(frozen=True)
-class OpTexts:
-    """A span's operations in the order they apply, with the texts they would store."""
-
-    ops: list[MemoryOp]
-    """Updates, then deletes, then inserts; the span's lessons (when on) are among the inserts."""
-    texts: list[str | None]
-    """Per operation, the cleaned text an insert or update stores (``None``: a delete, an empty
-    text, or a text the agent's policy refuses)."""
-    problems: list[tuple[str, str]]
-    """(outcome record, why) for outcome records of the span that make no lesson."""
-    refused: list[tuple[str, str]]
-    """(operation, why) for texts refused by the agent's policy."""
-
-    @property
-    def embedded(self) -> list[str]:
-        """The distinct texts applying these operations embeds up front, in order."""
-        return list(dict.fromkeys(t for t in self.texts if t))
-
-
-def op_texts(span: Span, ops: Sequence[MemoryOp], options: ApplyOptions) -> OpTexts:
-    """The operations ``apply_ops`` applies for ``span`` and the texts it stores (pure).
-
-    Applying calls this, and so does the pipeline when it predicts which texts a batch of spans
-    will embed: both clean the texts the same way, so a prediction cannot drift from the real pass.
-    """
-    ops = list(ops)
-    problems: list[tuple[str, str]] = []
-    if options.lessons:
-        extra, problems = lesson_ops(span, options.rules.lesson_confidence)
-        ops.extend(extra)
-    ordered = (
-        [o for o in ops if o.op is Op.UPDATE]
-        + [o for o in ops if o.op is Op.DELETE]
-        + [o for o in ops if o.op is Op.INSERT]
-    )
-    agent = span.messages[0].agent_id if span.messages else None
-    policy = options.rules.policies.for_agent(agent)
-    texts: list[str | None] = []
-    refused: list[tuple[str, str]] = []
-    for o in ordered:
-        if o.op not in (Op.INSERT, Op.UPDATE):
-            texts.append(None)
-            continue
-        text = memory_text(o.text)
-        if policy.redactor is not None and text:
-            text, _hits, rejected = policy.redactor.check(text)
-            if rejected:
-                names = ", ".join(sorted(set(rejected)))
-                why = f"matches sensitive pattern(s) {names} of policy {policy.agent!r}"
-                refused.append((_describe(o), why))
-                texts.append(None)
-                continue
-        texts.append(text)
-    return OpTexts(ordered, texts, list(problems), refused)
-
-
-class VectorLookup:
-    """An ``Embed`` that serves texts from vectors embedded up front; others go to the model.
-
-    The pipeline embeds the texts it predicts a batch of spans will store in one call and hands
-    this to applying in place of the model. A served vector is the row the model gives the text
-    in any batch (``skillstream.embed``), so serving it changes nothing but the number of calls.
-
-    Args:
-        embed: The model, for texts that were not predicted.
-        texts: The predicted texts.
-        vectors: Their vectors, row by row.
-    """
-
-    def __init__(
-        self, embed: Embed, texts: Sequence[str], vectors: Sequence[np.ndarray] | np.ndarray
-    ) -> None:
-        self.embed = embed
-        self.vectors = {t: np.asarray(v, dtype=np.float32) for t, v in zip(texts, vectors)}
-        self.used: set[str] = set()
-        """Predicted texts that were asked for."""
-        self.missed = 0
-        """Texts asked for that were not predicted (each went to the model)."""
-
-    def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        missing = list(dict.fromkeys(t for t in texts if t not in self.vectors))
-        got = dict(zip(missing, self.embed(missing))) if missing else {}
-        self.missed += len(missing)
-        rows = []
-        for t in texts:
-            if t in got:
-                rows.append(np.asarray(got[t], dtype=np.float32))
-            else:
-                self.used.add(t)
-                rows.append(self.vectors[t])
-        if not rows:
-            return np.asarray(self.embed([]), dtype=np.float32)
-        return np.stack(rows)
-
-
 class _Apply:
     def __init__(
         self, state: OwnerMemories, span: Span, now: datetime, options: ApplyOptions
@@ -269,6 +163,20 @@ class _Apply:
         self.out.refused.append((_describe(op), reason))
         log.info("span %s: refused %s: %s", self.span.span_id, _describe(op), reason)
 
+    def _clean(self, op: MemoryOp) -> str | None:
+        text = memory_text(op.text)
+        redactor = self.policy.redactor
+        if redactor is None or not text:
+            return text
+        text, hits, rejected = redactor.check(text)
+        if rejected:
+            names = ", ".join(sorted(set(rejected)))
+            self._refuse_op(
+                op, f"matches sensitive pattern(s) {names} of policy {self.policy.agent!r}"
+            )
+            return None
+        return text
+
     def _vector(self, text: str) -> np.ndarray | None:
         return self.vectors.get(text)
 
@@ -280,16 +188,21 @@ class _Apply:
 
     # ------------------------------------------------------------------ the run
     def run(self, ops: list[MemoryOp], retrieved: Sequence[str] = ()) -> Applied:
-        prepared = op_texts(self.span, ops, self.o)
-        for what, why in prepared.problems:
-            self.out.refused.append((what, why))
-            log.warning("span %s: %s skipped: %s", self.span.span_id, what, why)
-        for what, why in prepared.refused:
-            self.out.refused.append((what, why))
-            log.info("span %s: refused %s: %s", self.span.span_id, what, why)
-        ordered, texts = prepared.ops, prepared.texts
+        ops = list(ops)
+        if self.o.lessons:
+            extra, problems = lesson_ops(self.span, self.rules.lesson_confidence)
+            ops.extend(extra)
+            for what, why in problems:
+                self.out.refused.append((what, why))
+                log.warning("span %s: %s skipped: %s", self.span.span_id, what, why)
+        ordered = (
+            [o for o in ops if o.op is Op.UPDATE]
+            + [o for o in ops if o.op is Op.DELETE]
+            + [o for o in ops if o.op is Op.INSERT]
+        )
+        texts = [self._clean(o) if o.op in (Op.INSERT, Op.UPDATE) else None for o in ordered]
         if self.o.embed is not None:
-            todo = prepared.embedded
+            todo = list(dict.fromkeys(t for t in texts if t))
             if todo:
                 for text, vec in zip(todo, self.o.embed(todo)):
                     self.vectors[text] = np.asarray(vec, dtype=np.float32)

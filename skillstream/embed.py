@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Protocol, TypeAlias
+from typing import Protocol, TypeAlias
 
 import numpy as np
 
@@ -75,10 +75,6 @@ def model_path(name: str) -> str:
         f"embedding model {name!r} is neither 'minilm' nor a local folder; "
         "skillstream never downloads models: point SKILLSTREAM_EMBED_MODEL at a folder"
     )
-
-
-PAD_TO = 8
-"""Texts are padded to a multiple of this many tokens (``Embedder.forward``)."""
 
 
 class Embedder:
@@ -151,14 +147,7 @@ class Embedder:
         return req.result()
 
     def forward(self, texts: list[str]) -> np.ndarray:
-        """The model on ``texts``: batches of equal padded length, mean pooling, L2 normalisation.
-
-        Each text is padded to its token count rounded up to a multiple of ``PAD_TO`` and only
-        texts of the same padded length share a batch (at most ``batch_size`` of them). A row of
-        the model's output depends only on its own tokens and the padded length, not on the other
-        rows of its batch, so a text gets the same vector, to the last bit, whatever it is
-        embedded with: results never depend on how callers' texts were batched together. The
-        rounding keeps the batches large while wasting at most ``PAD_TO - 1`` tokens a text.
+        """The model on ``texts``: length-sorted batches, mean pooling, L2 normalisation.
 
         This is what ``SentenceTransformer.encode`` computes, without its per-call bookkeeping
         (a device check over every parameter, ``eval()`` over every module): a few milliseconds a
@@ -166,45 +155,14 @@ class Embedder:
         """
         import torch
 
+        order = np.argsort([-len(t) for t in texts], kind="stable")
         out: np.ndarray = np.empty((len(texts), self.dim), dtype=np.float32)
-        if not texts:
-            return out
         with torch.inference_mode():
-            features = self._model.preprocess(list(texts))
-            counts = [int(n) for n in features["attention_mask"].sum(dim=1).tolist()]
-            limit = max(int(getattr(self._model, "max_seq_length", 0) or 0), max(counts))
-            padded = [max(n, min(limit, -(-n // PAD_TO) * PAD_TO)) for n in counts]
-            features = self._pad(features, max(padded))
-            order = sorted(range(len(texts)), key=lambda i: (-padded[i], i))
-            batches: list[list[int]] = []
-            for i in order:
-                last = batches[-1] if batches else None
-                if last and padded[last[0]] == padded[i] and len(last) < self.batch_size:
-                    last.append(i)
-                else:
-                    batches.append([i])
-            for idx in batches:
-                length = padded[idx[0]]
-                rows = torch.tensor(idx)
-                batch = {
-                    k: v[rows, :length] if isinstance(v, torch.Tensor) else v
-                    for k, v in features.items()
-                }
-                emb = self._model(batch)["sentence_embedding"]
+            for start in range(0, len(texts), self.batch_size):
+                idx = order[start : start + self.batch_size]
+                features = self._model.preprocess([texts[i] for i in idx])
+                emb = self._model(features)["sentence_embedding"]
                 out[idx] = torch.nn.functional.normalize(emb, p=2, dim=1).float().numpy()
-        return out
-
-    def _pad(self, features: dict[str, Any], width: int) -> dict[str, Any]:
-        """``features`` with their token tensors padded on the right to ``width`` columns."""
-        import torch
-
-        pad_id = getattr(getattr(self._model, "tokenizer", None), "pad_token_id", None) or 0
-        out: dict[str, Any] = {}
-        for k, v in features.items():
-            if isinstance(v, torch.Tensor) and v.dim() == 2 and v.shape[1] < width:
-                fill = pad_id if k == "input_ids" else 0
-                v = torch.nn.functional.pad(v, (0, width - v.shape[1]), value=fill)
-            out[k] = v
         return out
 
     def encode_one(self, text: str) -> np.ndarray:

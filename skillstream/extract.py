@@ -63,10 +63,6 @@ class Executor(Protocol):
 
     name: str
     needs_span_vector: bool
-    predictable: bool
-    """Extraction is cheap and has no side effects, so the pipeline may run it once more for a
-    span to predict the texts it will store (and embed a batch's texts in one call). ``False``
-    for anything that calls an LLM: such an executor is called exactly once per span."""
 
     def execute(self, inp: ExtractionInput) -> Extraction: ...
 

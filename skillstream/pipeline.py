@@ -23,10 +23,8 @@ with the store's (which the sink may still be writing; the read is retried for a
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -34,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from skillstream.apply import ApplyOptions, VectorLookup, apply_ops, op_texts
+from skillstream.apply import ApplyOptions, apply_ops
 from skillstream.embed import Embed
 from skillstream.errors import SkillstreamError
 from skillstream.extract import (
@@ -95,25 +93,6 @@ def memories_digest(memories: Iterable[Memory]) -> str:
     return h.hexdigest()
 
 
-@dataclass
-class PrefetchCounts:
-    """How the texts embedded up front fared, over every batch of a pipeline (thread-safe)."""
-
-    predicted: int = 0
-    """Distinct texts embedded up front."""
-    used: int = 0
-    """Of those, texts applying asked for."""
-    missed: int = 0
-    """Texts applying asked for that were not predicted (each went to the model on its own)."""
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
-
-    def add(self, lookup: VectorLookup) -> None:
-        with self._lock:
-            self.predicted += len(lookup.vectors)
-            self.used += len(lookup.used)
-            self.missed += lookup.missed
-
-
 REHYDRATE_WAIT_S = 60.0
 """How long re-hydration waits for the store to hold what an owner evicted in this run had."""
 
@@ -137,9 +116,6 @@ class MemoryPipeline:
     observe: Callable[[Span, Extraction, list[Memory]], None] | None = None
     """Training only: told, after each span is applied, what the executor proposed and which
     memories changed (rollouts of the memory-skill trainer). ``None`` at inference."""
-    prefetch: bool = True
-    """Embed the texts a batch of spans is predicted to store in one call (``predicts``)."""
-    prefetched: PrefetchCounts = field(default_factory=PrefetchCounts)
 
     @property
     def needs_span_vector(self) -> bool:
@@ -147,23 +123,6 @@ class MemoryPipeline:
         memories are then embedded span by span, so the next span retrieves them."""
         return bool(
             self.executor.needs_span_vector or getattr(self.controller, "needs_span_vector", False)
-        )
-
-    @property
-    def predicts(self) -> bool:
-        """Whether ``process_owner`` predicts and embeds a batch's texts up front.
-
-        Only for an executor that is ``predictable`` (cheap, no side effects: it may run twice
-        for a span), with the plain controller (no span vector, no exploration to disturb), and
-        when applying embeds (near-duplicate merging on): then each span's apply would otherwise
-        call the model for its own few texts.
-        """
-        return bool(
-            self.prefetch
-            and getattr(self.executor, "predictable", False)
-            and isinstance(self.controller, AllSkills)
-            and not self.needs_span_vector
-            and self.options.embed is not None
         )
 
     def new_state(self, owner_id: str) -> OwnerState:
@@ -226,13 +185,6 @@ class MemoryPipeline:
         results = []
         pending: dict[str, Memory] = {}
         defer = not self.needs_span_vector
-        spans = list(spans)
-        lookup = self._prefetch(state, spans) if self.predicts else None
-        options = (
-            self.options if lookup is None else dataclasses.replace(self.options, embed=lookup)
-        )
-        # the deferred memory vectors come from the lookup too when they are the same model's
-        embed: Embed = lookup if lookup is not None and self.embed == lookup.embed else self.embed
         for span in spans:
             restored = state.run_id != self.run_id
             if not isinstance(span, Span):  # a MaintenanceTick (skillstream.lifecycle)
@@ -244,66 +196,23 @@ class MemoryPipeline:
                     state.memories.reindex(getattr(done, "memories", None))
                     results.append(done)
                 continue
-            if self._skipped(state, span):
+            if not restored and span.span_id in self.done_spans:
                 results.append(
                     SpanResult(span=span, status="skipped", extractor=self.executor.name)
                 )
                 continue
-            results.append(self._one(state, span, pending, defer, options, embed))
+            results.append(self._one(state, span, pending, defer))
         if pending:
-            self._embed_into(list(pending.values()), embed)
+            self._embed_into(list(pending.values()))
             for m in pending.values():
                 state.memories.touch(m)
-        if lookup is not None:
-            self.prefetched.add(lookup)
         # Results leave the operator: hand out copies so later spans cannot change them in flight.
         for r in results:
             r.memories = [m.copy() for m in r.memories]
         return results
 
-    def _skipped(self, state: OwnerState, span: Span) -> bool:
-        """A span already in the ledger, for an owner not restored from a snapshot."""
-        return state.run_id == self.run_id and span.span_id in self.done_spans
-
-    def _prefetch(self, state: OwnerState, items: list[Any]) -> VectorLookup:
-        """Predict the texts ``items``' spans will store and embed them all in one call.
-
-        Each span is extracted against the state as it is now (nothing is applied), and its texts
-        are cleaned as applying cleans them. Spans that change the state make later predictions
-        miss (an update of a memory the batch created, a text an earlier span already stored):
-        those texts go to the model when they are applied, as without prefetching. A span whose
-        prediction fails predicts nothing; the real pass decides what becomes of it.
-        """
-        texts: dict[str, None] = {}
-        for span in items:
-            if not isinstance(span, Span) or self._skipped(state, span):
-                continue
-            try:
-                # what ``_one`` does for a span, short of applying
-                skills = list(self.memory_skills)
-                retrieved = state.memories.retrieve(None, self.retrieve_k)
-                if skills:
-                    retrieved_vecs = [m for m in retrieved if m.vector is not None]
-                    skills = self.controller.select(None, retrieved_vecs, skills)
-                extraction = self.executor.execute(
-                    ExtractionInput(span, render_span(span), retrieved, skills, state.memories)
-                )
-                texts.update(dict.fromkeys(op_texts(span, extraction.ops, self.options).embedded))
-            except Exception as e:  # noqa: BLE001 - the real pass reports the span's failure
-                log.debug("span %s: no prediction: %s", span.span_id, e)
-        model = self.options.embed
-        assert model is not None  # ``predicts`` requires it
-        predicted = list(texts)
-        return VectorLookup(model, predicted, model(predicted) if predicted else [])
-
     def _one(
-        self,
-        state: OwnerState,
-        span: Span,
-        pending: dict[str, Memory],
-        defer: bool,
-        options: ApplyOptions,
-        embed: Embed,
+        self, state: OwnerState, span: Span, pending: dict[str, Memory], defer: bool
     ) -> SpanResult:
         now = self.clock()
         skills = list(self.memory_skills)
@@ -347,7 +256,7 @@ class MemoryPipeline:
             span,
             extraction.ops,
             now,
-            options,
+            self.options,
             retrieved=[m.id for m in retrieved],
         )
         changed = list(applied.changed.values())
@@ -356,7 +265,7 @@ class MemoryPipeline:
             for m in need:
                 pending[m.id] = m
         else:
-            self._embed_into(need, embed)
+            self._embed_into(need)
         if self.observe is not None:
             self.observe(span, extraction, changed)
         return SpanResult(
@@ -373,9 +282,9 @@ class MemoryPipeline:
             rows=applied.rows,
         )
 
-    def _embed_into(self, memories: list[Memory], embed: Embed) -> None:
+    def _embed_into(self, memories: list[Memory]) -> None:
         if not memories:
             return
-        vecs = embed([m.text for m in memories])
+        vecs = self.embed([m.text for m in memories])
         for m, v in zip(memories, vecs):
             m.vector = v

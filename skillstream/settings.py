@@ -351,14 +351,6 @@ class EmbeddingSettings(_Group):
     batch: Int = _key(
         "embed_batch", 64, "Texts per embedding batch. SKILLSTREAM_EMBED_BATCH; default 64.", ge=1
     )
-    prefetch: Bool = _key(
-        "embed_prefetch",
-        True,
-        "With the rules backend, predict the memory texts of an owner's batch of spans and embed "
-        "them in one call before applying them (texts not predicted are embedded as they come); "
-        "false embeds each span's texts on their own. The memories are the same either way. "
-        "SKILLSTREAM_EMBED_PREFETCH; default true.",
-    )
     backend: Annotated[EmbedBackend, BeforeValidator(_name)] = _key(
         "embed_backend",
         "local",

@@ -28,7 +28,6 @@ class RawTurnsExecutor:
 
     name = "raw-turns"
     needs_span_vector = False
-    predictable = False
 
     def execute(self, inp: ExtractionInput) -> Extraction:
         ops = [

@@ -525,7 +525,6 @@ class MemSkillExecutor:
 
     name = "memskill"
     needs_span_vector = True
-    predictable = False
 
     def __init__(
         self,

@@ -177,5 +177,4 @@ def build_pipeline(
         retrieve_k=settings.extraction.retrieve_k,
         options=options,
         maintenance=make_maintenance(settings, embedder) if maintenance else None,
-        prefetch=settings.embedding.prefetch,
     )

@@ -72,7 +72,7 @@ def test_qa_reward_trains_through_an_openai_server(tmp_path, embedder, stub_sett
         return json.dumps({"answer": line.split("] ", 1)[-1]})
 
     opts = TrainOptions(
-        data=str(data), reward="qa", k=2, updates=2, seed=2, budget="none", select_every=0
+        data=str(data), reward="qa", k=2, updates=2, seed=1, budget="none", select_every=0
     )
     skills = list(PRIMITIVES) + list(RULE_SKILLS)
     with OpenAIStub(first_memory) as stub:
