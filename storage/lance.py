@@ -36,12 +36,14 @@ version, fused by rank, and only the ``k`` rows kept are read in full.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import lru_cache
 from typing import Any
 
 import lancedb
@@ -502,8 +504,8 @@ class LanceTable:
         self, ds: Any, vector: np.ndarray, where: str | None, k: int, exact: bool
     ) -> tuple[list[int], np.ndarray]:
         """Row ids and L2 distances of the ``k`` nearest rows (ties: lower row id first), by a
-        flat scan of the filtered rows when ``exact``, else through the ANN index with a refine
-        step."""
+        flat scan of the filtered rows when ``exact``, else through the ANN index (with a refine
+        step for a quantised one)."""
         nearest: dict[str, Any] = {"column": self.vector_column, "q": vector, "k": k}
         if exact:
             nearest["use_index"] = False
@@ -562,15 +564,11 @@ def _fuse(near: list[int], words: list[int], k: int) -> tuple[list[int], pa.Arra
     return [rows[i] for i in order], relevance.take(pa.array(order, pa.int64())).cast(pa.float64())
 
 
-_POOL: ThreadPoolExecutor | None = None
-
-
+@lru_cache(maxsize=1)
 def _pool() -> ThreadPoolExecutor:
-    """One thread, kept for the process, for the full-text half of hybrid searches."""
-    global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="skillstream-fts")
-    return _POOL
+    """Threads, kept for the process, for the full-text half of hybrid searches (one per core, so
+    searches made at once from several threads do not queue behind one another)."""
+    return ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="skillstream-fts")
 
 
 def _vector_index(kind: str, dim: int) -> Any:

@@ -211,10 +211,7 @@ def reorganize(
     kept_vector = {
         i: current.vector
         for i, (node, _, _, current) in enumerate(todo)
-        if embed is not None
-        and current is not None
-        and current.vector is not None
-        and current.text == node.text
+        if current is not None and current.vector is not None and current.text == node.text
     }
     fresh = [i for i in range(len(todo)) if i not in kept_vector]
     vectors = dict(zip(fresh, embed([todo[i][0].text for i in fresh]))) if embed and fresh else {}
@@ -222,8 +219,7 @@ def reorganize(
         if embed is None:
             vector = centre
         else:
-            got = kept_vector[i] if i in kept_vector else vectors[i]
-            vector = np.asarray(got, dtype=np.float32)
+            vector = np.asarray(kept_vector[i] if i in kept_vector else vectors[i], np.float32)
         members = ", ".join(m.id for m, _ in ranked)
         if current is None:
             node.vector = vector  # type: ignore[assignment]
