@@ -286,6 +286,14 @@ class StorageSettings(_Group):
         "small, slower to build, re-ranked by exact distance) or 'ivf_hnsw_sq'. "
         "SKILLSTREAM_INDEX_VECTOR_TYPE; default ivf_flat.",
     )
+    lance_cache_mb: Int = _key(
+        "lance_cache_mb",
+        512,
+        "Megabytes a process gives LanceDB's caches of opened indexes and file metadata, shared "
+        "by all its reads (without them every search would load the indexes again). "
+        "SKILLSTREAM_LANCE_CACHE_MB; default 512.",
+        ge=1,
+    )
     skills_uri: Location = _key(
         "skills_uri",
         "",

@@ -69,6 +69,7 @@ def open_index(settings: Settings, dim: int, *, create: bool = True) -> MemoryIn
         create=create,
         embedding=identity(settings.embedding),
         indexes=indexes,
+        cache_mb=settings.storage.lance_cache_mb,
     )
 
 

@@ -31,6 +31,12 @@ index (a quantised one with a refine step that re-ranks its candidates by exact 
 
 Search reads its hits late: the vector and full-text candidates are row ids of one pinned
 version, fused by rank, and only the ``k`` rows kept are read in full.
+
+Every read of a process goes through one ``lance.Session`` (:func:`session`), whose caches keep
+the opened indexes and file metadata between reads. A dataset opened without one starts cold: at
+1,000,000 memories an owner's full-text search then reloads the index and takes about 23 ms
+instead of about 3 ms. The caches are bounded (``cache_mb``), so a process's memory does not grow
+with the table.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from datetime import timedelta
 from functools import lru_cache
 from typing import Any
 
+import lance
 import lancedb
 import numpy as np
 import pyarrow as pa
@@ -64,6 +71,8 @@ log = logging.getLogger(__name__)
 _CREATE_ATTEMPTS = 5
 _ANN_RECHECK_S = 30.0
 _RRF_K = 60
+CACHE_MB = 512
+"""Default memory of a process's Lance caches (see :func:`session`)."""
 
 
 @dataclass(frozen=True)
@@ -174,6 +183,7 @@ class LanceTable:
         create: Create the table (and its indices) when missing. With ``False`` a missing table
             reads as empty and writes raise.
         indexes: When scalar and vector indexes appear (default: none beyond full-text).
+        cache_mb: Memory of the process's Lance caches its reads share (see :func:`session`).
     """
 
     def __init__(
@@ -188,9 +198,11 @@ class LanceTable:
         vector_column: str | None = "vector",
         create: bool = True,
         indexes: IndexPolicy | None = None,
+        cache_mb: int = CACHE_MB,
     ) -> None:
         self.db = db
         self.name = name
+        self.cache_mb = cache_mb
         self.schema = schema
         key = key or declared.primary_key(schema)
         if not key or key not in schema.names:
@@ -410,7 +422,9 @@ class LanceTable:
         if tbl is None:
             empty = self.schema.empty_table()
             return empty.select(list(columns)) if columns else empty
-        return tbl.to_lance().to_table(filter=where, columns=list(columns) if columns else None)
+        return tbl.to_lance(session=session(self.cache_mb)).to_table(
+            filter=where, columns=list(columns) if columns else None
+        )
 
     def scan_plan(self, where: str | None = None) -> str:
         """Lance's plan for :meth:`scan` with ``where`` (shows ``ScalarIndexQuery`` when a
@@ -418,16 +432,18 @@ class LanceTable:
         tbl = self.table
         if tbl is None:
             return ""
-        return str(tbl.to_lance().scanner(filter=where).explain_plan(True))
+        ds = tbl.to_lance(session=session(self.cache_mb))
+        return str(ds.scanner(filter=where).explain_plan(True))
 
     def to_arrow(self) -> pa.Table:
         """Every row as an Arrow table (like LanceDB's ``Table.to_arrow``)."""
         return self.scan()
 
     def to_lance(self) -> Any:
-        """The table as a ``lance`` dataset pinned to the current version (``None`` if missing)."""
+        """The table as a ``lance`` dataset pinned to the current version (``None`` if missing),
+        reading through the process's caches."""
         tbl = self.table
-        return None if tbl is None else tbl.to_lance()
+        return None if tbl is None else tbl.to_lance(session=session(self.cache_mb))
 
     def search(
         self,
@@ -474,7 +490,7 @@ class LanceTable:
             raise InputError(f"LanceDB table {self.name!r} has no full-text index")
         # Every step reads one pinned version, so the row ids of the candidates are the rows
         # taken at the end even when another process writes or compacts meanwhile.
-        ds = tbl.to_lance()
+        ds = tbl.to_lance(session=session(self.cache_mb))
         near = words = None
         # The full-text search of a hybrid query runs in a second thread beside the vector one
         # (both wait in Lance, not in Python).
@@ -564,6 +580,20 @@ def _fuse(near: list[int], words: list[int], k: int) -> tuple[list[int], pa.Arra
     return [rows[i] for i in order], relevance.take(pa.array(order, pa.int64())).cast(pa.float64())
 
 
+@lru_cache(maxsize=4)
+def session(cache_mb: int = CACHE_MB) -> Any:
+    """The process's ``lance.Session`` for caches of ``cache_mb`` megabytes: four fifths for
+    opened indexes (scalar, full-text and vector partitions), one fifth for file metadata.
+
+    Shared by every table the process reads (the caches are keyed by dataset and index), so the
+    memory they take is bounded once per process, whatever the number of tables or owners.
+    """
+    total = max(1, cache_mb) * 1024 * 1024
+    return lance.Session(
+        index_cache_size_bytes=total * 4 // 5, metadata_cache_size_bytes=total // 5
+    )
+
+
 @lru_cache(maxsize=1)
 def _pool() -> ThreadPoolExecutor:
     """Threads, kept for the process, for the full-text half of hybrid searches (one per core, so
@@ -603,6 +633,7 @@ class MemoryIndex:
             width, is refused with ``ConfigError`` (vectors of two models are not comparable).
         indexes: When the filter columns and the vectors get their indexes (default: the
             ``IndexPolicy`` defaults on ``MEMORY_INDEXES``).
+        cache_mb: Memory of the process's Lance caches (see :func:`session`).
 
     Example:
         >>> index = MemoryIndex("./.skillstream/lancedb", dim=384)  # doctest: +SKIP
@@ -619,6 +650,7 @@ class MemoryIndex:
         create: bool = True,
         embedding: str | None = None,
         indexes: IndexPolicy | None = None,
+        cache_mb: int = CACHE_MB,
     ) -> None:
         self.uri = uri
         self.dim = dim
@@ -637,6 +669,7 @@ class MemoryIndex:
             version_column="version",
             create=create,
             indexes=indexes or IndexPolicy(scalar=MEMORY_INDEXES),
+            cache_mb=cache_mb,
         )
         if self.table.table is not None:
             check_embedding(self.table.table.schema, dim, embedding)

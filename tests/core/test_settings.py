@@ -31,7 +31,7 @@ def write_toml(home, text: str | bytes):
 
 def test_groups_hold_every_key_once_with_todays_defaults(tmp_path):
     s = Settings.load(home=str(tmp_path))
-    assert len(KEYS) == 78
+    assert len(KEYS) == 79
     assert s.llm.backend == "rules" and s.llm.cache is True and s.llm.model == "gpt-4o-mini"
     assert (s.embedding.model, s.embedding.batch) == ("minilm", 64)
     assert (s.embedding.backend, s.embedding.base_url, s.embedding.dimensions) == ("local", "", 0)

@@ -9,7 +9,13 @@ import pytest
 
 from skillstream.settings import Settings
 from skillstream.storage.home import open_index
-from skillstream.storage.lance import MEMORY_INDEXES, IndexPolicy, MemoryIndex, owner_filter
+from skillstream.storage.lance import (
+    MEMORY_INDEXES,
+    IndexPolicy,
+    MemoryIndex,
+    owner_filter,
+    session,
+)
 
 from .conftest import make_memory
 
@@ -223,3 +229,22 @@ def test_a_small_write_to_a_large_table_is_searchable_before_its_index_refresh(t
     index.optimize()
     assert tbl.index_stats("owner_id_idx").num_unindexed_rows == 0
     assert not index.table.needs_refresh()
+
+
+def test_reads_share_the_process_cache_and_it_stays_bounded(tmp_path):
+    """Searches and owner reads go through one cached Lance session (a fresh dataset would load
+    the indexes again on every read), and the session holds no more than its ``cache_mb``."""
+    policy = IndexPolicy(scalar_rows=100, vector_rows=0, scalar=MEMORY_INDEXES)
+    index = MemoryIndex(str(tmp_path / "db"), WIDTH, indexes=policy, cache_mb=1)
+    vectors = clustered_vectors(2000)
+    index.upsert(memories(vectors))
+    assert "owner_id" in index.optimize()
+
+    shared = session(1)
+    assert index.to_lance().session().is_same_as(shared)
+    assert not index.to_lance().session().is_same_as(session(2))
+    for i in range(40):
+        hits = index.search(f"memory {i}", vectors[i], owner=f"u{i % 20}", k=5)
+        assert hits and all(h["owner_id"] == f"u{i % 20}" for h in hits)
+        assert len(index.owner_memories(f"u{i % 20}")) == 100
+    assert 0 < shared.size_bytes() <= 1024 * 1024
