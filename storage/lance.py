@@ -422,9 +422,7 @@ class LanceTable:
         if tbl is None:
             empty = self.schema.empty_table()
             return empty.select(list(columns)) if columns else empty
-        return tbl.to_lance(session=session(self.cache_mb)).to_table(
-            filter=where, columns=list(columns) if columns else None
-        )
+        return self._dataset(tbl).to_table(filter=where, columns=list(columns) if columns else None)
 
     def scan_plan(self, where: str | None = None) -> str:
         """Lance's plan for :meth:`scan` with ``where`` (shows ``ScalarIndexQuery`` when a
@@ -432,8 +430,7 @@ class LanceTable:
         tbl = self.table
         if tbl is None:
             return ""
-        ds = tbl.to_lance(session=session(self.cache_mb))
-        return str(ds.scanner(filter=where).explain_plan(True))
+        return str(self._dataset(tbl).scanner(filter=where).explain_plan(True))
 
     def to_arrow(self) -> pa.Table:
         """Every row as an Arrow table (like LanceDB's ``Table.to_arrow``)."""
@@ -443,7 +440,12 @@ class LanceTable:
         """The table as a ``lance`` dataset pinned to the current version (``None`` if missing),
         reading through the process's caches."""
         tbl = self.table
-        return None if tbl is None else tbl.to_lance(session=session(self.cache_mb))
+        return None if tbl is None else self._dataset(tbl)
+
+    def _dataset(self, tbl: Any) -> Any:
+        """``tbl`` as a ``lance`` dataset pinned to its current version, reading through the
+        process's caches (:func:`session`)."""
+        return tbl.to_lance(session=session(self.cache_mb))
 
     def search(
         self,
@@ -490,7 +492,7 @@ class LanceTable:
             raise InputError(f"LanceDB table {self.name!r} has no full-text index")
         # Every step reads one pinned version, so the row ids of the candidates are the rows
         # taken at the end even when another process writes or compacts meanwhile.
-        ds = tbl.to_lance(session=session(self.cache_mb))
+        ds = self._dataset(tbl)
         near = words = None
         # The full-text search of a hybrid query runs in a second thread beside the vector one
         # (both wait in Lance, not in Python).
