@@ -52,15 +52,16 @@ LONG_OWNER = "long-lived-owner"
 
 
 class Recorder:
-    """Wraps the shared embedder's ``encode`` to keep every text the flow embeds."""
+    """Wraps the shared embedder's ``submit`` (every other entry point goes through it) to keep
+    every text the flow hands to the model."""
 
     def __init__(self, embedder: Any) -> None:
         self.embedder = embedder
-        self.inner = embedder.encode
+        self.inner = embedder.submit
         self.texts: list[str] = []
-        embedder.encode = self.encode
+        embedder.submit = self.submit
 
-    def encode(self, texts: Sequence[str]) -> Any:
+    def submit(self, texts: Sequence[str]) -> Any:
         self.texts.extend(texts)
         return self.inner(texts)
 

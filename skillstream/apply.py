@@ -53,7 +53,16 @@ from skillstream.settings import LifecycleSettings
 from skillstream.text import memory_text
 from skillstream.vocab import LifecycleEvent, MemoryStatus, Op
 
-__all__ = ["CONFIDENCE_CAP", "REINFORCE_STEP", "Applied", "ApplyOptions", "apply_ops", "normalise"]
+__all__ = [
+    "CONFIDENCE_CAP",
+    "REINFORCE_STEP",
+    "Applied",
+    "ApplyOptions",
+    "OpTexts",
+    "apply_ops",
+    "normalise",
+    "op_texts",
+]
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +137,63 @@ def _describe(op: MemoryOp) -> str:
     return f"{op.op.value}{target}: {op.text[:120]!r}"
 
 
+@dataclass(frozen=True)
+class OpTexts:
+    """A span's operations in the order they apply, with the texts they would store."""
+
+    ops: list[MemoryOp]
+    """Updates, then deletes, then inserts; the span's lessons (when on) are among the inserts."""
+    texts: list[str | None]
+    """Per operation, the cleaned text an insert or update stores (``None``: a delete, an empty
+    text, or a text the agent's policy refuses)."""
+    problems: list[tuple[str, str]]
+    """(outcome record, why) for outcome records of the span that make no lesson."""
+    refused: list[tuple[str, str]]
+    """(operation, why) for texts refused by the agent's policy."""
+
+    @property
+    def embedded(self) -> list[str]:
+        """The distinct texts applying these operations embeds up front, in order."""
+        return list(dict.fromkeys(t for t in self.texts if t))
+
+
+def op_texts(span: Span, ops: Sequence[MemoryOp], options: ApplyOptions) -> OpTexts:
+    """The operations ``apply_ops`` applies for ``span`` and the texts it stores (pure).
+
+    Applying calls this, and so does the pipeline when it predicts which texts a batch of spans
+    will embed: both clean the texts the same way, so a prediction cannot drift from the real pass.
+    """
+    ops = list(ops)
+    problems: list[tuple[str, str]] = []
+    if options.lessons:
+        extra, problems = lesson_ops(span, options.rules.lesson_confidence)
+        ops.extend(extra)
+    ordered = (
+        [o for o in ops if o.op is Op.UPDATE]
+        + [o for o in ops if o.op is Op.DELETE]
+        + [o for o in ops if o.op is Op.INSERT]
+    )
+    agent = span.messages[0].agent_id if span.messages else None
+    policy = options.rules.policies.for_agent(agent)
+    texts: list[str | None] = []
+    refused: list[tuple[str, str]] = []
+    for o in ordered:
+        if o.op not in (Op.INSERT, Op.UPDATE):
+            texts.append(None)
+            continue
+        text = memory_text(o.text)
+        if policy.redactor is not None and text:
+            text, _hits, rejected = policy.redactor.check(text)
+            if rejected:
+                names = ", ".join(sorted(set(rejected)))
+                why = f"matches sensitive pattern(s) {names} of policy {policy.agent!r}"
+                refused.append((_describe(o), why))
+                texts.append(None)
+                continue
+        texts.append(text)
+    return OpTexts(ordered, texts, list(problems), refused)
+
+
 class _Apply:
     def __init__(
         self, state: OwnerMemories, span: Span, now: datetime, options: ApplyOptions
@@ -163,20 +229,6 @@ class _Apply:
         self.out.refused.append((_describe(op), reason))
         log.info("span %s: refused %s: %s", self.span.span_id, _describe(op), reason)
 
-    def _clean(self, op: MemoryOp) -> str | None:
-        text = memory_text(op.text)
-        redactor = self.policy.redactor
-        if redactor is None or not text:
-            return text
-        text, hits, rejected = redactor.check(text)
-        if rejected:
-            names = ", ".join(sorted(set(rejected)))
-            self._refuse_op(
-                op, f"matches sensitive pattern(s) {names} of policy {self.policy.agent!r}"
-            )
-            return None
-        return text
-
     def _vector(self, text: str) -> np.ndarray | None:
         return self.vectors.get(text)
 
@@ -188,21 +240,16 @@ class _Apply:
 
     # ------------------------------------------------------------------ the run
     def run(self, ops: list[MemoryOp], retrieved: Sequence[str] = ()) -> Applied:
-        ops = list(ops)
-        if self.o.lessons:
-            extra, problems = lesson_ops(self.span, self.rules.lesson_confidence)
-            ops.extend(extra)
-            for what, why in problems:
-                self.out.refused.append((what, why))
-                log.warning("span %s: %s skipped: %s", self.span.span_id, what, why)
-        ordered = (
-            [o for o in ops if o.op is Op.UPDATE]
-            + [o for o in ops if o.op is Op.DELETE]
-            + [o for o in ops if o.op is Op.INSERT]
-        )
-        texts = [self._clean(o) if o.op in (Op.INSERT, Op.UPDATE) else None for o in ordered]
+        prepared = op_texts(self.span, ops, self.o)
+        for what, why in prepared.problems:
+            self.out.refused.append((what, why))
+            log.warning("span %s: %s skipped: %s", self.span.span_id, what, why)
+        for what, why in prepared.refused:
+            self.out.refused.append((what, why))
+            log.info("span %s: refused %s: %s", self.span.span_id, what, why)
+        ordered, texts = prepared.ops, prepared.texts
         if self.o.embed is not None:
-            todo = list(dict.fromkeys(t for t in texts if t))
+            todo = prepared.embedded
             if todo:
                 for text, vec in zip(todo, self.o.embed(todo)):
                     self.vectors[text] = np.asarray(vec, dtype=np.float32)

@@ -13,17 +13,23 @@ in a form the memory table records, so that a home is never searched or extended
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
+import warnings
+from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 import numpy as np
 
 from skillstream.errors import ConfigError, TransientError
 from skillstream.settings import OPENAI_BASE_URL_ENV, EmbeddingSettings, embed_api_key
+
+log = logging.getLogger(__name__)
 
 Embed: TypeAlias = Callable[[Sequence[str]], np.ndarray]
 """What every component that embeds text takes: texts in, a ``(len(texts), dim)`` float32 array of
@@ -41,6 +47,8 @@ class TextEmbedder(Protocol):
     batch_size: int
 
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def submit(self, texts: Sequence[str]) -> Pending: ...
 
     def encode_one(self, text: str) -> np.ndarray: ...
 
@@ -77,10 +85,80 @@ def model_path(name: str) -> str:
     )
 
 
-class Embedder:
-    """Batched, thread-safe text embedding with a local model."""
+PAD_TO = 8
+"""Texts are padded to a multiple of this many tokens, and only texts of one padded length share a
+model batch (``Embedder``)."""
 
-    def __init__(self, name: str = "minilm", batch_size: int = 64) -> None:
+
+MIN_ROWS = 64
+"""Token rows (texts x padded length) a model batch has at least (``Embedder``)."""
+
+
+class Pending:
+    """Vectors on their way: what ``Embedder.submit`` returns. ``result()`` waits for them."""
+
+    __slots__ = ("_event", "_rows", "_error", "_left")
+
+    def __init__(self, n: int, dim: int) -> None:
+        self._event = threading.Event()
+        self._rows: np.ndarray = np.empty((n, dim), dtype=np.float32)
+        self._error: BaseException | None = None
+        self._left = 0
+        if n == 0:
+            self._event.set()
+
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    def result(self) -> np.ndarray:
+        """The ``(n, dim)`` float32 unit vectors, in the order the texts were given."""
+        self._event.wait()
+        if self._error is not None:
+            raise self._error
+        return self._rows
+
+    @classmethod
+    def of(cls, vectors: np.ndarray) -> Pending:
+        """Vectors that are already there (an embedder without model threads of its own)."""
+        p = cls(0, vectors.shape[1] if vectors.ndim == 2 else 0)
+        p._rows = vectors
+        return p
+
+    def _fail(self, error: BaseException) -> None:
+        if not self._event.is_set():
+            self._error = error
+            self._event.set()
+
+
+@dataclass
+class _Batch:
+    """Rows of one padded length: model inputs, and where each row's vector goes."""
+
+    inputs: dict[str, Any]
+    to: list[tuple[Pending, int]]
+
+
+class Embedder:
+    """Batched, thread-safe text embedding with a local model, on model threads of its own.
+
+    ``submit`` hands texts to the model threads and returns at once (``Pending``); ``encode``
+    waits for the vectors. Texts that arrive while the threads are busy wait in one queue, and the
+    next free thread takes all of them together: callers of many owners and spans share batches.
+
+    Each text is padded to a multiple of ``PAD_TO`` tokens and only texts of the same padded
+    length share a batch, of at least ``MIN_ROWS`` token rows (a lone short text is repeated to
+    fill it). A row of the model's output then depends on its own tokens and the padded length,
+    not on the other rows, so a text's vector is the same to the last bit whatever it was
+    embedded with: results never depend on how texts were grouped (tests check it).
+
+    The model runs on ``threads`` threads (default: one per CPU), each with one intra-op thread,
+    rather than one call spread over every core: on small batches the cores then do not wait for
+    each other. The model is traced once with TorchScript (checked against the plain model on a
+    probe batch, which it is used for only if it agrees), so a batch runs without holding Python's
+    GIL and the threads of the pipeline go on while the model works.
+    """
+
+    def __init__(self, name: str = "minilm", batch_size: int = 64, threads: int = 0) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -94,6 +172,7 @@ class Embedder:
         self.name = name
         self.path = model_path(name)
         self.batch_size = batch_size
+        self.threads = threads or _cpus()
         self._model = SentenceTransformer(self.path, device="cpu")
         self._model.eval()
         getter = (
@@ -104,87 +183,231 @@ class Embedder:
         if dim is None:  # pragma: no cover - every sentence-transformers model reports it
             raise ConfigError(f"model at {self.path} does not report its embedding width")
         self.dim: int = int(dim)
+        self._max_len = int(getattr(self._model, "max_seq_length", 0) or 0)
+        self._pad_id = getattr(getattr(self._model, "tokenizer", None), "pad_token_id", None) or 0
+        self._run = _compile(self._model)
+        self.traced = self._run is not None
+        """Whether batches run through the traced model (``False``: the plain model)."""
         self._cond = threading.Condition()
-        self._queue: list[_Request] = []
-        self._busy = False
+        self._tokenizing = threading.Lock()
+        self._texts: list[tuple[list[str], Pending]] = []  # submitted, not yet tokenised
+        self._batches: deque[_Batch] = deque()
+        self._workers: list[threading.Thread] = []
+        self._pid = 0
+        self.batches_run = 0
+        """Model batches run so far (all threads)."""
+        os.register_at_fork(after_in_child=self._forget_threads)
+
+    # ------------------------------------------------------------------ entry points
+    def submit(self, texts: Sequence[str]) -> Pending:
+        """Queue ``texts`` for the model and return at once; ``result()`` gives their vectors."""
+        pending = Pending(len(texts), self.dim)
+        if not texts:
+            return pending
+        with self._cond:
+            self._start()
+            self._texts.append((list(texts), pending))
+            self._cond.notify()
+        return pending
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """Return a ``(len(texts), dim)`` float32 array of unit vectors.
-
-        Thread-safe. The model runs one call at a time (its tokenizer is not safe to share), and
-        calls that arrive while it is busy are *coalesced*: the next thread to take the model
-        encodes every waiting request in one batch and hands each caller its rows. Concurrent
-        callers (the extraction threads of many owners) thus share batches instead of queueing
-        one by one; a lone caller pays nothing extra.
-        """
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        req = _Request(list(texts))
-        with self._cond:
-            self._queue.append(req)
-            while not req.done and self._busy:
-                self._cond.wait()
-            if req.done:
-                return req.result()
-            self._busy = True
-            batch, self._queue = self._queue, []
-        try:
-            flat = [t for r in batch for t in r.texts]
-            out = self.forward(flat)
-            start = 0
-            for r in batch:
-                r.vectors, start = out[start : start + len(r.texts)], start + len(r.texts)
-        except BaseException as e:
-            for r in batch:
-                r.error = e
-            raise
-        finally:
-            with self._cond:
-                for r in batch:
-                    r.done = True
-                self._busy = False
-                self._cond.notify_all()
-        return req.result()
+        """Return a ``(len(texts), dim)`` float32 array of unit vectors (thread-safe)."""
+        return self.submit(texts).result()
 
     def forward(self, texts: list[str]) -> np.ndarray:
-        """The model on ``texts``: length-sorted batches, mean pooling, L2 normalisation.
-
-        This is what ``SentenceTransformer.encode`` computes, without its per-call bookkeeping
-        (a device check over every parameter, ``eval()`` over every module): a few milliseconds a
-        call, which is a visible share of the model's own time for one short text.
-        """
-        import torch
-
-        order = np.argsort([-len(t) for t in texts], kind="stable")
-        out: np.ndarray = np.empty((len(texts), self.dim), dtype=np.float32)
-        with torch.inference_mode():
-            for start in range(0, len(texts), self.batch_size):
-                idx = order[start : start + self.batch_size]
-                features = self._model.preprocess([texts[i] for i in idx])
-                emb = self._model(features)["sentence_embedding"]
-                out[idx] = torch.nn.functional.normalize(emb, p=2, dim=1).float().numpy()
-        return out
+        """The model on ``texts`` in its best batches: what embedding them costs at the least (the
+        ingest benchmark's bound). The same path as ``encode``."""
+        return self.encode(texts)
 
     def encode_one(self, text: str) -> np.ndarray:
         return self.encode([text])[0]
 
+    # ------------------------------------------------------------------ model threads
+    def _forget_threads(self) -> None:
+        """In a forked child: none of the parent's model threads exist, and a lock one of them
+        held stays held; start afresh (``_start`` starts the child's own threads)."""
+        self._cond = threading.Condition()
+        self._tokenizing = threading.Lock()
+        self._pid = 0
 
-class _Request:
-    """Texts waiting for the model, and what came back for them."""
+    def _start(self) -> None:
+        """Start the model threads, once per process."""
+        if self._pid == os.getpid():
+            return
+        self._pid = os.getpid()
+        self._texts, self._batches = [], deque()
+        self._workers = [
+            threading.Thread(target=self._work, name=f"embed_{i}", daemon=True)
+            for i in range(self.threads)
+        ]
+        for t in self._workers:
+            t.start()
 
-    __slots__ = ("texts", "vectors", "error", "done")
+    def _work(self) -> None:
+        import torch
 
-    def __init__(self, texts: list[str]) -> None:
-        self.texts = texts
-        self.vectors: np.ndarray | None = None
-        self.error: BaseException | None = None
-        self.done = False
+        torch.set_num_threads(1)  # this thread's own setting: the caller's threads keep theirs
+        while True:
+            with self._cond:
+                while not self._batches and not self._texts:
+                    self._cond.wait()
+                if self._batches:
+                    batch: _Batch | None = self._batches.popleft()
+                    taken: list[tuple[list[str], Pending]] = []
+                else:
+                    batch, taken, self._texts = None, self._texts, []
+            if batch is None:
+                self._plan(taken)
+            else:
+                self._compute(batch)
 
-    def result(self) -> np.ndarray:
-        if self.error is not None:
-            raise self.error
-        assert self.vectors is not None
-        return self.vectors
+    def _plan(self, taken: list[tuple[list[str], Pending]]) -> None:
+        """Tokenise every text taken from the queue and cut them into batches of one padded
+        length, longest first; each caller learns how many rows it waits for."""
+        import torch
+
+        texts = [t for ts, _ in taken for t in ts]
+        owners = [(p, i) for ts, p in taken for i in range(len(ts))]
+        try:
+            with self._tokenizing, torch.inference_mode():  # a tokenizer is not safe to share
+                features = self._model.preprocess(texts)
+            counts = [int(n) for n in features["attention_mask"].sum(dim=1).tolist()]
+            limit = max(self._max_len, max(counts))
+            padded = [max(n, min(limit, -(-n // PAD_TO) * PAD_TO)) for n in counts]
+            width = max(padded)
+            tensors = {
+                k: self._widen(k, v, width)
+                for k, v in features.items()
+                if isinstance(v, torch.Tensor) and v.dim() == 2
+            }
+            extras = {k: v for k, v in features.items() if k not in tensors}
+            order = sorted(range(len(texts)), key=lambda i: (-padded[i], i))
+            groups: list[list[int]] = []
+            for i in order:
+                last = groups[-1] if groups else None
+                if last and padded[last[0]] == padded[i] and len(last) < self.batch_size:
+                    last.append(i)
+                else:
+                    groups.append([i])
+            batches = []
+            for idx in groups:
+                length = padded[idx[0]]
+                # a batch of very few rows takes other matrix kernels (other last bits): such a
+                # batch is filled up to MIN_ROWS token rows with copies of its first text
+                fill = max(0, -(-MIN_ROWS // length) - len(idx))
+                rows = torch.tensor(idx + idx[:1] * fill)
+                inputs = {**extras, **{k: v[rows, :length] for k, v in tensors.items()}}
+                batches.append(_Batch(inputs, [owners[i] for i in idx]))
+                for p, _ in batches[-1].to:
+                    p._left += 1
+        except BaseException as e:  # noqa: BLE001 - every caller of these texts gets the error
+            for _, p in taken:
+                p._fail(e)
+            return
+        with self._cond:
+            self._batches.extend(batches)
+            self._cond.notify_all()
+
+    def _widen(self, key: str, v: Any, width: int) -> Any:
+        import torch
+
+        if v.shape[1] >= width:
+            return v
+        fill = self._pad_id if key == "input_ids" else 0
+        return torch.nn.functional.pad(v, (0, width - v.shape[1]), value=fill)
+
+    def _compute(self, batch: _Batch) -> None:
+        import torch
+
+        try:
+            with torch.inference_mode():
+                if self._run is not None:
+                    emb = self._run(batch.inputs)
+                else:
+                    emb = self._model(dict(batch.inputs))["sentence_embedding"]
+                vectors = torch.nn.functional.normalize(emb, p=2, dim=1).float().numpy()
+        except BaseException as e:  # noqa: BLE001 - the callers waiting for these rows get it
+            for p, _ in batch.to:
+                p._fail(e)
+            return
+        finished = []
+        with self._cond:
+            self.batches_run += 1
+            for (p, i), v in zip(batch.to, vectors):
+                p._rows[i] = v
+                p._left -= 1
+                if p._left == 0:
+                    finished.append(p)
+        for p in finished:
+            p._event.set()
+
+
+_INPUTS: tuple[str, ...] = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def _cpus() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _compile(model: Any) -> Callable[..., Any] | None:
+    """``model`` traced with TorchScript (tensors in, sentence embeddings out), or ``None`` when it
+    cannot be traced or the trace disagrees with the plain model on a probe batch.
+
+    A traced model runs a batch in C++ without Python's GIL, so the model threads and the pipeline
+    work at the same time. TorchScript is deprecated in newer PyTorch releases; skillstream pins
+    the release it checked, and any failure here only means the plain model is used.
+    """
+    import torch
+
+    probe = [
+        "A probe sentence, so the traced model can be checked against the plain one.",
+        "ok",
+        "Caroline went to the support group on Sunday and told Melanie about it afterwards.",
+    ]
+    try:
+        with torch.no_grad():
+            features = model.preprocess(probe)
+            keys = [k for k in _INPUTS if isinstance(features.get(k), torch.Tensor)]
+            extras = {k: v for k, v in features.items() if k not in keys}
+
+            class _Whole(torch.nn.Module):
+                def __init__(self) -> None:
+                    super().__init__()
+                    self.model = model
+
+                def forward(self, *tensors: Any) -> Any:
+                    return self.model({**extras, **dict(zip(keys, tensors))})["sentence_embedding"]
+
+            # tracing reads every attribute of the model, deprecated ones too: keep it quiet
+            quiet = logging.getLogger("sentence_transformers")
+            level = quiet.level
+            quiet.setLevel(logging.ERROR)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    traced = torch.jit.trace(
+                        _Whole().eval(), tuple(features[k] for k in keys), check_trace=False
+                    )
+                    traced = torch.jit.freeze(traced)
+            finally:
+                quiet.setLevel(level)
+            for rows, width in ((slice(None), None), (slice(1, 2), 8)):
+                args = tuple(features[k][rows, :width] for k in keys)
+                want = model({**extras, **dict(zip(keys, args))})["sentence_embedding"]
+                if not torch.allclose(traced(*args), want, atol=1e-5, rtol=0):
+                    log.info("the traced embedding model disagrees with the plain one: not used")
+                    return None
+    except Exception as e:  # noqa: BLE001 - any model that cannot be traced runs as it is
+        log.info("embedding model not traced (%s): the plain model is used", type(e).__name__)
+        return None
+
+    def run(inputs: dict[str, Any]) -> Any:
+        return traced(*(inputs[k] for k in keys))
+
+    return run
 
 
 class OpenAIEmbedder:
@@ -219,6 +442,10 @@ class OpenAIEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return self.forward(list(texts))
+
+    def submit(self, texts: Sequence[str]) -> Pending:
+        """The vectors of ``texts``, asked for now (an endpoint call does not wait for others)."""
+        return Pending.of(self.encode(texts))
 
     def forward(self, texts: list[str]) -> np.ndarray:
         """The endpoint on ``texts``, ``batch_size`` texts a request."""
@@ -291,19 +518,19 @@ def get_embedder(name: str | EmbeddingSettings = "minilm", batch_size: int = 64)
 
     Args:
         name: The model (see ``model_path``), or the ``embedding`` settings group (backend,
-            model, batch size and, for an endpoint, where it is).
+            model, batch size, model threads and, for an endpoint, where it is).
         batch_size: Texts per batch when ``name`` is a model name.
     """
     if isinstance(name, EmbeddingSettings):
         if name.backend == "openai":
             return _shared_endpoint(name)
-        return _shared_embedder(name.model, name.batch)
-    return _shared_embedder(name, batch_size)
+        return _shared_embedder(name.model, name.batch, name.threads)
+    return _shared_embedder(name, batch_size, 0)
 
 
 @lru_cache(maxsize=4)
-def _shared_embedder(name: str, batch_size: int) -> Embedder:
-    return Embedder(name, batch_size)
+def _shared_embedder(name: str, batch_size: int, threads: int) -> Embedder:
+    return Embedder(name, batch_size, threads)
 
 
 @lru_cache(maxsize=4)

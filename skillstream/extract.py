@@ -63,6 +63,10 @@ class Executor(Protocol):
 
     name: str
     needs_span_vector: bool
+    predictable: bool
+    """Extraction is cheap and has no side effects, so the pipeline may run it once more for a
+    span to predict the texts it will store (and ask the model for a batch's texts at once).
+    ``False`` for anything that calls an LLM: such an executor is called exactly once per span."""
 
     def execute(self, inp: ExtractionInput) -> Extraction: ...
 

@@ -33,6 +33,8 @@ NOT_RETRIEVED = frozenset({MemoryKind.SUMMARY, MemoryKind.TOPIC})
 NOT_PEOPLE = frozenset({"user", "assistant", "用户", "助手"})
 """Subjects that are roles, not named people (``OwnerIndex.known_people`` leaves them out)."""
 _NO_TIME = datetime.min.replace(tzinfo=UTC)
+_NARROW = 1e-4
+"""Margin of the float32 pass of ``OwnerIndex.similar`` (its rounding error is far smaller)."""
 _NORM = re.compile(r"[^\w]+", re.UNICODE)
 
 
@@ -188,15 +190,27 @@ class OwnerIndex:
         ]
 
     def similar(self, vector: np.ndarray, floor: float) -> list[tuple[Memory, float]]:
-        """Memories whose vector's dot product with ``vector`` is at least ``floor``, with it."""
+        """Memories whose vector's dot product with ``vector`` is at least ``floor``, with it.
+
+        The products that decide are computed in float64: a float32 product's last bits depend
+        on where its row sits in the matrix (the order rows were added), and an index kept since
+        the first span and one rebuilt after a restore must answer alike. The float32 pass only
+        narrows the rows down, with a margin far above its rounding error.
+        """
         if self.mat is None or not self.ids:
             return []
-        sims = self.mat[: len(self.ids)] @ np.asarray(vector, dtype=np.float32).reshape(-1)
+        v = np.asarray(vector, dtype=np.float32).reshape(-1)
+        near = np.flatnonzero(self.mat[: len(self.ids)] @ v >= floor - _NARROW)
+        if near.size == 0:
+            return []
+        sims = self.mat[near].astype(np.float64) @ v.astype(np.float64)
         out = []
-        for i in np.flatnonzero(sims >= floor):
-            m = self.items.get(self.ids[int(i)])
-            if m is not None and m.vector is self.vectors[int(i)]:
-                out.append((m, float(sims[i])))
+        for i, sim in zip(near.tolist(), sims.tolist()):
+            if sim < floor:
+                continue
+            m = self.items.get(self.ids[i])
+            if m is not None and m.vector is self.vectors[i]:
+                out.append((m, sim))
         return out
 
 

@@ -23,16 +23,18 @@ with the store's (which the sink may still be writing; the read is retried for a
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
-from skillstream.apply import ApplyOptions, apply_ops
+from skillstream.apply import ApplyOptions, apply_ops, op_texts
 from skillstream.embed import Embed
 from skillstream.errors import SkillstreamError
 from skillstream.extract import (
@@ -48,6 +50,7 @@ from skillstream.lifecycle.states import indexed
 from skillstream.memories import OwnerMemories
 from skillstream.model import Memory, Span, SpanResult, TableRows
 from skillstream.spans import render_span
+from skillstream.vectors import LaterVectors, Submit, VectorLookup, submit_now
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +96,39 @@ def memories_digest(memories: Iterable[Memory]) -> str:
     return h.hexdigest()
 
 
+@dataclass
+class PrefetchCounts:
+    """How the texts embedded up front fared, over every batch of a pipeline (thread-safe)."""
+
+    predicted: int = 0
+    """Distinct texts asked for up front."""
+    used: int = 0
+    """Of those, texts applying asked for."""
+    missed: int = 0
+    """Texts applying asked for that were not predicted (each went to the model on its own)."""
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, lookup: VectorLookup) -> None:
+        with self._lock:
+            self.predicted += len(lookup.rows)
+            self.used += len(lookup.used)
+            self.missed += lookup.missed
+
+
+PREFETCH_TEXTS = 64
+"""Predicted texts handed to the model at a time while a batch's later spans are predicted."""
+
+
+class MaintenanceHook(Protocol):
+    """Lifecycle maintenance of one owner for a tick of the span stream (``lifecycle.Maintenance``
+    is one): changes ``state`` in place and returns its result, or ``None`` when nothing changed.
+    With ``later``, the vectors of what it writes may be given when the pipeline settles it."""
+
+    def __call__(
+        self, state: OwnerMemories, tick: Any, later: LaterVectors | None = None
+    ) -> Any: ...
+
+
 REHYDRATE_WAIT_S = 60.0
 """How long re-hydration waits for the store to hold what an owner evicted in this run had."""
 
@@ -111,11 +147,18 @@ class MemoryPipeline:
     options: ApplyOptions = ApplyOptions()
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    maintenance: Callable[[OwnerMemories, Any], Any] | None = None
+    maintenance: MaintenanceHook | None = None
     """Lifecycle maintenance for ``MaintenanceTick`` items in the span stream."""
     observe: Callable[[Span, Extraction, list[Memory]], None] | None = None
     """Training only: told, after each span is applied, what the executor proposed and which
     memories changed (rollouts of the memory-skill trainer). ``None`` at inference."""
+    submit: Submit | None = None
+    """Hands texts to the model and returns at once (``Embedder.submit``), so the model works
+    while spans are applied; ``None`` embeds with ``embed`` when asked."""
+    prefetch: bool = True
+    """Ask the model for the texts a batch of spans is predicted to store before applying them
+    (``predicts``)."""
+    prefetched: PrefetchCounts = field(default_factory=PrefetchCounts)
 
     @property
     def needs_span_vector(self) -> bool:
@@ -123,6 +166,23 @@ class MemoryPipeline:
         memories are then embedded span by span, so the next span retrieves them."""
         return bool(
             self.executor.needs_span_vector or getattr(self.controller, "needs_span_vector", False)
+        )
+
+    @property
+    def predicts(self) -> bool:
+        """Whether ``process_owner`` predicts and embeds a batch's texts up front.
+
+        Only for an executor that is ``predictable`` (cheap, no side effects: it may run twice
+        for a span), with the plain controller (no span vector, no exploration to disturb), and
+        when applying embeds (near-duplicate merging on): then each span's apply would otherwise
+        call the model for its own few texts.
+        """
+        return bool(
+            self.prefetch
+            and getattr(self.executor, "predictable", False)
+            and isinstance(self.controller, AllSkills)
+            and not self.needs_span_vector
+            and self.options.embed is not None
         )
 
     def new_state(self, owner_id: str) -> OwnerState:
@@ -181,38 +241,105 @@ class MemoryPipeline:
         return OwnerState(mem, self.run_id)
 
     def process_owner(self, state: OwnerState, spans: Iterable[Span]) -> list[SpanResult]:
-        """Process ``spans`` of one owner in order, mutating ``state``."""
+        """Process ``spans`` of one owner in order, mutating ``state``.
+
+        The model is asked for vectors as early as they are known: the texts the spans are
+        predicted to store (``predicts``) before the first span is applied, a tick's summaries and
+        topic nodes when the tick runs (they get their vectors at the end, ``LaterVectors``), so
+        the model works on them while the spans are applied.
+        """
         results = []
         pending: dict[str, Memory] = {}
         defer = not self.needs_span_vector
+        spans = list(spans)
+        submit = self.submit or submit_now(self.embed)
+        lookup = self._prefetch(state, spans, submit) if self.predicts else None
+        options = (
+            self.options if lookup is None else dataclasses.replace(self.options, embed=lookup)
+        )
+        # the deferred memory vectors come from the lookup too when they are the same model's
+        embed: Embed = lookup if lookup is not None and self.embed == lookup.embed else self.embed
+        later = LaterVectors(submit)
         for span in spans:
             restored = state.run_id != self.run_id
             if not isinstance(span, Span):  # a MaintenanceTick (skillstream.lifecycle)
                 before = getattr(span, "span_id", None)
                 if not restored and before is not None and before in self.done_spans:
                     continue  # committed with its span: the hydrated state already holds it
-                done = self.maintenance(state.memories, span) if self.maintenance else None
+                done = self.maintenance(state.memories, span, later) if self.maintenance else None
                 if done is not None:  # changed in place: re-index what it says it changed
                     state.memories.reindex(getattr(done, "memories", None))
                     results.append(done)
                 continue
-            if not restored and span.span_id in self.done_spans:
+            if self._skipped(state, span):
                 results.append(
                     SpanResult(span=span, status="skipped", extractor=self.executor.name)
                 )
                 continue
-            results.append(self._one(state, span, pending, defer))
+            results.append(self._one(state, span, pending, defer, options, embed))
         if pending:
-            self._embed_into(list(pending.values()))
+            self._embed_into(list(pending.values()), embed)
             for m in pending.values():
                 state.memories.touch(m)
+        for m in later.settle():
+            if state.memories.get(m.id) is m:
+                state.memories.touch(m)
+        if lookup is not None:
+            self.prefetched.add(lookup)
         # Results leave the operator: hand out copies so later spans cannot change them in flight.
         for r in results:
             r.memories = [m.copy() for m in r.memories]
         return results
 
+    def _skipped(self, state: OwnerState, span: Span) -> bool:
+        """A span already in the ledger, for an owner not restored from a snapshot."""
+        return state.run_id == self.run_id and span.span_id in self.done_spans
+
+    def _prefetch(self, state: OwnerState, items: list[Any], submit: Submit) -> VectorLookup:
+        """Predict the texts ``items``' spans will store and ask the model for them now.
+
+        Each span is extracted against the state as it is now (nothing is applied), and its texts
+        are cleaned as applying cleans them; every ``PREFETCH_TEXTS`` texts go to the model at
+        once, so it starts while later spans are still predicted. Spans that change the state make
+        later predictions miss (an update of a memory the batch created, a text an earlier span
+        already stored): those texts go to the model when they are applied, as without
+        prefetching. A span whose prediction fails predicts nothing; the real pass decides what
+        becomes of it.
+        """
+        model = self.options.embed
+        assert model is not None  # ``predicts`` requires it
+        lookup = VectorLookup(model, submit)
+        texts: list[str] = []
+        for span in items:
+            if not isinstance(span, Span) or self._skipped(state, span):
+                continue
+            try:
+                # what ``_one`` does for a span, short of applying
+                skills = list(self.memory_skills)
+                retrieved = state.memories.retrieve(None, self.retrieve_k)
+                if skills:
+                    retrieved_vecs = [m for m in retrieved if m.vector is not None]
+                    skills = self.controller.select(None, retrieved_vecs, skills)
+                extraction = self.executor.execute(
+                    ExtractionInput(span, render_span(span), retrieved, skills, state.memories)
+                )
+                texts.extend(op_texts(span, extraction.ops, self.options).embedded)
+            except Exception as e:  # noqa: BLE001 - the real pass reports the span's failure
+                log.debug("span %s: no prediction: %s", span.span_id, e)
+            if len(texts) >= PREFETCH_TEXTS:
+                lookup.add(texts)
+                texts = []
+        lookup.add(texts)
+        return lookup
+
     def _one(
-        self, state: OwnerState, span: Span, pending: dict[str, Memory], defer: bool
+        self,
+        state: OwnerState,
+        span: Span,
+        pending: dict[str, Memory],
+        defer: bool,
+        options: ApplyOptions,
+        embed: Embed,
     ) -> SpanResult:
         now = self.clock()
         skills = list(self.memory_skills)
@@ -256,7 +383,7 @@ class MemoryPipeline:
             span,
             extraction.ops,
             now,
-            self.options,
+            options,
             retrieved=[m.id for m in retrieved],
         )
         changed = list(applied.changed.values())
@@ -265,7 +392,7 @@ class MemoryPipeline:
             for m in need:
                 pending[m.id] = m
         else:
-            self._embed_into(need)
+            self._embed_into(need, embed)
         if self.observe is not None:
             self.observe(span, extraction, changed)
         return SpanResult(
@@ -282,9 +409,9 @@ class MemoryPipeline:
             rows=applied.rows,
         )
 
-    def _embed_into(self, memories: list[Memory]) -> None:
+    def _embed_into(self, memories: list[Memory], embed: Embed) -> None:
         if not memories:
             return
-        vecs = self.embed([m.text for m in memories])
+        vecs = embed([m.text for m in memories])
         for m, v in zip(memories, vecs):
             m.vector = v

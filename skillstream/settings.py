@@ -359,6 +359,21 @@ class EmbeddingSettings(_Group):
     batch: Int = _key(
         "embed_batch", 64, "Texts per embedding batch. SKILLSTREAM_EMBED_BATCH; default 64.", ge=1
     )
+    prefetch: Bool = _key(
+        "embed_prefetch",
+        True,
+        "With the rules backend, predict the memory texts of an owner's batch of spans and ask "
+        "the model for them before applying the spans (texts not predicted are embedded as they "
+        "come); false embeds each span's texts when it is applied. The memories are the same "
+        "either way. SKILLSTREAM_EMBED_PREFETCH; default true.",
+    )
+    threads: Int = _key(
+        "embed_threads",
+        0,
+        "Threads the local model runs batches on, one core each; 0 takes one per CPU. "
+        "SKILLSTREAM_EMBED_THREADS; default 0.",
+        ge=0,
+    )
     backend: Annotated[EmbedBackend, BeforeValidator(_name)] = _key(
         "embed_backend",
         "local",

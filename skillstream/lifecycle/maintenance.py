@@ -40,6 +40,7 @@ from skillstream.lifecycle.summaries import summarize
 from skillstream.lifecycle.types import over_capacity, touched_at
 from skillstream.memories import LIVE, OwnerMemories
 from skillstream.model import MaintenanceResult, Memory
+from skillstream.vectors import LaterVectors
 from skillstream.vocab import LifecycleEvent, MemoryKind, MemoryStatus
 
 
@@ -237,17 +238,31 @@ def maintain_owner(
     actor: str = "maintenance",
     recorded_at: datetime | None = None,
     token_count: Callable[[str], int] | None = None,
+    later: LaterVectors | None = None,
 ) -> MaintenanceResult | None:
-    """Maintain one owner's memories at event time ``at``; ``None`` when nothing changed."""
+    """Maintain one owner's memories at event time ``at``; ``None`` when nothing changed.
+
+    With ``later``, new summaries and topic nodes get their vectors when the caller settles it
+    (nothing during maintenance or extraction reads them), not now.
+    """
     log = ChangeLog(state.owner_id, "maintenance", None, actor, recorded_at or datetime.now(UTC))
     if rules.summaries:  # first, so a summary of an old session ages like its session did
-        summarize(log, state, at, rules, embed, close_all=close_sessions, token_count=token_count)
+        summarize(
+            log,
+            state,
+            at,
+            rules,
+            embed,
+            close_all=close_sessions,
+            token_count=token_count,
+            later=later,
+        )
     for m in sorted(state.items.values(), key=lambda m: (m.created_at or at, m.id)):
         expire_or_decay(log, m, at, rules)
     enforce_capacity(log, state, at, rules)
     escalate(log, state, at, rules)
     if rules.reorganize:
-        reorganize(log, state, at, rules, embed)
+        reorganize(log, state, at, rules, embed, later)
     if not log.events:
         return None
     return MaintenanceResult(
@@ -275,7 +290,9 @@ class Maintenance:
         self.token_count = token_count
         self.clock = clock
 
-    def __call__(self, state: OwnerMemories, tick: MaintenanceTick) -> MaintenanceResult | None:
+    def __call__(
+        self, state: OwnerMemories, tick: MaintenanceTick, later: LaterVectors | None = None
+    ) -> MaintenanceResult | None:
         return maintain_owner(
             state,
             tick.at,
@@ -284,4 +301,5 @@ class Maintenance:
             close_sessions=tick.close_sessions,
             recorded_at=self.clock(),
             token_count=self.token_count,
+            later=later,
         )

@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 
@@ -41,6 +42,7 @@ from skillstream.lifecycle.params import LifecycleParams
 from skillstream.lifecycle.states import ChangeLog
 from skillstream.memories import LIVE, OwnerMemories, age_key
 from skillstream.model import Memory, MemoryRelationRow
+from skillstream.vectors import LaterVectors
 from skillstream.vocab import LifecycleEvent, MemoryKind, MemoryStatus, MemoryType
 
 MEMBER_OF = "member_of"
@@ -184,8 +186,13 @@ def reorganize(
     at: datetime,
     rules: LifecycleParams,
     embed: Embed | None = None,
+    later: LaterVectors | None = None,
 ) -> int:
-    """Write, refresh or archive the owner's topic nodes at ``at``; returns how many changed."""
+    """Write, refresh or archive the owner's topic nodes at ``at``; returns how many changed.
+
+    Nodes get the vectors of their texts (``embed``, or when the caller settles ``later``); with
+    neither, a node's vector is its cluster's centre.
+    """
     groups = [
         g
         for g in cluster(candidates(state, at), rules.reorganize_threshold)
@@ -208,18 +215,32 @@ def reorganize(
     changed = 0
     # A node keeping its text (only its members changed) keeps its vector: the text is all that
     # is embedded, so only new texts go to the model.
-    kept_vector = {
+    kept_vector: dict[int, Any] = {
         i: current.vector
         for i, (node, _, _, current) in enumerate(todo)
         if current is not None and current.vector is not None and current.text == node.text
     }
+    if later is not None:  # a node whose text's vector is on its way keeps waiting for it
+        kept_vector.update(
+            (i, None)
+            for i, (node, _, _, current) in enumerate(todo)
+            if current is not None and later.waits_for(current, node.text)
+        )
     fresh = [i for i in range(len(todo)) if i not in kept_vector]
-    vectors = dict(zip(fresh, embed([todo[i][0].text for i in fresh]))) if embed and fresh else {}
+    now = embed is not None and later is None and fresh
+    vectors = dict(zip(fresh, embed([todo[i][0].text for i in fresh]))) if now else {}  # type: ignore[misc]
+    wanted: list[Memory] = []
     for i, (node, ranked, centre, current) in enumerate(todo):
-        if embed is None:
+        vector: np.ndarray | None
+        if embed is None and later is None:
             vector = centre
+        elif i in kept_vector:
+            had = kept_vector[i]
+            vector = None if had is None else np.asarray(had, np.float32)
+        elif later is not None:
+            vector = None  # given when ``later`` settles
         else:
-            vector = np.asarray(kept_vector[i] if i in kept_vector else vectors[i], np.float32)
+            vector = np.asarray(vectors[i], np.float32)
         members = ", ".join(m.id for m, _ in ranked)
         if current is None:
             node.vector = vector  # type: ignore[assignment]
@@ -246,7 +267,11 @@ def reorganize(
             log.log(current, LifecycleEvent.UPDATED, f"topic of {len(ranked)}: {members}", at, old)
             target = current
         log.rows.memory_relations.extend(_links(target, ranked, at, log.recorded_at))
+        if later is not None and i not in kept_vector:
+            wanted.append(target)
         changed += 1
+    if later is not None:
+        later.want(wanted)
     kept = {n.id for n, _, _ in built}
     for m in sorted(state.items.values(), key=age_key):
         if (

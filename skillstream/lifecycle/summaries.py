@@ -38,6 +38,7 @@ from skillstream.lifecycle.tone import emotional_context
 from skillstream.memories import LIVE, OwnerMemories
 from skillstream.model import Memory, SessionSummaryRow
 from skillstream.prompts import render
+from skillstream.vectors import LaterVectors
 from skillstream.vocab import LifecycleEvent, MemoryKind, MemoryStatus, MemoryType
 
 TABLE = "session_summaries"
@@ -173,8 +174,12 @@ def summarize(
     *,
     close_all: bool = False,
     token_count: Callable[[str], int] | None = None,
+    later: LaterVectors | None = None,
 ) -> int:
-    """Write or refresh the summaries of the owner's closed sessions; returns how many changed."""
+    """Write or refresh the summaries of the owner's closed sessions; returns how many changed.
+
+    With ``later``, the summaries get their vectors when the caller settles it, not now.
+    """
     todo: list[tuple[Memory, SessionSummaryRow, Memory | None]] = []
     for session_id, items in sorted(sessions(state).items()):
         if not close_all and items[-1].created_at + rules.idle_gap > at:  # type: ignore[operator]
@@ -191,8 +196,10 @@ def summarize(
         todo.append((memory, table_row, current))
     if not todo:
         return 0
-    vectors = embed([m.text for m, _, _ in todo]) if embed is not None else None
+    now = embed is not None and later is None
+    vectors = embed([m.text for m, _, _ in todo]) if now else None  # type: ignore[misc]
     rows = []
+    targets = []
     for i, (memory, table_row, current) in enumerate(todo):
         if vectors is not None:
             memory.vector = vectors[i]  # type: ignore[assignment]
@@ -231,6 +238,7 @@ def summarize(
                 old,
             )
             target = current
+        targets.append(target)
         table_row = dataclasses.replace(
             table_row,
             version=target.version,
@@ -238,5 +246,7 @@ def summarize(
             recorded_at=log.recorded_at,
         )
         rows.append(table_row)
+    if later is not None:
+        later.want(targets)
     log.rows.session_summaries.extend(rows)
     return len(todo)

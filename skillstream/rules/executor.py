@@ -140,6 +140,7 @@ class RulesExecutor:
 
     name = "rules"
     needs_span_vector = False
+    predictable = True
 
     def __init__(self, keep_assistant_suggestions: bool = True, categories: bool = False) -> None:
         self.keep_assistant_suggestions = keep_assistant_suggestions

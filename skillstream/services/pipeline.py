@@ -177,4 +177,6 @@ def build_pipeline(
         retrieve_k=settings.extraction.retrieve_k,
         options=options,
         maintenance=make_maintenance(settings, embedder) if maintenance else None,
+        submit=embedder.submit,
+        prefetch=settings.embedding.prefetch,
     )
