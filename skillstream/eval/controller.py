@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from skillstream.embed import Pending
 from skillstream.errors import ConfigError, InputError
 from skillstream.extract import Controller, Executor, MemorySkill
 from skillstream.memskill.budget import MemoryBudget, marginal_price
@@ -73,6 +74,9 @@ class _Embedder:
 
     def encode_one(self, text: str) -> np.ndarray:
         return self.encode([text])[0]
+
+    def submit(self, texts: Sequence[str]) -> Pending:
+        return Pending.of(np.asarray(self.encode(texts), dtype=np.float32))
 
 
 def load_conversations(
