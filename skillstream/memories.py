@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
+from typing import TypeVar
 
 import numpy as np
 
@@ -33,6 +34,7 @@ NOT_RETRIEVED = frozenset({MemoryKind.SUMMARY, MemoryKind.TOPIC})
 NOT_PEOPLE = frozenset({"user", "assistant", "用户", "助手"})
 """Subjects that are roles, not named people (``OwnerIndex.known_people`` leaves them out)."""
 _NO_TIME = datetime.min.replace(tzinfo=UTC)
+T = TypeVar("T")
 _NARROW = 1e-4
 """Margin of the float32 pass of ``OwnerIndex.similar`` (its rounding error is far smaller)."""
 _NORM = re.compile(r"[^\w]+", re.UNICODE)
@@ -228,8 +230,9 @@ class OwnerMemories:
     """Contradictions already escalated (each is escalated once)."""
 
     def __getstate__(self) -> dict:
-        # the index is derived from the memories: snapshots leave it out, a restore rebuilds it
-        return {k: v for k, v in self.__dict__.items() if k != "_index"}
+        # the index and the rest derived from the memories: snapshots leave them out, a restore
+        # rebuilds them
+        return {k: v for k, v in self.__dict__.items() if k not in ("_index", "_derived")}
 
     def __setstate__(self, state: dict) -> None:
         # states snapshotted before the two fields above existed get them empty
@@ -248,6 +251,20 @@ class OwnerMemories:
         if idx is None:
             idx = self.__dict__["_index"] = OwnerIndex(self.items)
         return idx
+
+    def derived(self, name: str, make: Callable[[], T]) -> T:
+        """Data derived from these memories and kept with them between spans and ticks (as the
+        index is), made by ``make`` on first use. Never pickled into a snapshot: a restored state
+        makes it again. Whoever keeps it checks it against the memories before trusting it."""
+        store = self.__dict__.setdefault("_derived", {})
+        if name not in store:
+            store[name] = make()
+        return store[name]  # type: ignore[no-any-return]
+
+    def keep(self, name: str, value: T) -> T:
+        """Replace the derived data ``name`` by ``value`` (see ``derived``)."""
+        self.__dict__.setdefault("_derived", {})[name] = value
+        return value
 
     def touch(self, memory: Memory) -> None:
         """Tell the index that ``memory`` (already in ``items``) got a new text, key or vector."""

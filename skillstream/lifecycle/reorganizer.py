@@ -83,27 +83,104 @@ def _unit(v: np.ndarray) -> np.ndarray:
 
 def cluster(items: Sequence[Memory], threshold: float) -> list[list[Memory]]:
     """Single-pass clustering by cosine to the cluster centres (see the module docstring)."""
-    groups: list[list[Memory]] = []
-    sums: list[np.ndarray] = []
-    centres: np.ndarray = np.empty((0, 0), dtype=np.float32)
-    for m in items:
+    return ClusterPass(threshold).run(items)
+
+
+class ClusterPass:
+    """The single clustering pass, kept between maintenance ticks so a tick pays for what changed.
+
+    Clusters depend only on the candidates' vectors in their order, so a tick whose candidates
+    begin with the same memories and vectors as the last tick's (the usual case: new memories
+    come last) resumes the pass where the common beginning ends, with the cluster sums and centres
+    as they were there, instead of running it over the whole history. Sums are rebuilt by adding
+    the same vectors in the same order, so the clusters are exactly those of a full pass.
+    """
+
+    def __init__(self, threshold: float) -> None:
+        self.threshold = threshold
+        self.ids: list[str] = []
+        self.vectors: list[Any] = []  # each candidate's vector object (the same object: unchanged)
+        self.assign: list[int] = []  # the cluster each candidate joined
+        self.sums: list[np.ndarray] = []
+        self.centres: np.ndarray = np.empty((0, 0), dtype=np.float32)
+        self.nodes: dict[tuple, tuple] = {}
+        """The node built for each cluster of the last tick (members, their vectors, the node, its
+        ranked members and centre), by the members' ids and versions."""
+        self._seen: dict[tuple, tuple] = {}
+
+    def run(self, items: Sequence[Memory]) -> list[list[Memory]]:
+        """The clusters of ``items`` (in their order), resuming from the last run's pass."""
+        same = 0
+        for m, mid, vec in zip(items, self.ids, self.vectors):
+            if m.id != mid or m.vector is not vec:
+                break
+            same += 1
+        if same < len(self.ids):
+            self._rewind(same)
+        for m in items[same:]:
+            self._add(m)
+        groups: list[list[Memory]] = [[] for _ in self.sums]
+        for m, c in zip(items, self.assign):
+            groups[c].append(m)
+        return groups
+
+    def _rewind(self, n: int) -> None:
+        """Back to the state after the first ``n`` candidates."""
+        del self.ids[n:], self.vectors[n:], self.assign[n:]
+        sums: list[np.ndarray] = []
+        for vec, c in zip(self.vectors, self.assign):
+            v = np.asarray(vec, dtype=np.float32).reshape(-1)
+            if c == len(sums):
+                sums.append(v.copy())
+            else:
+                sums[c] = sums[c] + v
+        self.sums = sums
+        rows = [_unit(total)[None, :] for total in sums]
+        self.centres = np.vstack(rows) if rows else np.empty((0, 0), dtype=np.float32)
+
+    def _add(self, m: Memory) -> None:
         v = np.asarray(m.vector, dtype=np.float32).reshape(-1)
         best = -1
-        if groups:
-            sims = centres @ v
+        if self.sums:
+            sims = self.centres @ v
             i = int(np.argmax(sims))
-            if float(sims[i]) >= threshold - 1e-6:
+            if float(sims[i]) >= self.threshold - 1e-6:
                 best = i
         if best < 0:
-            groups.append([m])
-            sums.append(v.copy())
+            best = len(self.sums)
+            self.sums.append(v.copy())
             row = _unit(v)[None, :]
-            centres = row if centres.size == 0 else np.vstack([centres, row])
+            self.centres = row if self.centres.size == 0 else np.vstack([self.centres, row])
         else:
-            groups[best].append(m)
-            sums[best] = sums[best] + v
-            centres[best] = _unit(sums[best])
-    return groups
+            self.sums[best] = self.sums[best] + v
+            self.centres[best] = _unit(self.sums[best])
+        self.ids.append(m.id)
+        self.vectors.append(m.vector)
+        self.assign.append(best)
+
+    def node(
+        self, owner_id: str, members: Sequence[Memory]
+    ) -> tuple[Memory, list[tuple[Memory, float]], np.ndarray]:
+        """``build_node`` for a cluster, reused from the last tick when the cluster holds the same
+        memory objects at the same versions with the same vectors."""
+        key = tuple((m.id, m.version) for m in members)
+        got = self.nodes.get(key)
+        if got is None or any(
+            m is not o or m.vector is not v for m, o, v in zip(members, got[0], got[1])
+        ):
+            built = build_node(owner_id, members)
+            got = (tuple(members), tuple(m.vector for m in members), *built)
+        self._seen[key] = got
+        _, _, node, ranked, centre = got
+        return node.copy(), list(ranked), centre
+
+    def start_tick(self) -> None:
+        """Begin a tick: nodes built from here on are kept for the next one."""
+        self._seen = {}
+
+    def end_tick(self) -> None:
+        """End a tick: keep the nodes of this tick's clusters only."""
+        self.nodes, self._seen = self._seen, {}
 
 
 def sentence(texts: Sequence[str], lang: str) -> str:
@@ -193,12 +270,14 @@ def reorganize(
     Nodes get the vectors of their texts (``embed``, or when the caller settles ``later``); with
     neither, a node's vector is its cluster's centre.
     """
-    groups = [
-        g
-        for g in cluster(candidates(state, at), rules.reorganize_threshold)
-        if len(g) >= rules.reorganize_min_members
-    ]
-    built = [build_node(state.owner_id, g) for g in groups]
+    threshold = rules.reorganize_threshold
+    run = state.derived("cluster-pass", lambda: ClusterPass(threshold))
+    if run.threshold != threshold:
+        run = state.keep("cluster-pass", ClusterPass(threshold))
+    run.start_tick()
+    groups = [g for g in run.run(candidates(state, at)) if len(g) >= rules.reorganize_min_members]
+    built = [run.node(state.owner_id, g) for g in groups]
+    run.end_tick()
     todo: list[tuple[Memory, list[tuple[Memory, float]], np.ndarray, Memory | None]] = []
     for node, ranked, centre in built:
         current = state.get(node.id)
