@@ -253,6 +253,10 @@ class _Apply:
             if todo:
                 for text, vec in zip(todo, self.o.embed(todo)):
                     self.vectors[text] = np.asarray(vec, dtype=np.float32)
+                if self.rules.merge_threshold <= 1:  # the near-duplicate checks, in one product
+                    self.index.prepare_similar(
+                        self.vectors.values(), self.rules.merge_threshold - 1e-6
+                    )
         for i, (op, cleaned) in enumerate(zip(ordered, texts)):
             if op.op is Op.UPDATE and cleaned:
                 self._update(i, op, cleaned)

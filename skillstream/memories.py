@@ -35,6 +35,8 @@ NOT_PEOPLE = frozenset({"user", "assistant", "用户", "助手"})
 """Subjects that are roles, not named people (``OwnerIndex.known_people`` leaves them out)."""
 _NO_TIME = datetime.min.replace(tzinfo=UTC)
 T = TypeVar("T")
+PREPARE_ROWS = 1024
+"""Below this many rows, ``prepare_similar`` leaves each ``similar`` to its own product."""
 _NARROW = 1e-4
 """Margin of the float32 pass of ``OwnerIndex.similar`` (its rounding error is far smaller)."""
 _NORM = re.compile(r"[^\w]+", re.UNICODE)
@@ -81,6 +83,8 @@ class OwnerIndex:
         self.by_text: dict[str, dict[str, None]] = {}
         self.by_key: dict[str, dict[str, None]] = {}
         self.by_subject: dict[str, dict[str, None]] = {}  # of ``subject|kind|head`` keys
+        # the vectors of the live memories, one matrix row each (rows of memories that stop being
+        # live are freed and reused)
         self.rows: dict[str, int] = {}
         self.ids: list[str] = []
         self.vectors: list[object] = []  # the array each row was copied from (change detection)
@@ -95,6 +99,12 @@ class OwnerIndex:
         self._person: dict[str, str] = {}
         self._about: dict[str, list[tuple[int, str]]] = {}
         self._known: dict[str, str] | None = None
+        # ``prepare_similar``: per vector (by object), the rows that may reach its floor, found
+        # when ``_prepared`` rows existed; rows rewritten since must be checked too
+        self._prepared: dict[int, tuple[object, float, np.ndarray]] = {}
+        self._prepared_rows = 0
+        self._rewritten: set[int] = set()
+        self._free_rows: list[int] = []
         for m in sorted(items.values(), key=age_key):
             self.add(m)
 
@@ -112,24 +122,39 @@ class OwnerIndex:
             self.by_key.setdefault(m.key, {})[m.id] = None
             if m.key.count("|") >= 2:
                 self.by_subject.setdefault(m.key.split("|", 1)[0], {})[m.id] = None
-        if m.vector is None:
-            return
         row = self.rows.get(m.id)
+        if m.vector is None or m.status not in LIVE:  # only live memories are near-duplicates
+            if row is not None and m.status not in LIVE:
+                self._free(m.id, row)
+            return
         if row is not None and self.vectors[row] is m.vector:
             return
         v = np.asarray(m.vector, dtype=np.float32).reshape(-1)
         if row is None:
-            row = len(self.ids)
-            if self.mat is None:
-                self.mat = np.empty((64, v.shape[0]), dtype=np.float32)
-            elif row == self.mat.shape[0]:  # grow by doubling: adding stays amortised O(1)
-                self.mat = np.concatenate([self.mat, np.empty_like(self.mat)])
+            if self._free_rows:
+                row = self._free_rows.pop()
+                self.ids[row], self.vectors[row] = m.id, m.vector
+                self._rewritten.add(row)
+            else:
+                row = len(self.ids)
+                if self.mat is None:
+                    self.mat = np.empty((64, v.shape[0]), dtype=np.float32)
+                elif row == self.mat.shape[0]:  # grow by doubling: adding stays amortised O(1)
+                    self.mat = np.concatenate([self.mat, np.empty_like(self.mat)])
+                self.ids.append(m.id)
+                self.vectors.append(m.vector)
             self.rows[m.id] = row
-            self.ids.append(m.id)
-            self.vectors.append(m.vector)
         else:
             self.vectors[row] = m.vector
+            self._rewritten.add(row)
         self.mat[row] = v  # type: ignore[index]
+
+    def _free(self, memory_id: str, row: int) -> None:
+        """Give up ``row`` of a memory that is no longer live (a new live memory reuses it)."""
+        del self.rows[memory_id]
+        self.ids[row], self.vectors[row] = "", None
+        self.mat[row] = 0.0  # type: ignore[index]
+        self._free_rows.append(row)
 
     def _count_person(self, m: Memory) -> None:
         place = self._place.get(m.id)
@@ -191,18 +216,41 @@ class OwnerIndex:
             if m.key and m.key.count("|") >= 2 and m.key.split("|", 1)[0] == subject
         ]
 
+    def prepare_similar(self, vectors: Iterable[np.ndarray], floor: float) -> None:
+        """Narrow the rows for ``similar`` of each of ``vectors`` in one matrix product.
+
+        A span asks ``similar`` once per new memory; each float32 pass reads the owner's whole
+        matrix. Prepared, the matrix is read once for all of them, and ``similar`` of a prepared
+        vector (the same object) checks the rows found here and the rows added or rewritten since.
+        """
+        vectors = list(vectors)
+        self._prepared, self._prepared_rows, self._rewritten = {}, len(self.ids), set()
+        if not vectors or self.mat is None or len(self.ids) < PREPARE_ROWS:
+            return
+        block = np.stack([np.asarray(v, dtype=np.float32).reshape(-1) for v in vectors])
+        hits = self.mat[: len(self.ids)] @ block.T >= floor - _NARROW
+        for j, v in enumerate(vectors):
+            self._prepared[id(v)] = (v, floor, np.flatnonzero(hits[:, j]))
+
     def similar(self, vector: np.ndarray, floor: float) -> list[tuple[Memory, float]]:
-        """Memories whose vector's dot product with ``vector`` is at least ``floor``, with it.
+        """Live memories whose vector's dot product with ``vector`` is at least ``floor``, with it.
 
         The products that decide are computed in float64: a float32 product's last bits depend
         on where its row sits in the matrix (the order rows were added), and an index kept since
         the first span and one rebuilt after a restore must answer alike. The float32 pass only
-        narrows the rows down, with a margin far above its rounding error.
+        narrows the rows down, with a margin far above its rounding error (``prepare_similar``
+        does it for many vectors at once).
         """
         if self.mat is None or not self.ids:
             return []
         v = np.asarray(vector, dtype=np.float32).reshape(-1)
-        near = np.flatnonzero(self.mat[: len(self.ids)] @ v >= floor - _NARROW)
+        prepared = self._prepared.get(id(vector))
+        if prepared is not None and prepared[0] is vector and prepared[1] <= floor:
+            since = np.arange(self._prepared_rows, len(self.ids))
+            rewritten = np.fromiter(self._rewritten, dtype=np.int64, count=len(self._rewritten))
+            near = np.unique(np.concatenate([prepared[2], since, rewritten]))
+        else:
+            near = np.flatnonzero(self.mat[: len(self.ids)] @ v >= floor - _NARROW)
         if near.size == 0:
             return []
         sims = self.mat[near].astype(np.float64) @ v.astype(np.float64)
