@@ -35,7 +35,7 @@ from skillstream.ids import prefixed_id
 from skillstream.lifecycle import contradictions as ctr
 from skillstream.lifecycle.activation import activate
 from skillstream.lifecycle.lessons import LESSON_KIND, lesson_ops
-from skillstream.lifecycle.maintenance import enforce_capacity
+from skillstream.lifecycle.maintenance import enforce_capacity_of
 from skillstream.lifecycle.params import CONFIDENCE_CAP, REINFORCE_STEP, LifecycleParams
 from skillstream.lifecycle.reinforce import (
     NO_MERGE_KINDS,
@@ -283,20 +283,10 @@ class _Apply:
 
     def _enforce_capacity(self) -> None:
         """Archive what is over capacity. Only this span's changes can have pushed a type over its
-        capacity, and the index counts live memories by type, so the full rule runs on the types
-        over capacity only (and on every live memory when a policy caps a scope)."""
+        capacity, and the index counts live memories by type (``enforce_capacity_of``)."""
         for m in self.out.changed.values():
             self.state.touch(m)
-        if any(p.max_items for _, p in self.rules.policies.policies) or (
-            self.rules.policies.default.max_items
-        ):
-            enforce_capacity(self.out, self.state, self.t, self.rules)
-            return
-        counts = self.index.live_by_type
-        over = [t for t in sorted(counts) if len(counts[t]) > (self.rules.capacity(t) or 1 << 62)]
-        if over:
-            live = [m for t in over for m in self.index.live_of_type(t)]
-            enforce_capacity(self.out, self.state, self.t, self.rules, live=live)
+        enforce_capacity_of(self.out, self.state, self.t, self.rules)
 
     def _nearest(self, m: Memory) -> tuple[Memory, float] | None:
         """The live memory of ``m``'s scope most similar to ``m`` at or above the merge threshold

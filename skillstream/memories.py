@@ -64,6 +64,25 @@ def person(m: Memory) -> str | None:
     return None
 
 
+def _recency(m: Memory) -> tuple[datetime, str]:
+    return (m.updated_at or m.created_at or _NO_TIME, m.id)
+
+
+class _Desc:
+    """Reverses the order of a key, so the heap (smallest first) pops the largest key first."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: tuple[datetime, str]) -> None:
+        self.key = key
+
+    def __lt__(self, other: _Desc) -> bool:
+        return self.key > other.key
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Desc) and self.key == other.key
+
+
 def age_key(m: Memory) -> tuple[datetime, str]:
     """Oldest first, then by id: the one order every lifecycle rule iterates in."""
     return (m.created_at or _NO_TIME, m.id)
@@ -105,11 +124,23 @@ class OwnerIndex:
         self._prepared_rows = 0
         self._rewritten: set[int] = set()
         self._free_rows: list[int] = []
+        self.changed: dict[str, None] = {}
+        """Memories indexed since the last ``take_changed`` (all of them at first)."""
+        self.topics: dict[str, None] = {}
+        """Topic nodes, whatever their status."""
+        # live memories the extractor may be shown, newest first (``recent``); entries are only
+        # added, and one whose memory changed or left is dropped when it comes up
+        self._recent: list[tuple[_Desc, str]] = []
         for m in sorted(items.values(), key=age_key):
             self.add(m)
 
     def add(self, m: Memory) -> None:
         """Index ``m`` under its current text, key, status and vector (idempotent)."""
+        self.changed[m.id] = None
+        if m.kind == MemoryKind.TOPIC:
+            self.topics[m.id] = None
+        if m.status in LIVE and m.kind not in NOT_RETRIEVED:
+            heapq.heappush(self._recent, (_Desc(_recency(m)), m.id))
         was = self._counted.pop(m.id, None)
         if was is not None:
             self.live_by_type[was].pop(m.id, None)
@@ -148,6 +179,43 @@ class OwnerIndex:
             self.vectors[row] = m.vector
             self._rewritten.add(row)
         self.mat[row] = v  # type: ignore[index]
+
+    def take_changed(self) -> list[str]:
+        """The ids indexed since the last call (every id after a rebuild), and forget them."""
+        out, self.changed = list(self.changed), {}
+        return out
+
+    def recent(self, k: int) -> list[Memory]:
+        """The ``k`` live memories the extractor may be shown that changed last (update time,
+        else creation time; ties: the larger id first), newest first."""
+        heap, seen = self._recent, set()
+        out: list[Memory] = []
+        taken: list[tuple[_Desc, str]] = []
+        while heap and len(out) < k:
+            entry = heapq.heappop(heap)
+            mid = entry[1]
+            m = self.items.get(mid)
+            if (
+                m is None
+                or mid in seen
+                or m.status not in LIVE
+                or m.kind in NOT_RETRIEVED
+                or _recency(m) != entry[0].key
+            ):
+                continue  # stale: the memory changed, left or is already taken
+            seen.add(mid)
+            out.append(m)
+            taken.append(entry)
+        for entry in taken:
+            heapq.heappush(heap, entry)
+        if len(heap) > 4 * (len(self._counted) + 64):  # mostly stale: start again from the live
+            self._recent = [
+                (_Desc(_recency(m)), m.id)
+                for m in self.items.values()
+                if m.status in LIVE and m.kind not in NOT_RETRIEVED
+            ]
+            heapq.heapify(self._recent)
+        return out
 
     def _free(self, memory_id: str, row: int) -> None:
         """Give up ``row`` of a memory that is no longer live (a new live memory reuses it)."""
@@ -368,8 +436,10 @@ class OwnerMemories:
         """
         if k <= 0:
             return []
-        # every order below ends on the id, so the candidates' order does not matter
         idx = self.index
+        if query is None:
+            return idx.recent(k)
+        # every order below ends on the id, so the candidates' order does not matter
         live = [
             m
             for ids in idx.live_by_type.values()

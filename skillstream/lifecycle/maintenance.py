@@ -26,18 +26,20 @@ Frozen memories are left alone by every step.
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from skillstream.embed import Embed
+from skillstream.lifecycle import summaries
 from skillstream.lifecycle.contradictions import escalate
 from skillstream.lifecycle.params import LifecycleParams
 from skillstream.lifecycle.reorganizer import reorganize
 from skillstream.lifecycle.states import ChangeLog
 from skillstream.lifecycle.summaries import summarize
-from skillstream.lifecycle.types import over_capacity, touched_at
+from skillstream.lifecycle.types import eviction_key, over_capacity, touched_at
 from skillstream.memories import LIVE, OwnerMemories
 from skillstream.model import MaintenanceResult, Memory
 from skillstream.vectors import LaterVectors
@@ -228,6 +230,171 @@ def enforce_capacity(
     return archived
 
 
+def next_change(m: Memory, rules: LifecycleParams) -> datetime | None:
+    """The earliest event time at which :func:`expire_or_decay` may change ``m`` (``None``: never,
+    unless ``m`` changes first). Never later than the real time: maintenance that looks at a memory
+    a little early finds nothing to do and looks again at the next tick."""
+    times: list[datetime] = []
+    live = m.status in LIVE
+    if (live or m.status == MemoryStatus.ARCHIVED) and m.expires_at is not None:
+        times.append(m.expires_at)
+    if live:
+        archives = archive_time(m, rules)
+        if archives is not None:
+            times.append(archives)
+        touch = touched_at(m)
+        if m.kind != MemoryKind.TOPIC and touch is not None and rules.decay_step > 0:
+            if rules.decay_rule != "seed" or m.confidence < rules.decay_below:
+                times.append(touch + rules.decay_after + rules.decay_period * m.decay_steps)
+    if m.status == MemoryStatus.ARCHIVED and rules.expire_archived_after is not None:
+        if m.updated_at is not None:
+            times.append(m.updated_at + rules.expire_archived_after)
+    return min(times) if times else None
+
+
+class Upkeep:
+    """What maintenance keeps about one owner's memories between ticks, so that a tick costs what
+    is due and what changed, not the owner's whole history (derived data of the state, made again
+    after a restore or when the state's index is rebuilt):
+
+    * when each memory next falls due for expiry, archiving or decay (``next_change``), in a heap;
+    * the memories of each session, and the sessions that may still need a summary or a newer one.
+
+    It learns what changed from the owner's index (``OwnerIndex.take_changed``), which every change
+    of a memory goes through.
+    """
+
+    def __init__(self, state: OwnerMemories, rules: LifecycleParams) -> None:
+        self.index = state.index
+        self.rules = rules
+        self._heap: list[tuple[datetime, str]] = []
+        self._when: dict[str, datetime] = {}
+        self.members: dict[str, dict[str, None]] = {}
+        """Session id -> ids of the memories written in it (whatever they became since)."""
+        self.open: set[str] = set()
+        """Sessions ``summarize`` must look at: the others are up to date whatever the time."""
+        self._evict: dict[str, list[tuple[tuple, str]]] = {}  # per memory type, by eviction key
+        self.index.take_changed()
+        self.note(state.items.values())  # everything, once
+
+    @classmethod
+    def of(cls, state: OwnerMemories, rules: LifecycleParams) -> Upkeep:
+        """The state's upkeep, made afresh when its index or the rules are not the ones it knew."""
+        got = state.derived("upkeep", lambda: cls(state, rules))
+        if got.index is not state.index or (got.rules is not rules and got.rules != rules):
+            got = state.keep("upkeep", cls(state, rules))
+        got.catch_up(state)
+        return got
+
+    def catch_up(self, state: OwnerMemories) -> None:
+        """Take every change the index saw since the last call."""
+        self.note(m for m in map(state.get, self.index.take_changed()) if m is not None)
+
+    def note(self, memories: Iterable[Memory]) -> None:
+        """Learn what ``memories`` are now: when they next fall due, and their sessions."""
+        for m in memories:
+            t = next_change(m, self.rules)
+            if t is None:
+                self._when.pop(m.id, None)
+            elif self._when.get(m.id) != t:
+                self._when[m.id] = t
+                heapq.heappush(self._heap, (t, m.id))
+            if m.session_id:
+                if m.kind != MemoryKind.SUMMARY:
+                    self.members.setdefault(m.session_id, {})[m.id] = None
+                self.open.add(m.session_id)
+            if m.status in LIVE and m.kind != MemoryKind.TOPIC:
+                heapq.heappush(self._evict.setdefault(m.memory_type, []), (eviction_key(m), m.id))
+
+    def over_capacity(
+        self, state: OwnerMemories, memory_type: str, cap: int | None
+    ) -> list[Memory]:
+        """``over_capacity`` of the live memories of ``memory_type`` (topic nodes aside), from a
+        heap by eviction order instead of sorting them all."""
+        excess = len(state.index.live_by_type.get(memory_type, {})) - (cap or 0)
+        if not cap or excess <= 0:
+            return []
+        heap = self._evict.get(memory_type, [])
+        out: list[Memory] = []
+        taken: list[tuple[tuple, str]] = []
+        while heap and len(out) < excess:
+            key, mid = entry = heapq.heappop(heap)
+            m = state.get(mid)
+            if (
+                m is None
+                or m.status not in LIVE
+                or m.kind == MemoryKind.TOPIC
+                or m.memory_type != memory_type
+                or eviction_key(m) != key
+                or any(x is m for x in out)
+            ):
+                continue  # stale: the memory changed or left since this entry
+            out.append(m)
+            taken.append(entry)
+        for entry in taken:  # still live until the caller archives them
+            heapq.heappush(heap, entry)
+        live = state.index.live_by_type.get(memory_type, {})
+        if len(heap) > 4 * len(live) + 64:  # mostly stale entries: start again from the live
+            self._evict[memory_type] = heap = [
+                (eviction_key(m), m.id)
+                for m in map(state.get, live)
+                if m is not None and m.kind != MemoryKind.TOPIC
+            ]
+            heapq.heapify(heap)
+        return out
+
+    def due(self, state: OwnerMemories, at: datetime) -> list[Memory]:
+        """The memories that may change at ``at``, in the order maintenance goes through them."""
+        out: dict[str, Memory] = {}
+        heap = self._heap
+        while heap and heap[0][0] <= at:
+            t, mid = heapq.heappop(heap)
+            if self._when.get(mid) == t:
+                del self._when[mid]
+                m = state.get(mid)
+                if m is not None:
+                    out[mid] = m
+        return sorted(out.values(), key=lambda m: (m.created_at or at, m.id))
+
+    def sessions(self) -> dict[str, Iterable[str]]:
+        """The open sessions with their memories' ids (``summarize(only=...)``)."""
+        return {sid: self.members.get(sid, {}) for sid in self.open}
+
+    def close(self, state: OwnerMemories) -> None:
+        """After ``summarize``: forget the open sessions that are up to date whatever the time."""
+        found = summaries.sessions(state, self.sessions())
+        self.open = {
+            sid for sid in self.open if not summaries.up_to_date(state, sid, found.get(sid, []))
+        }
+
+
+def enforce_capacity_of(
+    log: ChangeLog, state: OwnerMemories, at: datetime, rules: LifecycleParams
+) -> None:
+    """:func:`enforce_capacity` without looking at every live memory: the index counts the live
+    memories of each type, and ``Upkeep`` keeps them in eviction order, so a type over its capacity
+    costs the memories it archives (every live memory is looked at when a policy caps a scope).
+    The index must know every change made so far."""
+    if any(p.max_items for _, p in rules.policies.policies) or rules.policies.default.max_items:
+        enforce_capacity(log, state, at, rules)
+        return
+    counts = state.index.live_by_type
+    over = [t for t in sorted(counts) if len(counts[t]) > (rules.capacity(t) or 1 << 62)]
+    if not over:
+        return
+    upkeep = Upkeep.of(state, rules)
+    for mtype in over:
+        cap = rules.capacity(mtype)
+        for m in upkeep.over_capacity(state, mtype, cap):
+            log.transition(
+                m,
+                MemoryStatus.ARCHIVED,
+                MemoryStatus.ARCHIVED,
+                f"{mtype} over capacity ({cap})",
+                at,
+            )
+
+
 def maintain_owner(
     state: OwnerMemories,
     at: datetime,
@@ -246,6 +413,7 @@ def maintain_owner(
     (nothing during maintenance or extraction reads them), not now.
     """
     log = ChangeLog(state.owner_id, "maintenance", None, actor, recorded_at or datetime.now(UTC))
+    upkeep = Upkeep.of(state, rules)
     if rules.summaries:  # first, so a summary of an old session ages like its session did
         summarize(
             log,
@@ -256,12 +424,21 @@ def maintain_owner(
             close_all=close_sessions,
             token_count=token_count,
             later=later,
+            only=upkeep.sessions(),
         )
-    for m in sorted(state.items.values(), key=lambda m: (m.created_at or at, m.id)):
+        upkeep.close(state)
+        upkeep.note(log.changed.values())  # a summary of an old session may fall due at once
+    due = upkeep.due(state, at)
+    for m in due:
         expire_or_decay(log, m, at, rules)
-    enforce_capacity(log, state, at, rules)
+    upkeep.note(due)
+    for m in log.changed.values():  # the index follows, for the capacity and the reorganizer
+        state.touch(m)
+    enforce_capacity_of(log, state, at, rules)
     escalate(log, state, at, rules)
     if rules.reorganize:
+        for m in log.changed.values():
+            state.touch(m)
         reorganize(log, state, at, rules, embed, later)
     if not log.events:
         return None

@@ -60,12 +60,19 @@ def node_id(owner_id: str, anchor_id: str) -> str:
 
 
 def candidates(state: OwnerMemories, at: datetime) -> list[Memory]:
-    """The memories the reorganizer clusters at ``at`` (created by then), oldest first."""
+    """The memories the reorganizer clusters at ``at`` (created by then), oldest first.
+
+    Read from the index's live memories of the clustered types (the index must know every change),
+    so the owner's archived, merged and expired history costs nothing here.
+    """
+    live = state.index.live_by_type
+    found = (state.get(i) for t in sorted(CLUSTERED_TYPES) for i in live.get(t, {}))
     return sorted(
         (
             m
-            for m in state.items.values()
-            if m.status in LIVE
+            for m in found
+            if m is not None
+            and m.status in LIVE
             and m.created_at is not None
             and m.created_at <= at
             and m.memory_type in CLUSTERED_TYPES
@@ -98,7 +105,7 @@ class ClusterPass:
 
     def __init__(self, threshold: float) -> None:
         self.threshold = threshold
-        self.ids: list[str] = []
+        self.items: list[Any] = []  # the candidates, in order
         self.vectors: list[Any] = []  # each candidate's vector object (the same object: unchanged)
         self.assign: list[int] = []  # the cluster each candidate joined
         self.sums: list[np.ndarray] = []
@@ -111,11 +118,11 @@ class ClusterPass:
     def run(self, items: Sequence[Memory]) -> list[list[Memory]]:
         """The clusters of ``items`` (in their order), resuming from the last run's pass."""
         same = 0
-        for m, mid, vec in zip(items, self.ids, self.vectors):
-            if m.id != mid or m.vector is not vec:
+        for m, was, vec in zip(items, self.items, self.vectors):
+            if m is not was or m.vector is not vec:
                 break
             same += 1
-        if same < len(self.ids):
+        if same < len(self.items):
             self._rewind(same)
         for m in items[same:]:
             self._add(m)
@@ -126,7 +133,7 @@ class ClusterPass:
 
     def _rewind(self, n: int) -> None:
         """Back to the state after the first ``n`` candidates."""
-        del self.ids[n:], self.vectors[n:], self.assign[n:]
+        del self.items[n:], self.vectors[n:], self.assign[n:]
         sums: list[np.ndarray] = []
         for vec, c in zip(self.vectors, self.assign):
             v = np.asarray(vec, dtype=np.float32).reshape(-1)
@@ -154,7 +161,7 @@ class ClusterPass:
         else:
             self.sums[best] = self.sums[best] + v
             self.centres[best] = _unit(self.sums[best])
-        self.ids.append(m.id)
+        self.items.append(m)
         self.vectors.append(m.vector)
         self.assign.append(best)
 
@@ -352,7 +359,8 @@ def reorganize(
     if later is not None:
         later.want(wanted)
     kept = {n.id for n, _, _ in built}
-    for m in sorted(state.items.values(), key=age_key):
+    nodes = (state.get(i) for i in state.index.topics)
+    for m in sorted((m for m in nodes if m is not None), key=age_key):
         if (
             m.kind == MemoryKind.TOPIC
             and m.status in LIVE

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
 import numpy as np
@@ -54,21 +54,45 @@ def summary_id(owner_id: str, session_id: str) -> str:
     return prefixed_id("mem", owner_id, "summary", session_id)
 
 
-def sessions(state: OwnerMemories) -> dict[str, list[Memory]]:
+def _summarised(m: Memory) -> bool:
+    """Whether ``m`` counts in its session's summary (not a summary, not merged or expired)."""
+    return bool(
+        m.session_id
+        and m.kind != SUMMARY_KIND
+        and m.status not in (MemoryStatus.MERGED, MemoryStatus.EXPIRED)
+        and m.created_at
+    )
+
+
+def sessions(
+    state: OwnerMemories, only: dict[str, Iterable[str]] | None = None
+) -> dict[str, list[Memory]]:
     """The owner's memories by the session that created them (not summaries, not merged or expired
-    ones)."""
+    ones), oldest first; with ``only``, just those sessions, from the member ids it gives."""
     out: dict[str, list[Memory]] = {}
-    for m in state.items.values():
-        if (
-            m.session_id
-            and m.kind != SUMMARY_KIND
-            and m.status not in (MemoryStatus.MERGED, MemoryStatus.EXPIRED)
-            and m.created_at
-        ):
-            out.setdefault(m.session_id, []).append(m)
+    if only is None:
+        for m in state.items.values():
+            if _summarised(m):
+                out.setdefault(m.session_id, []).append(m)  # type: ignore[arg-type]
+    else:
+        for sid, ids in only.items():
+            items = [m for m in (state.get(i) for i in ids) if m is not None and _summarised(m)]
+            if items:
+                out[sid] = [m for m in items if m.session_id == sid]
     for items in out.values():
         items.sort(key=lambda m: (m.created_at, m.id))
-    return out
+    return {sid: items for sid, items in out.items() if items}
+
+
+def up_to_date(state: OwnerMemories, session_id: str, items: list[Memory]) -> bool:
+    """Whether ``session_id`` needs nothing more from ``summarize`` whatever the time: its summary
+    is no longer live (left alone), or no memory of the session is newer than its summary."""
+    current = state.get(summary_id(state.owner_id, session_id))
+    if current is None:
+        return not items
+    return current.status not in LIVE or (
+        current.created_at is not None and (not items or items[-1].created_at <= current.created_at)  # type: ignore[operator]
+    )
 
 
 def _spread(items: list[Memory], n: int) -> list[Memory]:
@@ -175,13 +199,16 @@ def summarize(
     close_all: bool = False,
     token_count: Callable[[str], int] | None = None,
     later: LaterVectors | None = None,
+    only: dict[str, Iterable[str]] | None = None,
 ) -> int:
     """Write or refresh the summaries of the owner's closed sessions; returns how many changed.
 
-    With ``later``, the summaries get their vectors when the caller settles it, not now.
+    With ``later``, the summaries get their vectors when the caller settles it, not now. With
+    ``only`` (session id -> ids of its memories), just those sessions are looked at: the caller
+    knows every other one is up to date.
     """
     todo: list[tuple[Memory, SessionSummaryRow, Memory | None]] = []
-    for session_id, items in sorted(sessions(state).items()):
+    for session_id, items in sorted(sessions(state, only).items()):
         if not close_all and items[-1].created_at + rules.idle_gap > at:  # type: ignore[operator]
             continue
         current = state.get(summary_id(state.owner_id, session_id))

@@ -74,14 +74,15 @@ def touched_at(m: Memory) -> datetime | None:
     return latest(m.created_at, m.last_reinforced_at, m.last_accessed_at)
 
 
+def eviction_key(m: Memory) -> tuple:
+    """Where ``m`` comes in ``eviction_order``: least valuable, then oldest, then id."""
+    t = touched_at(m)
+    return (round(m.confidence, 6), m.reinforcement, t.timestamp() if t else 0.0, m.id)
+
+
 def eviction_order(memories: Iterable[Memory]) -> list[Memory]:
     """Memories from the first to archive to the last: least valuable, then oldest, then id."""
-
-    def key(m: Memory) -> tuple:
-        t = touched_at(m)
-        return (round(m.confidence, 6), m.reinforcement, t.timestamp() if t else 0.0, m.id)
-
-    return sorted(memories, key=key)
+    return sorted(memories, key=eviction_key)
 
 
 def over_capacity(memories: Iterable[Memory], cap: int | None) -> list[Memory]:
