@@ -17,13 +17,20 @@ Three measurements, from one run, with the model loaded and the store libraries 
    Flow and bound are measured interleaved (flow, bound, turns, flow, bound, turns, ...;
    ``--rounds``, at least three) and reported as medians with their min and max, so that a change
    of load on a shared machine shows as spread instead of moving one side only.
-3. **History.** The messages of ``--data`` rewritten to belong to one owner and fed in ten
-   consecutive slices into one home, each slice a flow run of its own: turns/s of each tenth, and
-   ``history_flatness`` = last tenth / first tenth (1.0: an owner's growing history costs nothing).
-   The tenths differ in content too (other conversations, other sessions and maintenance ticks),
-   so each tenth is also run alone into an empty home: ``history_fresh_turns_per_s`` and
+3. **History.** The messages of ``--data`` rewritten to belong to one owner and cut into ten
+   consecutive tenths, which one flow run takes in turn: a tenth goes in once the flow has done
+   everything the last one gave it (no operator has run for ``QUIET_S``). A tenth's time runs from
+   handing it in to the flow's last activity on it; its turns are those of the spans extracted in
+   that time (a conversation's last span waits for its next message, so it is extracted with the
+   next tenth). ``history_turns_per_s`` per tenth and ``history_flatness`` = last tenth / first
+   tenth (1.0: an owner's growing history costs a span nothing).
+   The tenths differ in content too (other sessions, other maintenance ticks), so each tenth is
+   also run alone the same way into an empty home: ``history_fresh_turns_per_s`` and
    ``history_fresh_flatness``; ``history_cost_by_tenth`` = fresh turns/s / in-history turns/s of
    each tenth (1.0: that tenth paid nothing for the history before it).
+   What restarting costs is measured apart: each tenth as a run of its own into one home, as a
+   backfill in daily pieces runs (every run reads the owner's memories back from the store):
+   ``history_runs_turns_per_s`` and ``history_runs_flatness``.
 
 Results go to ``--json`` and a markdown table beside it.
 """
@@ -40,7 +47,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +135,104 @@ def long_history(records: list[Any], folder: Path, slices: int = 10) -> list[Pat
     return paths
 
 
+QUIET_S = 0.15
+"""A tenth is done once no operator of the flow has run for this long."""
+
+
+class Activity:
+    """When the flow's working operators last ran, and the turns of the spans it extracted: the
+    span builder, extraction, distillation and the store sink are wrapped for one flow run."""
+
+    def __init__(self) -> None:
+        self.last = time.perf_counter()
+        self.turns = 0
+        self._undo: list[tuple[Any, str, Any]] = []
+
+    def __enter__(self) -> Activity:
+        from skillstream.flows.distill import DistillLogic
+        from skillstream.flows.operators import ExtractLogic, SpanLogic
+        from skillstream.storage.sinks import _StorePartition
+
+        self._wrap(SpanLogic, "on_item")
+        self._wrap(ExtractLogic, "on_batch", count=True)
+        self._wrap(DistillLogic, "on_batch")
+        self._wrap(_StorePartition, "write_batch")
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for cls, name, f in self._undo:
+            setattr(cls, name, f)
+
+    def _wrap(self, cls: Any, name: str, count: bool = False) -> None:
+        from skillstream.model import Span
+
+        inner = getattr(cls, name)
+        self._undo.append((cls, name, inner))
+        activity = self
+
+        def wrapped(obj: Any, values: Any, *a: Any, **k: Any) -> Any:
+            if count:
+                activity.turns += sum(len(v.messages) for v in values if isinstance(v, Span))
+            try:
+                return inner(obj, values, *a, **k)
+            finally:
+                activity.last = time.perf_counter()
+
+        setattr(cls, name, wrapped)
+
+
+def run_tenths(settings: Any, tenths: list[list[Any]]) -> list[float]:
+    """One flow run that takes ``tenths`` in turn (see the module docstring); turns/s of each."""
+    from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
+    from bytewax.testing import cluster_main
+
+    from skillstream.flows import progress
+    from skillstream.flows.memory import build_flow
+
+    rates: list[float] = []
+    activity = Activity()
+
+    class Partition(StatefulSourcePartition[Any, None]):
+        def __init__(self) -> None:
+            self.next = 0
+            self.started = 0.0
+            self.turns = 0
+
+        def next_batch(self) -> list[Any]:
+            now = time.perf_counter()
+            if self.next and now - activity.last < QUIET_S:
+                return []  # the tenth handed in last is still being worked on
+            if self.next:
+                seconds = activity.last - self.started
+                rates.append((activity.turns - self.turns) / seconds)
+            if self.next == len(tenths):
+                raise StopIteration()
+            batch = tenths[self.next]
+            self.next += 1
+            self.started, self.turns = time.perf_counter(), activity.turns
+            activity.last = self.started
+            return batch
+
+        def next_awake(self) -> datetime | None:
+            return datetime.now(UTC) + timedelta(milliseconds=5)
+
+        def snapshot(self) -> None:
+            return None
+
+    class Tenths(FixedPartitionedSource[Any, None]):
+        def list_parts(self) -> list[str]:
+            return ["history"]
+
+        def build_part(self, step_id: str, for_part: str, resume_state: None) -> Partition:
+            return Partition()
+
+    progress.reset()
+    with activity:
+        parts = build_flow(settings, Tenths(), workers=1)
+        cluster_main(parts.flow, [], 0, worker_count_per_proc=1)
+    return rates
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", default=str(ROOT / "data" / "sample"))
@@ -168,17 +273,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     history: list[float] = []
     fresh: list[float] = []
+    runs: list[float] = []
     if not args.skip_history:
+        from skillstream.connectors.files import read_all
+
         with tempfile.TemporaryDirectory(prefix="ss-bench-history-") as tmp:
-            settings = Settings.from_keys(home=str(Path(tmp) / "home"))
             paths = long_history(records, Path(tmp))
-            for i, path in enumerate(paths):
-                n = sum(1 for _ in path.open(encoding="utf-8"))
-                seconds, _, _ = run_flow(settings, FileSource(str(path), format="jsonl"))
-                history.append(n / seconds)
+            tenths = [list(read_all(FileSource(str(p), format="jsonl"))) for p in paths]
+            settings = Settings.from_keys(home=str(Path(tmp) / "home"))
+            history = run_tenths(settings, tenths)
+            for i, tenth in enumerate(tenths):
                 alone = Settings.from_keys(home=str(Path(tmp) / f"fresh-{i:02d}"))
-                seconds, _, _ = run_flow(alone, FileSource(str(path), format="jsonl"))
-                fresh.append(n / seconds)
+                fresh += run_tenths(alone, [tenth])
+            restarted = Settings.from_keys(home=str(Path(tmp) / "runs"))
+            for path, tenth in zip(paths, tenths, strict=True):
+                seconds, _, _ = run_flow(restarted, FileSource(str(path), format="jsonl"))
+                runs.append(len(tenth) / seconds)
 
     n = len(turns)
     ratios = [b / f for b, f in zip(bound_s, flow_s, strict=True)]
@@ -205,6 +315,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "history_cost_by_tenth": [
             round(f / h, 3) for f, h in zip(fresh, history, strict=True) if h > 0
         ],
+        "history_runs_turns_per_s": [round(x, 1) for x in runs],
+        "history_runs_flatness": round(runs[-1] / runs[0], 3) if runs else None,
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "machine": f"{platform.machine()} {os.cpu_count()} cores, "
@@ -224,6 +336,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ("each tenth alone, turns/s", ", ".join(map(str, result["history_fresh_turns_per_s"]))),
         ("history_fresh_flatness (alone: last / first)", result["history_fresh_flatness"]),
         ("history cost by tenth (alone / in history)", result["history_cost_by_tenth"]),
+        (
+            "each tenth a run of its own, turns/s",
+            ", ".join(map(str, result["history_runs_turns_per_s"])),
+        ),
+        ("history_runs_flatness (restarts: last / first)", result["history_runs_flatness"]),
         ("peak RSS (MB)", result["peak_rss_mb"]),
         ("load average (1, 5, 15 min) at the end", result["load_average"]),
     ]

@@ -38,6 +38,8 @@ import numpy as np
 
 from skillstream.embed import Embed
 from skillstream.ids import prefixed_id
+from skillstream.lifecycle.clusters import ClusterPass
+from skillstream.lifecycle.clusters import unit as _unit
 from skillstream.lifecycle.params import LifecycleParams
 from skillstream.lifecycle.states import ChangeLog
 from skillstream.memories import LIVE, OwnerMemories, age_key
@@ -83,87 +85,19 @@ def candidates(state: OwnerMemories, at: datetime) -> list[Memory]:
     )
 
 
-def _unit(v: np.ndarray) -> np.ndarray:
-    n = float(np.linalg.norm(v))
-    return v / n if n > 0 else v
-
-
 def cluster(items: Sequence[Memory], threshold: float) -> list[list[Memory]]:
-    """Single-pass clustering by cosine to the cluster centres (see the module docstring)."""
+    """Single-pass clustering by cosine to the cluster centres (``lifecycle.clusters``)."""
     return ClusterPass(threshold).run(items)
 
 
-class ClusterPass:
-    """The single clustering pass, kept between maintenance ticks so a tick pays for what changed.
-
-    Clusters depend only on the candidates' vectors in their order, so a tick whose candidates
-    begin with the same memories and vectors as the last tick's (the usual case: new memories
-    come last) resumes the pass where the common beginning ends, with the cluster sums and centres
-    as they were there, instead of running it over the whole history. Sums are rebuilt by adding
-    the same vectors in the same order, so the clusters are exactly those of a full pass.
-    """
+class Kept:
+    """What the reorganizer keeps of an owner between ticks (derived data of its state): the
+    clustering pass, and the node built for each cluster with its members."""
 
     def __init__(self, threshold: float) -> None:
-        self.threshold = threshold
-        self.items: list[Any] = []  # the candidates, in order
-        self.vectors: list[Any] = []  # each candidate's vector object (the same object: unchanged)
-        self.assign: list[int] = []  # the cluster each candidate joined
-        self.sums: list[np.ndarray] = []
-        self.centres: np.ndarray = np.empty((0, 0), dtype=np.float32)
+        self.clusters = ClusterPass(threshold)
         self.nodes: dict[tuple, tuple] = {}
-        """The node built for each cluster of the last tick (members, their vectors, the node, its
-        ranked members and centre), by the members' ids and versions."""
         self._seen: dict[tuple, tuple] = {}
-
-    def run(self, items: Sequence[Memory]) -> list[list[Memory]]:
-        """The clusters of ``items`` (in their order), resuming from the last run's pass."""
-        same = 0
-        for m, was, vec in zip(items, self.items, self.vectors):
-            if m is not was or m.vector is not vec:
-                break
-            same += 1
-        if same < len(self.items):
-            self._rewind(same)
-        for m in items[same:]:
-            self._add(m)
-        groups: list[list[Memory]] = [[] for _ in self.sums]
-        for m, c in zip(items, self.assign):
-            groups[c].append(m)
-        return groups
-
-    def _rewind(self, n: int) -> None:
-        """Back to the state after the first ``n`` candidates."""
-        del self.items[n:], self.vectors[n:], self.assign[n:]
-        sums: list[np.ndarray] = []
-        for vec, c in zip(self.vectors, self.assign):
-            v = np.asarray(vec, dtype=np.float32).reshape(-1)
-            if c == len(sums):
-                sums.append(v.copy())
-            else:
-                sums[c] = sums[c] + v
-        self.sums = sums
-        rows = [_unit(total)[None, :] for total in sums]
-        self.centres = np.vstack(rows) if rows else np.empty((0, 0), dtype=np.float32)
-
-    def _add(self, m: Memory) -> None:
-        v = np.asarray(m.vector, dtype=np.float32).reshape(-1)
-        best = -1
-        if self.sums:
-            sims = self.centres @ v
-            i = int(np.argmax(sims))
-            if float(sims[i]) >= self.threshold - 1e-6:
-                best = i
-        if best < 0:
-            best = len(self.sums)
-            self.sums.append(v.copy())
-            row = _unit(v)[None, :]
-            self.centres = row if self.centres.size == 0 else np.vstack([self.centres, row])
-        else:
-            self.sums[best] = self.sums[best] + v
-            self.centres[best] = _unit(self.sums[best])
-        self.items.append(m)
-        self.vectors.append(m.vector)
-        self.assign.append(best)
 
     def node(
         self, owner_id: str, members: Sequence[Memory]
@@ -278,13 +212,14 @@ def reorganize(
     neither, a node's vector is its cluster's centre.
     """
     threshold = rules.reorganize_threshold
-    run = state.derived("cluster-pass", lambda: ClusterPass(threshold))
-    if run.threshold != threshold:
-        run = state.keep("cluster-pass", ClusterPass(threshold))
-    run.start_tick()
-    groups = [g for g in run.run(candidates(state, at)) if len(g) >= rules.reorganize_min_members]
-    built = [run.node(state.owner_id, g) for g in groups]
-    run.end_tick()
+    kept = state.derived("reorganizer", lambda: Kept(threshold))
+    if kept.clusters.threshold != threshold:
+        kept = state.keep("reorganizer", Kept(threshold))
+    kept.start_tick()
+    found = kept.clusters.run(candidates(state, at))
+    groups = [g for g in found if len(g) >= rules.reorganize_min_members]
+    built = [kept.node(state.owner_id, g) for g in groups]
+    kept.end_tick()
     todo: list[tuple[Memory, list[tuple[Memory, float]], np.ndarray, Memory | None]] = []
     for node, ranked, centre in built:
         current = state.get(node.id)
@@ -358,13 +293,13 @@ def reorganize(
         changed += 1
     if later is not None:
         later.want(wanted)
-    kept = {n.id for n, _, _ in built}
+    built_ids = {n.id for n, _, _ in built}
     nodes = (state.get(i) for i in state.index.topics)
     for m in sorted((m for m in nodes if m is not None), key=age_key):
         if (
             m.kind == MemoryKind.TOPIC
             and m.status in LIVE
-            and m.id not in kept
+            and m.id not in built_ids
             and m.created_at is not None
             and m.created_at <= at
         ):
