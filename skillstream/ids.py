@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from json.encoder import encode_basestring as _string
 from typing import Any
 
 
@@ -20,9 +21,20 @@ def stable_id(*parts: Any, size: int = 16) -> str:
     """
     h = hashlib.blake2b(digest_size=size)
     for part in parts:
-        h.update(json.dumps(part, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8"))
+        h.update(_json(part).encode("utf-8"))
         h.update(b"\x1f")
     return h.hexdigest()
+
+
+def _json(part: Any) -> str:
+    """``json.dumps(part, sort_keys=True, ensure_ascii=False, default=str)``, with the strings and
+    integers that make up most ids encoded without the general encoder (the same text)."""
+    kind = type(part)
+    if kind is str:
+        return _string(part)
+    if kind is int:
+        return int.__repr__(part)
+    return json.dumps(part, sort_keys=True, ensure_ascii=False, default=str)
 
 
 def prefixed_id(prefix: str, *parts: Any) -> str:

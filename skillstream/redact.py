@@ -225,9 +225,12 @@ class Redactor:
     def __init__(self, patterns: tuple[SensitivePattern, ...] = DEFAULT_PATTERNS) -> None:
         self.patterns = patterns
         self._compiled = [
-            (p, re.compile(p.regex), _HINTS.get(p.name, ()) if p in _BUILT_IN else ())
+            (p, re.compile(p.regex), frozenset(_HINTS.get(p.name, ()) if p in _BUILT_IN else ()))
             for p in patterns
         ]
+        self._hints = frozenset(h for _, _, hints in self._compiled for h in hints)
+        self._ids: dict[str, tuple[str, list[str]]] = {}
+        """``redact_id``'s answers so far (ids repeat in every message of a conversation)."""
 
     def apply(self, text: str) -> tuple[str, list[str]]:
         """Return the redacted text and the names of the patterns that matched.
@@ -236,8 +239,9 @@ class Redactor:
         """
         hits: list[str] = []
         low = text.lower()
+        present = {h for h in self._hints if h in low}
         for pat, rx, hints in self._compiled:
-            if hints and not any(h in low for h in hints):
+            if hints and hints.isdisjoint(present):
                 continue
 
             def repl(m: re.Match[str], pat: SensitivePattern = pat) -> str:
@@ -306,6 +310,8 @@ def redact_answer(text: str | None, redactor: Redactor = DEFAULT_REDACTOR) -> st
 
 
 REDACTED_ID_PREFIX = "redacted-"
+ID_MEMO = 1 << 16
+"""Identifiers a redactor remembers ``redact_id``'s answer for (then it starts again)."""
 
 
 def redact_id(value: str, redactor: Redactor = DEFAULT_REDACTOR) -> tuple[str, list[str]]:
@@ -323,11 +329,19 @@ def redact_id(value: str, redactor: Redactor = DEFAULT_REDACTOR) -> tuple[str, l
         >>> redact_id("conv-AKIA" + "Z7QF3EXAMPLE4KQW")[0]
         'redacted-6767bc14071a413e'
     """
+    known = redactor._ids.get(value)
+    if known is not None:
+        return known[0], list(known[1])
     _, hits = redactor.apply(value)
     if not hits:
-        return value, hits
-    digest = hashlib.blake2b(value.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
-    return REDACTED_ID_PREFIX + digest, hits
+        out = value
+    else:
+        digest = hashlib.blake2b(value.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+        out = REDACTED_ID_PREFIX + digest
+    if len(redactor._ids) >= ID_MEMO:
+        redactor._ids.clear()
+    redactor._ids[value] = (out, list(hits))
+    return out, hits
 
 
 def merge_patterns(*groups: tuple[SensitivePattern, ...]) -> tuple[SensitivePattern, ...]:

@@ -17,16 +17,23 @@ from skillstream.errors import InputError
 
 Rows: TypeAlias = Sequence[Mapping[str, Any]] | pa.Table
 
+_FIELDS: dict[type, tuple[str, ...]] = {}
+"""The field names of the dataclasses written so far (those without a ``row()``)."""
+
 
 def as_dict(record: Any) -> dict[str, Any]:
     """A column dict for a record: a mapping, a dataclass, or an object with ``row()``."""
+    names = _FIELDS.get(type(record))
+    if names is not None:
+        return {n: getattr(record, n) for n in names}
     if isinstance(record, Mapping):
         return dict(record)
     row = getattr(record, "row", None)
     if callable(row):
         return dict(row())
     if dataclasses.is_dataclass(record) and not isinstance(record, type):
-        return {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
+        names = _FIELDS[type(record)] = tuple(f.name for f in dataclasses.fields(record))
+        return {n: getattr(record, n) for n in names}
     raise InputError(
         f"cannot write a {type(record).__name__} as a table row: expected a dict, a dataclass "
         "or an object with a row() method"

@@ -55,11 +55,14 @@ def _pattern(word: str) -> re.Pattern[str]:
     return re.compile(r"(?<![\w'])" + body + (r"[\w']*" if stem else r"(?![\w'])"))
 
 
-_PATTERNS = sorted(
-    ((tone, _pattern(w), len(w)) for tone, words in TONES.items() for w in words),
-    key=lambda p: -p[2],
-)
-"""Longest words first, so 不开心 is sad before 开心 could be happy."""
+_PATTERNS = [
+    (tone, _pattern(w), w.rstrip("*"))
+    for tone, w in sorted(
+        ((tone, w) for tone, words in TONES.items() for w in words), key=lambda tw: -len(tw[1])
+    )
+]
+"""Longest words first, so 不开心 is sad before 开心 could be happy; with each pattern the text
+every match of it contains (a text without it is not searched)."""
 
 
 def _negated(text: str, start: int) -> bool:
@@ -79,7 +82,9 @@ def emotional_context(texts: Iterable[str]) -> str | None:
     for i, text in enumerate(texts):
         low = text.lower()
         taken: list[tuple[int, int]] = []  # spans already counted (one word, one tone)
-        for tone, pattern, _ in _PATTERNS:
+        for tone, pattern, literal in _PATTERNS:
+            if literal not in low:
+                continue
             for m in pattern.finditer(low):
                 if any(m.start() < e and s < m.end() for s, e in taken):
                     continue

@@ -34,12 +34,14 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 
 from skillstream.extract import Extraction, ExtractionInput, MemorySkill
 from skillstream.lang import detect_language
 from skillstream.memskill.seeds import PRIMITIVES
-from skillstream.model import Message
+from skillstream.model import Message, Span
 from skillstream.rules.classify import Classified, classify, np_head, strip_cue, subject_key
 from skillstream.rules.dates import resolve_dates
 from skillstream.rules.person import add_subject, said, third_person_en, third_person_zh
@@ -128,6 +130,10 @@ def _allowed(skills: Sequence[MemorySkill]) -> dict[str, str]:
     return out
 
 
+SAID_SPANS = 4096
+"""Spans whose statements an executor keeps for a second run (the pipeline's prediction)."""
+
+
 class RulesExecutor:
     """Offline executor implementing the primitive memory skills with text rules.
 
@@ -145,6 +151,8 @@ class RulesExecutor:
     def __init__(self, keep_assistant_suggestions: bool = True, categories: bool = False) -> None:
         self.keep_assistant_suggestions = keep_assistant_suggestions
         self.categories = categories
+        self._said: OrderedDict[int, tuple[Span, tuple, list[Statement]]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def execute(self, inp: ExtractionInput) -> Extraction:
         allowed = _allowed(inp.memory_skills)
@@ -154,13 +162,30 @@ class RulesExecutor:
         speakers = {m.speaker for m in msgs if m.role in ("user", "assistant")}
         # Names from earlier spans matter only when this span does not show both sides.
         known = inp.state.index.known_people() if len(speakers) < 2 else {}
-        vocatives = _vocatives(msgs, known)
         keep = statement_filter(inp.memory_skills, self.categories)
-        for j in range(len(msgs)):
-            for st in self._statements(msgs, j, vocatives, known):
-                if keep(st):
-                    planner.add(st)
+        for st in self._statements_of(inp.span, known):
+            if keep(st):
+                planner.add(st)
         return Extraction(ops=planner.ops(), memory_skills=names)
+
+    def _statements_of(self, span: Span, known: dict[str, str]) -> list[Statement]:
+        """The span's statements, in order. They depend on the span and the people known before
+        it, not on the owner's memories: when the pipeline runs the executor twice for a span
+        (once to predict its texts), the second run takes them from the first."""
+        key = tuple(known.items())
+        with self._lock:
+            got = self._said.get(id(span))
+            if got is not None and got[0] is span and got[1] == key:
+                self._said.move_to_end(id(span))
+                return got[2]
+        msgs = span.messages
+        vocatives = _vocatives(msgs, known)
+        out = [st for j in range(len(msgs)) for st in self._statements(msgs, j, vocatives, known)]
+        with self._lock:
+            self._said[id(span)] = (span, key, out)
+            while len(self._said) > SAID_SPANS:
+                self._said.popitem(last=False)
+        return out
 
     # ------------------------------------------------------------------------------ statements
 

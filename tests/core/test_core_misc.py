@@ -13,6 +13,29 @@ def test_stable_id_separates_parts():
     assert prefixed_id("mem", "x").startswith("mem_")
 
 
+def test_stable_ids_hash_the_json_of_their_parts():
+    """Strings and integers take a shorter road to their JSON text; the text is the same."""
+    import hashlib
+    import json
+
+    parts = [
+        "",
+        "mem_0a",
+        'say "hi" \\ now',
+        "naïve café 中文 😀",
+        "\x00\x1f\n\u2028",
+        0,
+        -7,
+        10**30,
+    ]
+    parts += [None, True, 2.5, ["a", 1], {"b": 1, "a": [2]}, ("t", 3)]
+    for part in parts:
+        h = hashlib.blake2b(digest_size=16)
+        h.update(json.dumps(part, sort_keys=True, ensure_ascii=False, default=str).encode())
+        h.update(b"\x1f")
+        assert stable_id(part) == h.hexdigest(), part
+
+
 def test_language_detection():
     assert detect_language("I went hiking yesterday") == "en"
     assert detect_language("我昨天去爬山了") == "zh"
