@@ -115,7 +115,7 @@ class PrefetchCounts:
             self.missed += lookup.missed
 
 
-PREFETCH_TEXTS = 64
+PREFETCH_TEXTS = 256
 """Predicted texts handed to the model at a time while a batch's later spans are predicted."""
 
 

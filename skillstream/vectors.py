@@ -88,20 +88,33 @@ class LaterVectors:
     expired in between keeps what it has: a later ``want`` covers a new text).
     """
 
-    def __init__(self, submit: Submit) -> None:
+    def __init__(self, submit: Submit, at_once: int = 64) -> None:
         self.submit = submit
+        self.at_once = at_once
         self.waiting: list[tuple[Memory, str, Pending, int]] = []
+        self._unsent: list[Memory] = []
         self._asked: dict[str, tuple[Memory, str]] = {}  # id -> the memory and its last text
 
     def want(self, memories: Sequence[Memory]) -> None:
-        """Drop the memories' vectors until ``settle`` gives them the vectors of their texts."""
-        if not memories:
-            return
-        pending = self.submit([m.text for m in memories])
-        for i, m in enumerate(memories):
+        """Drop the memories' vectors until ``settle`` gives them the vectors of their texts.
+
+        Texts go to the model ``at_once`` at a time (the rest when ``settle`` is called): the
+        model's batches are texts of one padded length, so a few texts at a time make small ones.
+        """
+        for m in memories:
             m.vector = None
-            self.waiting.append((m, m.text, pending, i))
             self._asked[m.id] = (m, m.text)
+            self._unsent.append(m)
+        if len(self._unsent) >= self.at_once:
+            self._send()
+
+    def _send(self) -> None:
+        if not self._unsent:
+            return
+        sent, self._unsent = self._unsent, []
+        pending = self.submit([m.text for m in sent])
+        for i, m in enumerate(sent):
+            self.waiting.append((m, m.text, pending, i))
 
     def waits_for(self, m: Memory, text: str) -> bool:
         """Whether ``m`` waits for the vector of ``text`` (asked for since the last settle)."""
@@ -110,6 +123,7 @@ class LaterVectors:
 
     def settle(self) -> list[Memory]:
         """Give every waiting memory its vector; returns the memories that got one, in order."""
+        self._send()
         done: dict[str, Memory] = {}
         for m, text, pending, i in self.waiting:
             vectors = pending.result()

@@ -7,6 +7,7 @@ The only module of ``storage`` that imports Bytewax; the write itself is
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import zlib
 from collections.abc import Callable
@@ -23,6 +24,9 @@ log = logging.getLogger(__name__)
 
 PARTITION = "store"
 """The one partition of a DuckDB-file catalog; a shared catalog has ``store-<shard>`` ones."""
+
+WRITES_AHEAD = 2
+"""Batches handed to a store partition's writer that may wait for it (the flow then waits)."""
 
 Shard = Callable[[str], str]
 """An owner id's shard (the flow's ``shard_of``: a decimal number below the shard count)."""
@@ -160,24 +164,68 @@ def _crc_shard(shards: int) -> Shard:
 
 
 class _StorePartition(StatefulSinkPartition):
+    """One store partition. Its writes run on a thread of their own, in the order the batches
+    came, so the flow extracts the next batch while the last one is written (the stores' writes
+    run outside Python's GIL). ``snapshot`` (the end of an epoch, before Bytewax records it) and
+    ``close`` wait until every batch handed in is written, so what an epoch's snapshot says is
+    stored is stored. A write that fails stops the writing: the batches after it are not written
+    (a later ledger row must not commit before an earlier span's rows), and the error is raised at
+    the next ``write_batch``, ``snapshot`` or ``close``, which fails the flow as a write of its own
+    would have."""
+
     def __init__(self, stores: Stores, optimize_every: int) -> None:
         self.stores = stores
         self.optimize_every = optimize_every
         self._since_optimize = 0
+        self._queue: queue.Queue[list[Any] | None] = queue.Queue(maxsize=WRITES_AHEAD)
+        self._error: BaseException | None = None
+        self._reported = False
+        self._writer = threading.Thread(target=self._write_all, name="store-writer", daemon=True)
+        self._writer.start()
 
     def write_batch(self, values: list[Any]) -> None:
+        self._raise()
+        self._queue.put(values)
+
+    def snapshot(self) -> None:
+        self._queue.join()
+        self._raise()
+        return None
+
+    def close(self) -> None:
+        try:
+            self._queue.join()
+            self._queue.put(None)
+            self._writer.join()
+            self._raise()
+            if self.optimize_every and self._since_optimize:
+                self.stores.index.optimize()
+        finally:
+            self.stores.close()
+
+    def _raise(self) -> None:
+        """Raise a failed write's error, once (a close after the flow failed must not raise it
+        again: Bytewax closes partitions while it unwinds)."""
+        if self._error is not None and not self._reported:
+            self._reported = True
+            raise self._error
+
+    def _write_all(self) -> None:
+        while True:
+            values = self._queue.get()
+            try:
+                if values is None:
+                    return
+                if self._error is None:
+                    self._write(values)
+            except BaseException as e:  # noqa: BLE001 - handed to the flow's thread
+                self._error = e
+            finally:
+                self._queue.task_done()
+
+    def _write(self, values: list[Any]) -> None:
         summary = write_results(self.stores, values)
         self._since_optimize += summary.memories
         if self.optimize_every and self._since_optimize >= self.optimize_every:
             self.stores.index.optimize()
             self._since_optimize = 0
-
-    def snapshot(self) -> None:
-        return None
-
-    def close(self) -> None:
-        try:
-            if self.optimize_every and self._since_optimize:
-                self.stores.index.optimize()
-        finally:
-            self.stores.close()
