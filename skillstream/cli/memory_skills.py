@@ -195,6 +195,13 @@ def _training_skills(settings: Any) -> list[Any]:
 @click.option("--updates", type=int, default=30, show_default=True, help="PPO updates.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option(
+    "--runs",
+    type=int,
+    default=5,
+    show_default=True,
+    help="Independent runs (seeds --seed on) whose chosen checkpoints are averaged.",
+)
+@click.option(
     "--budget",
     default="cosine",
     show_default=True,
@@ -230,6 +237,7 @@ def train_cmd(
     k: int,
     updates: int,
     seed: int,
+    runs: int,
     budget: str,
     select_every: int,
     correction: str,
@@ -273,6 +281,7 @@ def train_cmd(
         budget=budget,
         select_every=select_every,
         correction=correction,
+        runs=max(1, runs),
     )
     embedder = get_embedder(settings.embedding)
     skills = _training_skills(settings)
@@ -289,7 +298,7 @@ def train_cmd(
     if isinstance(getattr(executor, "categories", None), bool):
         executor.categories = True  # type: ignore[attr-defined]
     bar_file = click.get_text_stream("stderr")  # type: ignore[operator]
-    with click.progressbar(length=updates, label="PPO updates", file=bar_file) as bar:
+    with click.progressbar(length=updates * opts.runs, label="PPO updates", file=bar_file) as bar:
 
         def step(point: dict[str, float]) -> None:
             bar.update(1)

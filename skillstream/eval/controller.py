@@ -18,6 +18,7 @@ cosine ranking the reward uses, not the hybrid searcher of ``eval locomo``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -30,7 +31,7 @@ import numpy as np
 from skillstream.embed import Pending
 from skillstream.errors import ConfigError, InputError
 from skillstream.extract import Controller, Executor, MemorySkill
-from skillstream.memskill.budget import MemoryBudget, marginal_price
+from skillstream.memskill.budget import MemoryBudget, marginal_price, pick
 from skillstream.memskill.controller import (
     COSINE_TEMPERATURE,
     CosineScorer,
@@ -321,6 +322,8 @@ class TrainOptions:
     select_every: int = 1
     """Evaluate the deterministic policy on the training conversations every this many updates and
     keep the best checkpoint within the budget (0: keep the last weights)."""
+    runs: int = 1
+    """Independent runs (seeds ``seed`` on) whose chosen checkpoints are averaged."""
     dual_step: float = 2.0
 
     def key(self, skills: Sequence[MemorySkill]) -> str:
@@ -329,7 +332,7 @@ class TrainOptions:
 
         text = json.dumps(
             [
-                {k: v for k, v in vars(self).items()},
+                {k: v for k, v in vars(self).items() if k != "runs"},  # each run has its own
                 [(s.name, s.version, s.description, s.instruction) for s in skills],
                 str(Path(self.data).resolve()),
             ],
@@ -469,6 +472,13 @@ def train_controller(
     conversations (``skillstream.memskill.budget``). The trainer's state is saved in the artifact
     store after every update; with ``resume`` a run with the same options continues from it.
 
+    With ``opts.runs`` above 1, that many independent runs are trained (seeds ``seed`` to
+    ``seed + runs - 1``) and the scorer kept is the average of their chosen checkpoints, when it is
+    within the budget on the training conversations and recalls at least what the untrained
+    controller does there; otherwise the best single one (``pick``). A run's choice depends on its
+    one trajectory; the average of several is what they agree on (for the skill correction, one
+    logit per skill, it is the average of their logits).
+
     Args:
         stop_after: Stop after this many updates in total, without validating (an interrupted run).
         grader: A ``QAGrader`` answering with an LLM, for the ``qa`` reward (required by it).
@@ -483,9 +493,150 @@ def train_controller(
     emb = _Embedder(embed, int(embedder.dim))
     convs = load_conversations(opts.data, opts.fmt, settings, embed, opts.reward)
     tr, va = split(convs, opts.train, opts.val)
-    budget_opt = parse_budget(opts.budget)
     if opts.reward == "qa" and grader is None:
         raise ConfigError("the qa reward needs an LLM to answer the questions (--llm openai)")
+    fusion = settings.extraction.memory_skill_fusion
+    runs: list[_Run] = []
+    for r in range(max(1, opts.runs)):
+        one = dataclasses.replace(opts, seed=opts.seed + r, runs=1)
+        run = _train_run(
+            one, settings, embed, emb, executor, skills, tr, on_update, resume, stop_after, grader
+        )
+        if run is None:
+            return {"updates": stop_after, "interrupted": True}
+        runs.append(run)
+    first = runs[0]
+    trainer = first.trainer
+    averaged: tuple[float, int, int] | None = None
+    if len(runs) > 1:
+        trainer.net.load_state_dict(_average([run.weights for run in runs]))
+        averaged = _figures(
+            tr,
+            settings,
+            emb,
+            executor,
+            skills,
+            RolloutController(embed, trainer.net, k=opts.k, fusion=fusion, explore=False),
+        )
+        chosen = [run.chosen for run in runs if run.chosen is not None]
+        limit = first.trainer.budget.per_span if first.trainer.budget is not None else None
+        floor = first.trainer.candidates[0].recall if first.trainer.candidates else 0.0
+        within = limit is None or averaged[1] <= limit * averaged[2] + 1e-9
+        if not (within and averaged[0] >= floor) and chosen:
+            best = pick(chosen, limit) or chosen[0]
+            keep = next(run for run in runs if run.chosen is best)
+            trainer.net.load_state_dict(keep.weights)
+            averaged = None
+    else:
+        trainer.net.load_state_dict(first.weights)
+    ckpt = save_scorer(
+        trainer.net,
+        out,
+        k=opts.k,
+        reward=opts.reward,
+        seed=opts.seed,
+        skills=",".join(s.name for s in skills),
+        updates=opts.updates,
+        selected_update=first.selected,
+        runs=len(runs),
+    )
+    stored = store_checkpoint(settings, ckpt)
+    trained = RolloutController(embed, trainer.net, k=opts.k, fusion=fusion, explore=False)
+    untrained_torch = RolloutController(
+        embed, first.untrained, k=opts.k, fusion=fusion, explore=False
+    )
+    controllers: dict[str, Controller] = {
+        "all": _All(),
+        "random": RandomK(opts.k, opts.seed),
+        "untrained": TopKController(embed, CosineScorer(), k=opts.k, fusion=fusion),
+        "trained": trained,
+    }
+    if opts.prior <= 0:
+        controllers["untrained_net"] = untrained_torch
+    val = compare(va, settings, emb, executor, skills, controllers)
+    budget = trainer.budget
+    report: dict[str, Any] = {
+        "val": val,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "checkpoint": str(ckpt),
+        "stored": stored,
+        "train_conversations": [c.conversation_id for c in tr],
+        "val_conversations": [c.conversation_id for c in va],
+        "reward": opts.reward,
+        "k": opts.k,
+        "updates": opts.updates,
+        "seed": opts.seed,
+        "memory_cost": opts.memory_cost,
+        "budget": None
+        if budget is None
+        else {
+            "memories_per_span": round(budget.per_span, 4),
+            "final_price": budget.price,
+            "source": opts.budget,
+        },
+        "prior": opts.prior,
+        "correction": opts.correction,
+        "selected_update": first.selected,
+        "candidates": [vars(c) for c in first.trainer.candidates],
+        "resumed_from": first.resumed,
+        "skills": [s.name for s in skills],
+        "curve": first.curve.points,
+        "skill_rewards": first.trainer.skill_rewards,
+    }
+    if len(runs) > 1:
+        report["runs"] = [
+            {
+                "seed": opts.seed + i,
+                "selected_update": run.selected,
+                "train": None if run.chosen is None else vars(run.chosen),
+                "resumed_from": run.resumed,
+            }
+            for i, run in enumerate(runs)
+        ]
+        report["averaged"] = (
+            None
+            if averaged is None
+            else {"recall@10": round(averaged[0], 4), "memories": averaged[1], "spans": averaged[2]}
+        )
+    if curve_dir is not None:
+        write_curve(first.curve.points, curve_dir)
+    return report
+
+
+@dataclass
+class _Run:
+    """One training run: its trainer, the weights it chose and how it got there."""
+
+    trainer: Trainer
+    weights: dict[str, Any]
+    chosen: Any
+    selected: int
+    curve: Any
+    resumed: int | None
+    untrained: Any
+
+
+def _average(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The element-wise mean of networks' weights (the same architecture)."""
+    return {k: sum(s[k] for s in states) / len(states) for k in states[0]}
+
+
+def _train_run(
+    opts: TrainOptions,
+    settings: Settings,
+    embed: CachedEmbed,
+    emb: _Embedder,
+    executor: Executor,
+    skills: Sequence[MemorySkill],
+    tr: Sequence[Conversation],
+    on_update: Callable[[dict[str, float]], None] | None,
+    resume: bool,
+    stop_after: int | None,
+    grader: Any,
+) -> _Run | None:
+    """Train one run (resumed from its saved state, with ``resume``); ``None`` when it stopped
+    after ``stop_after`` updates."""
+    budget_opt = parse_budget(opts.budget)
     cfg = PPOConfig(lr=opts.lr, episodes_per_update=opts.episodes_per_update)
     fusion = settings.extraction.memory_skill_fusion
     trainer = Trainer(
@@ -547,65 +698,17 @@ def train_controller(
         save=run.save_trainer,
     )
     if stop_after is not None and stop_after < opts.updates:
-        return {"updates": trainer.updates, "interrupted": True}
-    if trainer.best_weights is not None:
-        trainer.net.load_state_dict(trainer.best_weights)
-    ckpt = save_scorer(
-        trainer.net,
-        out,
-        k=opts.k,
-        reward=opts.reward,
-        seed=opts.seed,
-        skills=",".join(s.name for s in skills),
-        updates=opts.updates,
-        selected_update=trainer.best.update if trainer.best is not None else opts.updates,
+        return None
+    weights = trainer.best_weights if trainer.best_weights is not None else trainer.net.state_dict()
+    return _Run(
+        trainer,
+        {k: v.clone() for k, v in weights.items()},
+        trainer.best,
+        trainer.best.update if trainer.best is not None else opts.updates,
+        curve,
+        None if resumed is None else int(resumed["updates"]),
+        untrained_net,
     )
-    stored = store_checkpoint(settings, ckpt)
-    trained = RolloutController(embed, trainer.net, k=opts.k, fusion=fusion, explore=False)
-    untrained_torch = RolloutController(
-        embed, untrained_net, k=opts.k, fusion=fusion, explore=False
-    )
-    controllers: dict[str, Controller] = {
-        "all": _All(),
-        "random": RandomK(opts.k, opts.seed),
-        "untrained": TopKController(embed, CosineScorer(), k=opts.k, fusion=fusion),
-        "trained": trained,
-    }
-    if opts.prior <= 0:
-        controllers["untrained_net"] = untrained_torch
-    val = compare(va, settings, emb, executor, skills, controllers)
-    budget = trainer.budget
-    report: dict[str, Any] = {
-        "val": val,
-        "seconds": round(time.perf_counter() - t0, 1),
-        "checkpoint": str(ckpt),
-        "stored": stored,
-        "train_conversations": [c.conversation_id for c in tr],
-        "val_conversations": [c.conversation_id for c in va],
-        "reward": opts.reward,
-        "k": opts.k,
-        "updates": opts.updates,
-        "seed": opts.seed,
-        "memory_cost": opts.memory_cost,
-        "budget": None
-        if budget is None
-        else {
-            "memories_per_span": round(budget.per_span, 4),
-            "final_price": budget.price,
-            "source": opts.budget,
-        },
-        "prior": opts.prior,
-        "correction": opts.correction,
-        "selected_update": trainer.best.update if trainer.best is not None else opts.updates,
-        "candidates": [vars(c) for c in trainer.candidates],
-        "resumed_from": None if resumed is None else int(resumed["updates"]),
-        "skills": [s.name for s in skills],
-        "curve": curve.points,
-        "skill_rewards": trainer.skill_rewards,
-    }
-    if curve_dir is not None:
-        write_curve(curve.points, curve_dir)
-    return report
 
 
 class _All:

@@ -249,18 +249,14 @@ class _Old:
                 rows = run._centres[changed].copy() if changed else rows
                 continue
             v = run._vec_of(m)
-            present = [c for c in changed if c < len(run._sums)]
-            if present:
-                if len(present) != len(rows):
-                    rows = run._centres[present].copy()
-                sims = rows @ v.astype(np.float64)
-                i = int(np.argmax(sims))
-                near, near_c = float(sims[i]), present[i]
-                if len(present) > 1:
-                    sims[i] = _NONE
-                    second = float(sims.max())
-                else:
-                    second = _NONE
+            if changed:  # every changed cluster exists: a cluster is changed once it is made
+                sims = (rows @ v.astype(np.float64)).tolist()
+                near, near_c, second = _NONE, -1, _NONE
+                for c, sim in zip(changed, sims):  # the first of equal ones, as argmax takes
+                    if sim > near:
+                        near, near_c, second = sim, c, near
+                    elif sim > second:
+                        second = sim
             else:
                 near, near_c, second = _NONE, -1, _NONE
             best, top, rest = best_of[o], top_of[o], rest_of[o]

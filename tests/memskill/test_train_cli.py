@@ -178,3 +178,34 @@ def test_evolve_snapshots_every_cycle_and_resumes(tmp_path, embedder, one_thread
     assert report["stored"].endswith(f"controllers/{checkpoint_version(tmp_path / 'e.pt')}.pt")
     # the best cycle's bank: cycle 1 trained with the designer's new skill, cycle 0 without it
     assert ("trip-dates" in {s.name for s in best}) == (report["best_cycle"] == 1)
+
+
+def test_several_runs_average_their_chosen_checkpoints(tmp_path, embedder, one_thread) -> None:
+    """``runs`` trains one run per seed, each as it would train alone (the same chosen update),
+    and keeps the average of their chosen weights when it is within the budget on the training
+    conversations, else the best single one."""
+    data = write_locomo(tmp_path / "logs.json", samples=3, sessions=3, turns=8)
+    skills = list(PRIMITIVES) + list(RULE_SKILLS)
+
+    def train(home: str, out: str, **kw: object) -> dict:
+        opts = TrainOptions(
+            data=str(data), reward="unlabelled", k=2, updates=2, lr=3e-3, select_every=1, **kw
+        )
+        settings = Settings.from_keys(home=str(tmp_path / home))
+        ex = RulesExecutor(categories=True)
+        return train_controller(opts, settings, embedder, ex, skills, tmp_path / out)
+
+    alone = [train(f"s{seed}", f"s{seed}.pt", seed=seed) for seed in (3, 4)]
+    both = train("both", "both.pt", seed=3, runs=2)
+    assert [r["seed"] for r in both["runs"]] == [3, 4]
+    assert [r["selected_update"] for r in both["runs"]] == [a["selected_update"] for a in alone]
+    assert both["val"]["untrained"] == alone[0]["val"]["untrained"]
+    weights = [torch.load(tmp_path / f"s{s}.pt", weights_only=True)["state_dict"] for s in (3, 4)]
+    kept = torch.load(tmp_path / "both.pt", weights_only=True)["state_dict"]
+    if both["averaged"] is not None:  # the average, within the budget
+        budget = both["budget"]["memories_per_span"]
+        assert both["averaged"]["memories"] <= budget * both["averaged"]["spans"] + 1e-9
+        for k in kept:
+            assert torch.allclose(kept[k], (weights[0][k] + weights[1][k]) / 2)
+    else:  # one of the runs' own choice
+        assert any(all(torch.equal(kept[k], w[k]) for k in kept) for w in weights)
