@@ -148,7 +148,7 @@ class OpTexts:
     text, or a text the agent's policy refuses)."""
     problems: list[tuple[str, str]]
     """(outcome record, why) for outcome records of the span that make no lesson."""
-    refused: list[tuple[str, str]]
+    refused: list[tuple[MemoryOp, str]]
     """(operation, why) for texts refused by the agent's policy."""
 
     @property
@@ -176,7 +176,7 @@ def op_texts(span: Span, ops: Sequence[MemoryOp], options: ApplyOptions) -> OpTe
     agent = span.messages[0].agent_id if span.messages else None
     policy = options.rules.policies.for_agent(agent)
     texts: list[str | None] = []
-    refused: list[tuple[str, str]] = []
+    refused: list[tuple[MemoryOp, str]] = []
     for o in ordered:
         if o.op not in (Op.INSERT, Op.UPDATE):
             texts.append(None)
@@ -187,7 +187,7 @@ def op_texts(span: Span, ops: Sequence[MemoryOp], options: ApplyOptions) -> OpTe
             if rejected:
                 names = ", ".join(sorted(set(rejected)))
                 why = f"matches sensitive pattern(s) {names} of policy {policy.agent!r}"
-                refused.append((_describe(o), why))
+                refused.append((o, why))
                 texts.append(None)
                 continue
         texts.append(text)
@@ -244,9 +244,8 @@ class _Apply:
         for what, why in prepared.problems:
             self.out.refused.append((what, why))
             log.warning("span %s: %s skipped: %s", self.span.span_id, what, why)
-        for what, why in prepared.refused:
-            self.out.refused.append((what, why))
-            log.info("span %s: refused %s: %s", self.span.span_id, what, why)
+        for op, why in prepared.refused:
+            self._refuse_op(op, why)
         ordered, texts = prepared.ops, prepared.texts
         if self.o.embed is not None:
             todo = prepared.embedded
