@@ -234,7 +234,7 @@ class _Old:
             self.changed.add(c)
             changed.append(c)
             changed.sort()
-            rows = run._centres[changed].copy() if c < len(run._sums) else rows
+            rows = run._centres[changed].copy()
 
         for k in self.lossy:  # their twins lose a member at some point: compared from the start
             t = twin.get(k, -1)
@@ -246,7 +246,7 @@ class _Old:
             if o is None:  # new, or a new vector: a full step
                 c, joins = run._step(j, m)
                 self._moved(c, joins, None, change)
-                rows = run._centres[changed].copy() if changed else rows
+                rows[changed.index(c)] = run._centres[c]  # ``c`` is changed now: its new centre
                 continue
             v = run._vec_of(m)
             if changed:  # every changed cluster exists: a cluster is changed once it is made
@@ -290,8 +290,8 @@ class _Old:
                     c = run._start(j, v)
                 run._record(m, c, b, top, rest)
             self._moved(c, joins, o, change)
-            if changed and c in self.changed and c < len(run._sums):
-                rows = run._centres[[x for x in changed if x < len(run._sums)]].copy()
+            if c in self.changed:  # its centre may have moved
+                rows[changed.index(c)] = run._centres[c]
 
     def _moved(self, c: int, joins: bool, o: int | None, change: Any) -> None:
         """Note where a candidate went (``c``, joined or started) against where it went last."""
