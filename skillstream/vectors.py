@@ -85,14 +85,17 @@ class LaterVectors:
 
     ``want`` submits the texts at once; ``settle`` waits for them and gives each memory the vector
     of the text it was asked for, if that is still its text (a memory that changed again or
-    expired in between keeps what it has: a later ``want`` covers a new text).
+    expired in between keeps what it has: a later ``want`` covers a new text). Until its text is
+    sent, a memory waits once however often it is wanted, and its text at the time of sending is
+    the one embedded: a topic node that several ticks of one batch rewrite costs one text, not one
+    per tick.
     """
 
     def __init__(self, submit: Submit, at_once: int = 64) -> None:
         self.submit = submit
         self.at_once = at_once
         self.waiting: list[tuple[Memory, str, Pending, int]] = []
-        self._unsent: list[Memory] = []
+        self._unsent: dict[int, Memory] = {}  # wanted since the last send, once each
         self._asked: dict[str, tuple[Memory, str]] = {}  # id -> the memory and its last text
 
     def want(self, memories: Sequence[Memory]) -> None:
@@ -104,17 +107,19 @@ class LaterVectors:
         for m in memories:
             m.vector = None
             self._asked[m.id] = (m, m.text)
-            self._unsent.append(m)
+            self._unsent[id(m)] = m
         if len(self._unsent) >= self.at_once:
             self._send()
 
     def _send(self) -> None:
         if not self._unsent:
             return
-        sent, self._unsent = self._unsent, []
-        pending = self.submit([m.text for m in sent])
-        for i, m in enumerate(sent):
-            self.waiting.append((m, m.text, pending, i))
+        sent, self._unsent = list(self._unsent.values()), {}
+        texts = list(dict.fromkeys(m.text for m in sent))  # two memories of one text: sent once
+        pending = self.submit(texts)
+        row = {t: i for i, t in enumerate(texts)}
+        for m in sent:
+            self.waiting.append((m, m.text, pending, row[m.text]))
 
     def waits_for(self, m: Memory, text: str) -> bool:
         """Whether ``m`` waits for the vector of ``text`` (asked for since the last settle)."""
