@@ -380,6 +380,7 @@ def test_concurrency_limit(openai_stub: OpenAIStub, make_llm, limit: int) -> Non
     backend.chat(ask(schema=None, messages=(("user", "warm up"),)))
     openai_stub.reset()
     openai_stub.latency_s = 0.2
+    openai_stub.gather = limit  # the limit is reached however late a request starts; never passed
     results = _burst(backend, 8)
     assert [r.data for r in results] == ["ok"] * 8
     assert openai_stub.count == 8

@@ -102,6 +102,10 @@ def _count_tokens(text: str) -> int:
     return len(text.split())
 
 
+GATHER_TIMEOUT_S = 10.0
+"""How long a request waits for ``OpenAIStub.gather`` requests to be in flight at once."""
+
+
 class OpenAIStub:
     """The scripted server; start it with ``with`` or ``start()``, stop it with ``close()``.
 
@@ -109,6 +113,9 @@ class OpenAIStub:
         answers: Answers served in order, or a function from the request JSON to an answer.
         default: Served when the queue is empty; ``None`` answers HTTP 500 "no scripted answer".
         latency_s: Extra time every chat request takes, inside the in-flight window.
+        gather: Chat requests wait inside the in-flight window until this many have been in flight
+            at once (at most ``GATHER_TIMEOUT_S``): a test of a concurrency level sees it reached
+            however slowly a loaded machine starts the requests.
         model: The model id ``/v1/models`` lists.
         embedding_dim: Width of the vectors ``/v1/embeddings`` returns.
     """
@@ -119,6 +126,7 @@ class OpenAIStub:
         *,
         default: Answer | None = None,
         latency_s: float = 0.0,
+        gather: int = 0,
         model: str = STUB_MODEL,
         embedding_dim: int = 32,
     ) -> None:
@@ -126,6 +134,7 @@ class OpenAIStub:
         self._queue: deque[Answer] = deque() if callable(answers) else deque(answers or ())
         self.default = default
         self.latency_s = latency_s
+        self.gather = gather
         self.model = model
         self.embedding_dim = embedding_dim
         self.embedding_requests: list[dict[str, Any]] = []
@@ -137,6 +146,7 @@ class OpenAIStub:
         self.max_in_flight = 0
         self._in_flight = 0
         self._lock = threading.Lock()
+        self._gathered = threading.Condition(self._lock)
         self._stopping = threading.Event()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -345,6 +355,11 @@ class _Handler(BaseHTTPRequestHandler):
             stub.headers.append({k.lower(): v for k, v in self.headers.items()})
             stub._in_flight += 1
             stub.max_in_flight = max(stub.max_in_flight, stub._in_flight)
+            stub._gathered.notify_all()
+            if stub.gather:
+                stub._gathered.wait_for(
+                    lambda: stub.max_in_flight >= stub.gather, timeout=GATHER_TIMEOUT_S
+                )
         try:
             stub._sleep(stub.latency_s)
             answer = stub._next_answer(body)
