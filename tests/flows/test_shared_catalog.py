@@ -167,6 +167,10 @@ def test_two_writers_killed_and_resumed_equal_one_process_on_the_duckdb_file(
     settings = Settings.load(home=str(home), **{**keys, "storage_options": options})
 
     with OpenAIStub(insert_each_turn, latency_s=0.2) as stub:
+        # The LLM answers one request per look at the catalog until both processes have
+        # committed, then none: the cluster waits on it while the third process reads, however
+        # fast the machine runs the flow.
+        stub.hold(2)
         procs = start_cluster(home, data, recovery, stub.url, env, logs)
         pids = {f"{socket.gethostname()}:{p.pid}" for p in procs}
         answers = []
@@ -177,8 +181,9 @@ def test_two_writers_killed_and_resumed_equal_one_process_on_the_duckdb_file(
                     pytest.fail(f"a process ended before the kill\n{logs_text(logs)}")
                 if time.monotonic() > deadline:
                     pytest.fail(f"no commits from both processes\n{logs_text(logs)}")
+                stub.release()
                 time.sleep(0.2)
-            stub.latency_s = 60.0  # the cluster waits on its LLM while the third process reads
+            stub.hold()
             answers += [query_memories(env, home) for _ in range(2)]
             read_while_running(env, home)
             for p in procs:
@@ -189,7 +194,7 @@ def test_two_writers_killed_and_resumed_equal_one_process_on_the_duckdb_file(
         finally:
             stop(procs)
         asked_before = len(stub.requests)
-        stub.latency_s = 0.2
+        stub.unhold()
         spans_at_kill = ledger_spans(settings)
 
         procs = start_cluster(home, data, recovery, stub.url, env, logs)

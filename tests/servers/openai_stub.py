@@ -135,6 +135,7 @@ class OpenAIStub:
         self.default = default
         self.latency_s = latency_s
         self.gather = gather
+        self._budget: int | None = None  # chat requests that may still be answered (None: all)
         self.model = model
         self.embedding_dim = embedding_dim
         self.embedding_requests: list[dict[str, Any]] = []
@@ -177,6 +178,25 @@ class OpenAIStub:
             self._queue.clear()
             self.max_in_flight = 0
 
+    def hold(self, answers: int = 0) -> None:
+        """Answer only ``answers`` more chat requests; later ones wait (received and in flight)
+        until ``release`` or ``unhold``: a test can stop a flow at its next LLM call."""
+        with self._lock:
+            self._budget = answers
+            self._gathered.notify_all()
+
+    def release(self, answers: int = 1) -> None:
+        """Let ``answers`` more held requests be answered."""
+        with self._lock:
+            self._budget = (self._budget or 0) + answers
+            self._gathered.notify_all()
+
+    def unhold(self) -> None:
+        """Answer every request again, the held ones first."""
+        with self._lock:
+            self._budget = None
+            self._gathered.notify_all()
+
     # ------------------------------------------------------------------ lifecycle
     @property
     def port(self) -> int:
@@ -204,6 +224,7 @@ class OpenAIStub:
 
     def close(self) -> None:
         self._stopping.set()
+        self.unhold()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -360,6 +381,9 @@ class _Handler(BaseHTTPRequestHandler):
                 stub._gathered.wait_for(
                     lambda: stub.max_in_flight >= stub.gather, timeout=GATHER_TIMEOUT_S
                 )
+            stub._gathered.wait_for(lambda: stub._budget is None or stub._budget > 0)
+            if stub._budget is not None:
+                stub._budget -= 1
         try:
             stub._sleep(stub.latency_s)
             answer = stub._next_answer(body)
