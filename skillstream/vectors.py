@@ -115,9 +115,10 @@ class LaterVectors:
         if not self._unsent:
             return
         sent, self._unsent = list(self._unsent.values()), {}
-        texts = list(dict.fromkeys(m.text for m in sent))  # two memories of one text: sent once
-        pending = self.submit(texts)
-        row = {t: i for i, t in enumerate(texts)}
+        row: dict[str, int] = {}  # each text's row: two memories of one text share it
+        for m in sent:
+            row.setdefault(m.text, len(row))
+        pending = self.submit(list(row))
         for m in sent:
             self.waiting.append((m, m.text, pending, row[m.text]))
 
