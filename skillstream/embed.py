@@ -153,12 +153,18 @@ class Embedder:
 
     The model runs on ``threads`` threads (default: one per CPU), each with one intra-op thread,
     rather than one call spread over every core: on small batches the cores then do not wait for
-    each other. The model is traced once with TorchScript (checked against the plain model on a
-    probe batch, which it is used for only if it agrees), so a batch runs without holding Python's
-    GIL and the threads of the pipeline go on while the model works.
+    each other. When they start, numpy's BLAS pool is limited to ``blas_threads`` (0: left as it
+    is): its threads would spin on the cores the model threads use, for matrix products (the
+    near-duplicate checks, the clustering) that are small and fast on one thread.
+
+    The model is traced once with TorchScript (checked against the plain model on a probe batch,
+    which it is used for only if it agrees), so a batch runs without holding Python's GIL and the
+    threads of the pipeline go on while the model works.
     """
 
-    def __init__(self, name: str = "minilm", batch_size: int = 64, threads: int = 0) -> None:
+    def __init__(
+        self, name: str = "minilm", batch_size: int = 64, threads: int = 0, blas_threads: int = 1
+    ) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -173,6 +179,7 @@ class Embedder:
         self.path = model_path(name)
         self.batch_size = batch_size
         self.threads = threads or _cpus()
+        self.blas_threads = blas_threads
         self._model = SentenceTransformer(self.path, device="cpu")
         self._model.eval()
         getter = (
@@ -235,6 +242,7 @@ class Embedder:
         if self._pid == os.getpid():
             return
         self._pid = os.getpid()
+        _limit_blas(self.blas_threads)
         self._texts, self._batches = [], deque()
         self._workers = [
             threading.Thread(target=self._work, name=f"embed_{i}", daemon=True)
@@ -350,6 +358,15 @@ def _cpus() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
+
+
+def _limit_blas(threads: int) -> None:
+    """Limit the BLAS libraries loaded in this process (numpy's) to ``threads`` (0: leave them)."""
+    if threads <= 0:
+        return
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=threads, user_api="blas")
 
 
 def _compile(model: Any) -> Callable[..., Any] | None:
@@ -524,13 +541,13 @@ def get_embedder(name: str | EmbeddingSettings = "minilm", batch_size: int = 64)
     if isinstance(name, EmbeddingSettings):
         if name.backend == "openai":
             return _shared_endpoint(name)
-        return _shared_embedder(name.model, name.batch, name.threads)
-    return _shared_embedder(name, batch_size, 0)
+        return _shared_embedder(name.model, name.batch, name.threads, name.blas_threads)
+    return _shared_embedder(name, batch_size, 0, 1)
 
 
 @lru_cache(maxsize=4)
-def _shared_embedder(name: str, batch_size: int, threads: int) -> Embedder:
-    return Embedder(name, batch_size, threads)
+def _shared_embedder(name: str, batch_size: int, threads: int, blas_threads: int) -> Embedder:
+    return Embedder(name, batch_size, threads, blas_threads)
 
 
 @lru_cache(maxsize=4)

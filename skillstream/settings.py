@@ -374,6 +374,14 @@ class EmbeddingSettings(_Group):
         "SKILLSTREAM_EMBED_THREADS; default 0.",
         ge=0,
     )
+    blas_threads: Int = _key(
+        "embed_blas_threads",
+        1,
+        "Threads numpy's BLAS may use in a process once the local model's threads run there: they "
+        "take a core each, and BLAS threads of the pipeline's matrix products would only contend "
+        "with them; 0 leaves BLAS as it is. SKILLSTREAM_EMBED_BLAS_THREADS; default 1.",
+        ge=0,
+    )
     backend: Annotated[EmbedBackend, BeforeValidator(_name)] = _key(
         "embed_backend",
         "local",

@@ -167,3 +167,38 @@ def test_a_forked_process_starts_model_threads_of_its_own(embedder):
 def test_models_are_never_downloaded():
     with pytest.raises(ConfigError, match="never downloads"):
         get_embedder("sentence-transformers/some-other-model")
+
+
+_BLAS_PROBE = """
+import numpy, json
+from threadpoolctl import threadpool_info
+from skillstream.embed import Embedder
+
+def blas():
+    return sorted({p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"})
+
+seen = {"before": blas()}
+Embedder("minilm", threads=1, blas_threads=0).encode(["left as it is"])
+seen["left"] = blas()
+Embedder("minilm", threads=1, blas_threads=1).encode(["limited"])
+seen["limited"] = blas()
+print(json.dumps(seen))
+"""
+
+
+def test_model_threads_limit_numpys_blas_pool():
+    """Once the model threads run, numpy's BLAS keeps to ``blas_threads`` (0: as it was)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
+    out = subprocess.run(
+        [sys.executable, "-c", _BLAS_PROBE], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["before"] == [2]
+    assert seen["left"] == [2]
+    assert seen["limited"] == [1]
