@@ -40,8 +40,12 @@ _NONE = -np.inf
 
 
 def unit(v: np.ndarray) -> np.ndarray:
-    """``v`` scaled to length 1 (a zero vector stays as it is)."""
-    n = float(np.linalg.norm(v))
+    """``v`` scaled to length 1 (a zero vector stays as it is).
+
+    The length is ``np.linalg.norm``'s for a vector (the root of ``v.dot(v)`` in ``v``'s dtype),
+    without its checks: this runs once per candidate that joins a cluster.
+    """
+    n = float(np.sqrt(v.dot(v)))
     return v / n if n > 0 else v
 
 
