@@ -28,6 +28,10 @@ Three measurements, from one run, with the model loaded and the store libraries 
    also run alone the same way into an empty home: ``history_fresh_turns_per_s`` and
    ``history_fresh_flatness``; ``history_cost_by_tenth`` = fresh turns/s / in-history turns/s of
    each tenth (1.0: that tenth paid nothing for the history before it).
+   One history run measures each tenth once, and a tenth lasts a few seconds: the history run and
+   the tenths alone are repeated ``--history-rounds`` times (at least three), interleaved, and
+   each tenth's turns/s is the median of its rounds; ``history_flatness`` is the median of the
+   rounds' own flatness, with its spread (``history_flatness_spread``), and so is the fresh one.
    What restarting costs is measured apart: each tenth as a run of its own into one home, as a
    backfill in daily pieces runs (every run reads the owner's memories back from the store):
    ``history_runs_turns_per_s`` and ``history_runs_flatness``.
@@ -239,10 +243,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--format", default="auto")
     p.add_argument("--json", dest="out", required=True, help="results file (and .md beside it)")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (at least 3)")
+    p.add_argument(
+        "--history-rounds", type=int, default=3, help="history runs, each tenth's median taken"
+    )
     p.add_argument("--skip-history", action="store_true")
     args = p.parse_args(argv)
     if args.rounds < 3:
         p.error("--rounds must be at least 3: the ratio is a median of interleaved rounds")
+    if args.history_rounds < 3:
+        p.error("--history-rounds must be at least 3: a tenth's rate is a median of rounds")
 
     import skillstream.storage.sinks  # noqa: F401  (store libraries imported before timing)
     from skillstream.connectors.files import FileSource
@@ -271,8 +280,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         bound_s.append(bound_seconds(embedder, embedded))
         turns_s.append(bound_seconds(embedder, turns))
 
-    history: list[float] = []
-    fresh: list[float] = []
+    histories: list[list[float]] = []  # per round, turns/s of each tenth
+    freshes: list[list[float]] = []
     runs: list[float] = []
     if not args.skip_history:
         from skillstream.connectors.files import read_all
@@ -280,16 +289,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         with tempfile.TemporaryDirectory(prefix="ss-bench-history-") as tmp:
             paths = long_history(records, Path(tmp))
             tenths = [list(read_all(FileSource(str(p), format="jsonl"))) for p in paths]
-            settings = Settings.from_keys(home=str(Path(tmp) / "home"))
-            history = run_tenths(settings, tenths)
-            for i, tenth in enumerate(tenths):
-                alone = Settings.from_keys(home=str(Path(tmp) / f"fresh-{i:02d}"))
-                fresh += run_tenths(alone, [tenth])
+            for r in range(args.history_rounds):
+                settings = Settings.from_keys(home=str(Path(tmp) / f"home-{r}"))
+                histories.append(run_tenths(settings, tenths))
+                fresh_round: list[float] = []
+                for i, tenth in enumerate(tenths):
+                    alone = Settings.from_keys(home=str(Path(tmp) / f"fresh-{r}-{i:02d}"))
+                    fresh_round += run_tenths(alone, [tenth])
+                freshes.append(fresh_round)
             restarted = Settings.from_keys(home=str(Path(tmp) / "runs"))
             for path, tenth in zip(paths, tenths, strict=True):
                 seconds, _, _ = run_flow(restarted, FileSource(str(path), format="jsonl"))
                 runs.append(len(tenth) / seconds)
 
+    history = _per_tenth(histories)
+    fresh = _per_tenth(freshes)
+    flat = [h[-1] / h[0] for h in histories if h and h[0] > 0]
+    fresh_flat = [f[-1] / f[0] for f in freshes if f and f[0] > 0]
     n = len(turns)
     ratios = [b / f for b, f in zip(bound_s, flow_s, strict=True)]
     old = [t / f for t, f in zip(turns_s, flow_s, strict=True)]
@@ -309,9 +325,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "bound_seconds": spread(bound_s, 2),
         "turns_seconds": spread(turns_s, 2),
         "history_turns_per_s": [round(x, 1) for x in history],
-        "history_flatness": round(history[-1] / history[0], 3) if history else None,
+        "history_flatness": round(statistics.median(flat), 3) if flat else None,
+        "history_flatness_spread": spread(flat) if flat else None,
+        "history_rounds": len(histories),
+        "history_turns_per_s_by_round": [[round(x, 1) for x in h] for h in histories],
         "history_fresh_turns_per_s": [round(x, 1) for x in fresh],
-        "history_fresh_flatness": round(fresh[-1] / fresh[0], 3) if fresh else None,
+        "history_fresh_flatness": round(statistics.median(fresh_flat), 3) if fresh_flat else None,
+        "history_fresh_flatness_spread": spread(fresh_flat) if fresh_flat else None,
         "history_cost_by_tenth": [
             round(f / h, 3) for f, h in zip(fresh, history, strict=True) if h > 0
         ],
@@ -331,10 +351,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ("texts the flow embedded", result["embedded_texts"]),
         ("embed_bound_ratio (bound s / flow s)", _fmt(result["embed_bound_ratio_spread"])),
         ("turns_ratio (turns-only embedding s / flow s)", _fmt(result["turns_ratio_spread"])),
-        ("history turns/s by tenth", ", ".join(map(str, result["history_turns_per_s"]))),
-        ("history_flatness (last / first tenth)", result["history_flatness"]),
+        (
+            f"history turns/s by tenth (median of {result['history_rounds']} runs)",
+            ", ".join(map(str, result["history_turns_per_s"])),
+        ),
+        ("history_flatness (last / first tenth)", _fmt_or(result["history_flatness_spread"])),
         ("each tenth alone, turns/s", ", ".join(map(str, result["history_fresh_turns_per_s"]))),
-        ("history_fresh_flatness (alone: last / first)", result["history_fresh_flatness"]),
+        (
+            "history_fresh_flatness (alone: last / first)",
+            _fmt_or(result["history_fresh_flatness_spread"]),
+        ),
         ("history cost by tenth (alone / in history)", result["history_cost_by_tenth"]),
         (
             "each tenth a run of its own, turns/s",
@@ -357,6 +383,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 def _fmt(s: dict[str, float]) -> str:
     return f"{s['median']} (min {s['min']}, max {s['max']})"
+
+
+def _fmt_or(s: dict[str, float] | None) -> str:
+    return "-" if s is None else _fmt(s)
+
+
+def _per_tenth(rounds: list[list[float]]) -> list[float]:
+    """Each tenth's median turns/s over the rounds (rounds that measured every tenth)."""
+    full = [r for r in rounds if r and len(r) == max(len(x) for x in rounds)]
+    return [statistics.median(col) for col in zip(*full, strict=True)] if full else []
 
 
 if __name__ == "__main__":
