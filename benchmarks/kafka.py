@@ -16,9 +16,9 @@ loopback port, unless ``--brokers`` names one, then:
    right after it a message of the next session (a span closes when the next message of its
    conversation shows a session change, an idle gap or a full budget: event time, never the wall
    clock). The latency of a probe runs from just before the producer sends it until
-   ``skillstream.services.search.search_memories`` finds the fact for that owner. ``p50`` and
-   ``p95`` over
-   ``--probes`` probes (the first, a warm-up, is not counted).
+   ``skillstream.services.search.search_memories`` finds the fact for that owner (with
+   ``record=False``: a probe is not a query to keep, and the running flow holds the catalog).
+   ``p50`` and ``p95`` over ``--probes`` probes (the first, a warm-up, is not counted).
 
 Results go to ``--json`` and a markdown table next to it (same name, ``.md``). Never run in the
 test suite: timing belongs here.
@@ -272,8 +272,8 @@ def freshness(bootstrap: str, probes: int, gap_s: float, kafka_config: list[str]
                         settings.storage.lancedb, embedder.dim, settings.storage.storage_options
                     )
                 if index is not None:
-                    hits = search_memories(
-                        settings, f"dog named {word}", owner=owner, k=3, index=index
+                    hits = search_memories(  # a probe: not a user's query to record
+                        settings, f"dog named {word}", owner=owner, k=3, index=index, record=False
                     )
                     if any(word in h["text"] for h in hits):
                         break
