@@ -391,7 +391,8 @@ def _fmt_or(s: dict[str, float] | None) -> str:
 
 def _per_tenth(rounds: list[list[float]]) -> list[float]:
     """Each tenth's median turns/s over the rounds (rounds that measured every tenth)."""
-    full = [r for r in rounds if r and len(r) == max(len(x) for x in rounds)]
+    longest = max(map(len, rounds), default=0)
+    full = [r for r in rounds if r and len(r) == longest]
     return [statistics.median(col) for col in zip(*full, strict=True)] if full else []
 
 
