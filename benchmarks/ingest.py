@@ -27,16 +27,26 @@ Three measurements, from one run, with the model loaded and the store libraries 
    The tenths differ in content too (other sessions, other maintenance ticks), so each tenth is
    also run alone the same way into an empty home: ``history_fresh_turns_per_s`` and
    ``history_fresh_flatness``; ``history_cost_by_tenth`` = fresh turns/s / in-history turns/s of
-   each tenth (1.0: that tenth paid nothing for the history before it).
+   each tenth (1.0: that tenth paid nothing for the history before it; ``null`` for a tenth in
+   which no span finished during the history run, as in a dataset too small for tenths).
    One history run measures each tenth once, and a tenth lasts a few seconds: the history run and
    the tenths alone are repeated ``--history-rounds`` times (at least three), interleaved, and
    each tenth's turns/s is the median of its rounds; ``history_flatness`` is the median of the
    rounds' own flatness, with its spread (``history_flatness_spread``), and so is the fresh one.
+   What a tenth asks of the model is counted too: the characters of the texts the flow hands to
+   it while the tenth is worked on, in history and alone (``history_embedded_chars_by_tenth``,
+   ``history_fresh_embedded_chars_by_tenth``), and ``history_text_growth`` = last tenth / first
+   tenth in history. With the model as the bottleneck, a tenth's time follows the text it
+   embeds, so flatness follows 1 / ``history_text_growth`` (times the tenths' ratio of turns).
    What restarting costs is measured apart: each tenth as a run of its own into one home, as a
    backfill in daily pieces runs (every run reads the owner's memories back from the store):
    ``history_runs_turns_per_s`` and ``history_runs_flatness``.
+   Data whose conversations each end within a tenth (one short session each, as STAR's dialogues)
+   has no history figures: a conversation's last span waits for its next message, so nothing is
+   extracted before the input ends.
 
-Results go to ``--json`` and a markdown table beside it.
+Results go to ``--json``, a markdown table beside it (``.md``) and the history curves as a PNG
+(``.png``: turns/s and characters embedded by tenth).
 """
 
 from __future__ import annotations
@@ -185,8 +195,12 @@ class Activity:
         setattr(cls, name, wrapped)
 
 
-def run_tenths(settings: Any, tenths: list[list[Any]]) -> list[float]:
-    """One flow run that takes ``tenths`` in turn (see the module docstring); turns/s of each."""
+def run_tenths(
+    settings: Any, tenths: list[list[Any]], recorder: Recorder | None = None
+) -> tuple[list[float], list[int]]:
+    """One flow run that takes ``tenths`` in turn (see the module docstring): the turns/s of each
+    tenth, and the characters of the texts handed to the model in the same time (with a
+    ``recorder``; else none)."""
     from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
     from bytewax.testing import cluster_main
 
@@ -194,6 +208,7 @@ def run_tenths(settings: Any, tenths: list[list[Any]]) -> list[float]:
     from skillstream.flows.memory import build_flow
 
     rates: list[float] = []
+    chars: list[int] = []
     activity = Activity()
 
     class Partition(StatefulSourcePartition[Any, None]):
@@ -201,6 +216,7 @@ def run_tenths(settings: Any, tenths: list[list[Any]]) -> list[float]:
             self.next = 0
             self.started = 0.0
             self.turns = 0
+            self.texts = 0  # the recorder's texts when the tenth was handed in
 
         def next_batch(self) -> list[Any]:
             now = time.perf_counter()
@@ -209,11 +225,14 @@ def run_tenths(settings: Any, tenths: list[list[Any]]) -> list[float]:
             if self.next:
                 seconds = activity.last - self.started
                 rates.append((activity.turns - self.turns) / seconds)
+                if recorder is not None:
+                    chars.append(sum(map(len, recorder.texts[self.texts :])))
             if self.next == len(tenths):
                 raise StopIteration()
             batch = tenths[self.next]
             self.next += 1
             self.started, self.turns = time.perf_counter(), activity.turns
+            self.texts = len(recorder.texts) if recorder is not None else 0
             activity.last = self.started
             return batch
 
@@ -234,7 +253,7 @@ def run_tenths(settings: Any, tenths: list[list[Any]]) -> list[float]:
     with activity:
         parts = build_flow(settings, Tenths(), workers=1)
         cluster_main(parts.flow, [], 0, worker_count_per_proc=1)
-    return rates
+    return rates, chars
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -282,6 +301,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     histories: list[list[float]] = []  # per round, turns/s of each tenth
     freshes: list[list[float]] = []
+    history_chars: list[list[int]] = []  # per round, characters embedded in each tenth
+    fresh_chars: list[list[int]] = []
     runs: list[float] = []
     if not args.skip_history:
         from skillstream.connectors.files import read_all
@@ -291,18 +312,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             tenths = [list(read_all(FileSource(str(p), format="jsonl"))) for p in paths]
             for r in range(args.history_rounds):
                 settings = Settings.from_keys(home=str(Path(tmp) / f"home-{r}"))
-                histories.append(run_tenths(settings, tenths))
+                rates, chars = run_tenths(settings, tenths, recorder)
+                histories.append(rates)
+                history_chars.append(chars)
                 fresh_round: list[float] = []
+                fresh_round_chars: list[int] = []
                 for i, tenth in enumerate(tenths):
                     alone = Settings.from_keys(home=str(Path(tmp) / f"fresh-{r}-{i:02d}"))
-                    fresh_round += run_tenths(alone, [tenth])
+                    rates, chars = run_tenths(alone, [tenth], recorder)
+                    fresh_round += rates
+                    fresh_round_chars += chars
                 freshes.append(fresh_round)
+                fresh_chars.append(fresh_round_chars)
             restarted = Settings.from_keys(home=str(Path(tmp) / "runs"))
             for path, tenth in zip(paths, tenths, strict=True):
                 seconds, _, _ = run_flow(restarted, FileSource(str(path), format="jsonl"))
                 runs.append(len(tenth) / seconds)
 
     history = _per_tenth(histories)
+    history_text = _per_tenth(history_chars)
     fresh = _per_tenth(freshes)
     flat = [h[-1] / h[0] for h in histories if h and h[0] > 0]
     fresh_flat = [f[-1] / f[0] for f in freshes if f and f[0] > 0]
@@ -332,9 +360,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "history_fresh_turns_per_s": [round(x, 1) for x in fresh],
         "history_fresh_flatness": round(statistics.median(fresh_flat), 3) if fresh_flat else None,
         "history_fresh_flatness_spread": spread(fresh_flat) if fresh_flat else None,
-        "history_cost_by_tenth": [
-            round(f / h, 3) for f, h in zip(fresh, history, strict=True) if h > 0
+        "history_cost_by_tenth": [  # one per tenth; None where no span finished in history
+            round(f / h, 3) if h > 0 else None for f, h in zip(fresh, history, strict=True)
         ],
+        "history_embedded_chars_by_tenth": [round(x) for x in history_text],
+        "history_fresh_embedded_chars_by_tenth": [round(x) for x in _per_tenth(fresh_chars)],
+        "history_text_growth": (
+            round(history_text[-1] / history_text[0], 3)
+            if history_text and history_text[0]
+            else None
+        ),
         "history_runs_turns_per_s": [round(x, 1) for x in runs],
         "history_runs_flatness": round(runs[-1] / runs[0], 3) if runs else None,
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
@@ -361,12 +396,27 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "history_fresh_flatness (alone: last / first)",
             _fmt_or(result["history_fresh_flatness_spread"]),
         ),
-        ("history cost by tenth (alone / in history)", result["history_cost_by_tenth"]),
+        (
+            "history cost by tenth (alone / in history)",
+            ", ".join("-" if c is None else str(c) for c in result["history_cost_by_tenth"]),
+        ),
         (
             "each tenth a run of its own, turns/s",
             ", ".join(map(str, result["history_runs_turns_per_s"])),
         ),
         ("history_runs_flatness (restarts: last / first)", result["history_runs_flatness"]),
+        (
+            "characters handed to the model by tenth, in history",
+            ", ".join(map(str, result["history_embedded_chars_by_tenth"])),
+        ),
+        (
+            "characters handed to the model by tenth, alone",
+            ", ".join(map(str, result["history_fresh_embedded_chars_by_tenth"])),
+        ),
+        (
+            "history_text_growth (in history: last / first tenth)",
+            _or_dash(result["history_text_growth"]),
+        ),
         ("peak RSS (MB)", result["peak_rss_mb"]),
         ("load average (1, 5, 15 min) at the end", result["load_average"]),
     ]
@@ -376,21 +426,68 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"{args.rounds} interleaved rounds, {result['machine']}, {result['measured_at']}.\n\n"
         "| measure | value |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in rows)
     )
+    if histories:
+        plot_history(result, out.with_suffix(".png"))
     json.dump(result, sys.stdout, indent=2)
     print()
     return result
+
+
+def plot_history(result: dict[str, Any], path: Path) -> None:
+    """The history curves: turns/s by tenth (in one owner's history, with the rounds' range, and
+    each tenth alone), and the characters the flow handed to the model in each."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (rate, text) = plt.subplots(1, 2, figsize=(11, 4))
+    rounds = [r for r in result["history_turns_per_s_by_round"] if r]
+    tenths = range(1, len(result["history_turns_per_s"]) + 1)
+    if rounds and all(len(r) == len(tenths) for r in rounds):
+        low = [min(col) for col in zip(*rounds, strict=True)]
+        high = [max(col) for col in zip(*rounds, strict=True)]
+        rate.fill_between(tenths, low, high, alpha=0.2, label="in history, range of the runs")
+    rate.plot(tenths, result["history_turns_per_s"], marker="o", label="in history (median)")
+    fresh = result["history_fresh_turns_per_s"]
+    if len(fresh) == len(tenths):
+        rate.plot(tenths, fresh, marker="s", linestyle="--", label="each tenth alone")
+    rate.set_xlabel("tenth of the owner's history")
+    rate.set_ylabel("turns/s")
+    rate.set_ylim(bottom=0)
+    rate.set_title(f"history_flatness {_or_dash(result['history_flatness'])}")
+    rate.legend(loc="best", fontsize=8)
+    chars = result["history_embedded_chars_by_tenth"]
+    if len(chars) == len(tenths):
+        text.plot(tenths, chars, marker="o", label="in history")
+    alone = result["history_fresh_embedded_chars_by_tenth"]
+    if len(alone) == len(tenths):
+        text.plot(tenths, alone, marker="s", linestyle="--", label="each tenth alone")
+    text.set_xlabel("tenth of the owner's history")
+    text.set_ylabel("characters handed to the model")
+    text.set_ylim(bottom=0)
+    text.set_title(f"history_text_growth {_or_dash(result['history_text_growth'])}")
+    text.legend(loc="best", fontsize=8)
+    fig.suptitle(f"Ingest over one owner's history: {Path(result['data']).name}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def _fmt(s: dict[str, float]) -> str:
     return f"{s['median']} (min {s['min']}, max {s['max']})"
 
 
+def _or_dash(value: Any) -> Any:
+    return "-" if value is None else value
+
+
 def _fmt_or(s: dict[str, float] | None) -> str:
     return "-" if s is None else _fmt(s)
 
 
-def _per_tenth(rounds: list[list[float]]) -> list[float]:
-    """Each tenth's median turns/s over the rounds (rounds that measured every tenth)."""
+def _per_tenth(rounds: Sequence[Sequence[float]]) -> list[float]:
+    """Each tenth's median over the rounds (rounds that measured every tenth)."""
     longest = max(map(len, rounds), default=0)
     full = [r for r in rounds if r and len(r) == longest]
     return [statistics.median(col) for col in zip(*full, strict=True)] if full else []
