@@ -38,6 +38,10 @@ Three measurements, from one run, with the model loaded and the store libraries 
    ``history_fresh_embedded_chars_by_tenth``), and ``history_text_growth`` = last tenth / first
    tenth in history. With the model as the bottleneck, a tenth's time follows the text it
    embeds, so flatness follows 1 / ``history_text_growth`` (times the tenths' ratio of turns).
+   Each round also runs the history with the reorganizer off (``reorganize = false``: no topic
+   nodes, whose texts are embedded again as their clusters grow):
+   ``history_turns_per_s_without_topic_nodes``, ``history_flatness_without_topic_nodes`` and
+   ``history_embedded_chars_without_topic_nodes``, to tell the cost of the nodes from the rest.
    What restarting costs is measured apart: each tenth as a run of its own into one home, as a
    backfill in daily pieces runs (every run reads the owner's memories back from the store):
    ``history_runs_turns_per_s`` and ``history_runs_flatness``.
@@ -302,6 +306,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     histories: list[list[float]] = []  # per round, turns/s of each tenth
     freshes: list[list[float]] = []
     history_chars: list[list[int]] = []  # per round, characters embedded in each tenth
+    no_nodes: list[list[float]] = []  # the same history without topic nodes
+    no_nodes_chars: list[list[int]] = []
     fresh_chars: list[list[int]] = []
     runs: list[float] = []
     if not args.skip_history:
@@ -315,6 +321,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 rates, chars = run_tenths(settings, tenths, recorder)
                 histories.append(rates)
                 history_chars.append(chars)
+                bare = Settings.from_keys(home=str(Path(tmp) / f"bare-{r}"), reorganize=False)
+                rates, chars = run_tenths(bare, tenths, recorder)
+                no_nodes.append(rates)
+                no_nodes_chars.append(chars)
                 fresh_round: list[float] = []
                 fresh_round_chars: list[int] = []
                 for i, tenth in enumerate(tenths):
@@ -334,6 +344,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     fresh = _per_tenth(freshes)
     flat = [h[-1] / h[0] for h in histories if h and h[0] > 0]
     fresh_flat = [f[-1] / f[0] for f in freshes if f and f[0] > 0]
+    bare_flat = [b[-1] / b[0] for b in no_nodes if b and b[0] > 0]
     n = len(turns)
     ratios = [b / f for b, f in zip(bound_s, flow_s, strict=True)]
     old = [t / f for t, f in zip(turns_s, flow_s, strict=True)]
@@ -370,6 +381,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             if history_text and history_text[0]
             else None
         ),
+        "history_turns_per_s_without_topic_nodes": [round(x, 1) for x in _per_tenth(no_nodes)],
+        "history_flatness_without_topic_nodes": (
+            round(statistics.median(bare_flat), 3) if bare_flat else None
+        ),
+        "history_flatness_without_topic_nodes_spread": spread(bare_flat) if bare_flat else None,
+        "history_embedded_chars_without_topic_nodes": [
+            round(x) for x in _per_tenth(no_nodes_chars)
+        ],
         "history_runs_turns_per_s": [round(x, 1) for x in runs],
         "history_runs_flatness": round(runs[-1] / runs[0], 3) if runs else None,
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
@@ -417,6 +436,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "history_text_growth (in history: last / first tenth)",
             _or_dash(result["history_text_growth"]),
         ),
+        (
+            "history turns/s by tenth without topic nodes (`reorganize = false`)",
+            ", ".join(map(str, result["history_turns_per_s_without_topic_nodes"])),
+        ),
+        (
+            "history_flatness_without_topic_nodes",
+            _fmt_or(result["history_flatness_without_topic_nodes_spread"]),
+        ),
+        (
+            "characters handed to the model by tenth, without topic nodes",
+            ", ".join(map(str, result["history_embedded_chars_without_topic_nodes"])),
+        ),
         ("peak RSS (MB)", result["peak_rss_mb"]),
         ("load average (1, 5, 15 min) at the end", result["load_average"]),
     ]
@@ -434,8 +465,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 def plot_history(result: dict[str, Any], path: Path) -> None:
-    """The history curves: turns/s by tenth (in one owner's history, with the rounds' range, and
-    each tenth alone), and the characters the flow handed to the model in each."""
+    """The history curves: turns/s by tenth (in one owner's history, with the rounds' range; each
+    tenth alone; the history without topic nodes), and the characters the flow handed to the
+    model in each."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -452,6 +484,9 @@ def plot_history(result: dict[str, Any], path: Path) -> None:
     fresh = result["history_fresh_turns_per_s"]
     if len(fresh) == len(tenths):
         rate.plot(tenths, fresh, marker="s", linestyle="--", label="each tenth alone")
+    bare = result["history_turns_per_s_without_topic_nodes"]
+    if len(bare) == len(tenths):
+        rate.plot(tenths, bare, marker="^", linestyle=":", label="in history, no topic nodes")
     rate.set_xlabel("tenth of the owner's history")
     rate.set_ylabel("turns/s")
     rate.set_ylim(bottom=0)
@@ -463,6 +498,9 @@ def plot_history(result: dict[str, Any], path: Path) -> None:
     alone = result["history_fresh_embedded_chars_by_tenth"]
     if len(alone) == len(tenths):
         text.plot(tenths, alone, marker="s", linestyle="--", label="each tenth alone")
+    bare_text = result["history_embedded_chars_without_topic_nodes"]
+    if len(bare_text) == len(tenths):
+        text.plot(tenths, bare_text, marker="^", linestyle=":", label="in history, no topic nodes")
     text.set_xlabel("tenth of the owner's history")
     text.set_ylabel("characters handed to the model")
     text.set_ylim(bottom=0)
