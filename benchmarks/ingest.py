@@ -480,36 +480,50 @@ def plot_history(result: dict[str, Any], path: Path) -> None:
         low = [min(col) for col in zip(*rounds, strict=True)]
         high = [max(col) for col in zip(*rounds, strict=True)]
         rate.fill_between(tenths, low, high, alpha=0.2, label="in history, range of the runs")
-    rate.plot(tenths, result["history_turns_per_s"], marker="o", label="in history (median)")
-    fresh = result["history_fresh_turns_per_s"]
-    if len(fresh) == len(tenths):
-        rate.plot(tenths, fresh, marker="s", linestyle="--", label="each tenth alone")
-    bare = result["history_turns_per_s_without_topic_nodes"]
-    if len(bare) == len(tenths):
-        rate.plot(tenths, bare, marker="^", linestyle=":", label="in history, no topic nodes")
-    rate.set_xlabel("tenth of the owner's history")
-    rate.set_ylabel("turns/s")
-    rate.set_ylim(bottom=0)
-    rate.set_title(f"history_flatness {_or_dash(result['history_flatness'])}")
-    rate.legend(loc="best", fontsize=8)
-    chars = result["history_embedded_chars_by_tenth"]
-    if len(chars) == len(tenths):
-        text.plot(tenths, chars, marker="o", label="in history")
-    alone = result["history_fresh_embedded_chars_by_tenth"]
-    if len(alone) == len(tenths):
-        text.plot(tenths, alone, marker="s", linestyle="--", label="each tenth alone")
-    bare_text = result["history_embedded_chars_without_topic_nodes"]
-    if len(bare_text) == len(tenths):
-        text.plot(tenths, bare_text, marker="^", linestyle=":", label="in history, no topic nodes")
-    text.set_xlabel("tenth of the owner's history")
-    text.set_ylabel("characters handed to the model")
-    text.set_ylim(bottom=0)
-    text.set_title(f"history_text_growth {_or_dash(result['history_text_growth'])}")
-    text.legend(loc="best", fontsize=8)
+    _curves(
+        rate,
+        tenths,
+        [
+            (result["history_turns_per_s"], "o-", "in history (median)"),
+            (result["history_fresh_turns_per_s"], "s--", "each tenth alone"),
+            (result["history_turns_per_s_without_topic_nodes"], "^:", "in history, no topic nodes"),
+        ],
+        "turns/s",
+        f"history_flatness {_or_dash(result['history_flatness'])}",
+    )
+    _curves(
+        text,
+        tenths,
+        [
+            (result["history_embedded_chars_by_tenth"], "o-", "in history"),
+            (result["history_fresh_embedded_chars_by_tenth"], "s--", "each tenth alone"),
+            (
+                result["history_embedded_chars_without_topic_nodes"],
+                "^:",
+                "in history, no topic nodes",
+            ),
+        ],
+        "characters handed to the model",
+        f"history_text_growth {_or_dash(result['history_text_growth'])}",
+    )
     fig.suptitle(f"Ingest over one owner's history: {Path(result['data']).name}")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def _curves(
+    ax: Any, tenths: range, series: list[tuple[list[float], str, str]], ylabel: str, title: str
+) -> None:
+    """One panel: each series (values, matplotlib format, label) that has a value per tenth."""
+    for values, fmt, label in series:
+        if len(values) == len(tenths):
+            ax.plot(tenths, values, fmt, label=label)
+    ax.set_xlabel("tenth of the owner's history")
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(bottom=0)
+    ax.set_title(title)
+    ax.legend(loc="best", fontsize=8)
 
 
 def _fmt(s: dict[str, float]) -> str:
