@@ -342,9 +342,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     history = _per_tenth(histories)
     history_text = _per_tenth(history_chars)
     fresh = _per_tenth(freshes)
-    flat = [h[-1] / h[0] for h in histories if h and h[0] > 0]
-    fresh_flat = [f[-1] / f[0] for f in freshes if f and f[0] > 0]
-    bare_flat = [b[-1] / b[0] for b in no_nodes if b and b[0] > 0]
+    flat, fresh_flat, bare_flat = map(_flatness, (histories, freshes, no_nodes))
     n = len(turns)
     ratios = [b / f for b, f in zip(bound_s, flow_s, strict=True)]
     old = [t / f for t, f in zip(turns_s, flow_s, strict=True)]
@@ -364,12 +362,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "bound_seconds": spread(bound_s, 2),
         "turns_seconds": spread(turns_s, 2),
         "history_turns_per_s": [round(x, 1) for x in history],
-        "history_flatness": round(statistics.median(flat), 3) if flat else None,
+        "history_flatness": _median(flat),
         "history_flatness_spread": spread(flat) if flat else None,
         "history_rounds": len(histories),
         "history_turns_per_s_by_round": [[round(x, 1) for x in h] for h in histories],
         "history_fresh_turns_per_s": [round(x, 1) for x in fresh],
-        "history_fresh_flatness": round(statistics.median(fresh_flat), 3) if fresh_flat else None,
+        "history_fresh_flatness": _median(fresh_flat),
         "history_fresh_flatness_spread": spread(fresh_flat) if fresh_flat else None,
         "history_cost_by_tenth": [  # one per tenth; None where no span finished in history
             round(f / h, 3) if h > 0 else None for f, h in zip(fresh, history, strict=True)
@@ -382,9 +380,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             else None
         ),
         "history_turns_per_s_without_topic_nodes": [round(x, 1) for x in _per_tenth(no_nodes)],
-        "history_flatness_without_topic_nodes": (
-            round(statistics.median(bare_flat), 3) if bare_flat else None
-        ),
+        "history_flatness_without_topic_nodes": _median(bare_flat),
         "history_flatness_without_topic_nodes_spread": spread(bare_flat) if bare_flat else None,
         "history_embedded_chars_without_topic_nodes": [
             round(x) for x in _per_tenth(no_nodes_chars)
@@ -536,6 +532,15 @@ def _or_dash(value: Any) -> Any:
 
 def _fmt_or(s: dict[str, float] | None) -> str:
     return "-" if s is None else _fmt(s)
+
+
+def _flatness(rounds: Sequence[Sequence[float]]) -> list[float]:
+    """Each round's last tenth over its first (the rounds whose first tenth extracted spans)."""
+    return [r[-1] / r[0] for r in rounds if r and r[0] > 0]
+
+
+def _median(values: list[float]) -> float | None:
+    return round(statistics.median(values), 3) if values else None
 
 
 def _per_tenth(rounds: Sequence[Sequence[float]]) -> list[float]:
