@@ -19,12 +19,14 @@ test: setup-test
 lint: setup-test
 	$(MAKE) --no-print-directory checks
 
-# The checks themselves, on an environment made by setup-test.
+# The checks themselves, on an environment made by setup-test. mypy and lint-imports read the
+# installed tree (skillstream/flows/ and so on) that scripts/layout.py builds in build/layout.
 checks:
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
-	.venv/bin/mypy skillstream benchmarks
-	.venv/bin/lint-imports --no-cache --no-logo
+	.venv/bin/python scripts/layout.py
+	.venv/bin/mypy build/layout/skillstream benchmarks scripts
+	cd build/layout && ../../.venv/bin/lint-imports --no-cache --no-logo
 
 setup:
 	bash scripts/setup.sh
