@@ -1,9 +1,9 @@
 # The two commands of the README.
 #   make run    set up ./.venv and run the main job on the bundled sample (embedded defaults)
 #   make test   set up ./.venv with the test extras, check style, types and import contracts, and
-#               run the whole test suite (this is what CI runs); then the storage, LLM, CLI, core
-#               and connector tests again in ./.venv-lowest, on the lowest versions of the
-#               dependency ranges
+#               run the whole test suite (this is what CI runs); then the storage, LLM, CLI,
+#               foundation, rules, pipeline and connector tests again in ./.venv-lowest, on the
+#               lowest versions of the dependency ranges
 #   make lint   only the checks: ruff (lint and format), mypy, import-linter
 .PHONY: run test lint checks setup setup-test bench
 

@@ -11,4 +11,4 @@ import importlib.metadata as md
 print("lowest versions:", ", ".join(f"{p} {md.version(p)}" for p in ("pyarrow", "lancedb", "openai")))
 PY
 .venv-lowest/bin/python -m pytest -q -p no:cacheprovider \
-  tests/storage tests/llm tests/cli tests/core tests/connectors
+  tests/storage tests/llm tests/cli tests/foundation tests/rules tests/pipeline tests/connectors

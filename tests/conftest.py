@@ -1,10 +1,11 @@
 """Shared fixtures: the message and span factories of ``tests.factories``, the session's embedder,
-and the session's real servers (llama.cpp, moto S3), each started once however many test folders
-use it."""
+and the session's real servers (llama.cpp, moto S3, the tansu Kafka broker, PostgreSQL), each
+started once however many test folders use it."""
 
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -80,3 +81,30 @@ def lake_catalog(postgres) -> str:
     import uuid
 
     return postgres.create_database(f"lake_{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory) -> Iterator[str]:
+    """``HOST:PORT`` of a tansu broker (in-memory storage) running for the whole session."""
+    from tests.servers.kafka import tansu_broker
+
+    try:
+        with tansu_broker(tmp_path_factory.mktemp("tansu")) as bootstrap:
+            yield bootstrap
+    except RuntimeError as e:
+        pytest.fail(str(e))
+
+
+@pytest.fixture
+def topic_name() -> str:
+    """A fresh topic name per test (the broker lives for the whole session)."""
+    return f"t-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Settings of the developer's shell must not leak into the tests (the tests that run
+    ``skillstream`` through its environment use it)."""
+    for name in list(os.environ):
+        if name.startswith("SKILLSTREAM_") or name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+            monkeypatch.delenv(name)

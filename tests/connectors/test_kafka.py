@@ -25,8 +25,11 @@ from skillstream.errors import InputError
 from skillstream.model import DeadLetter, MaintenanceResult, Message
 from skillstream.settings import Settings
 from skillstream.storage.rows import as_dict
-from tests.kafka.conftest import consume_all, free_port, produce_values
+from tests.servers.kafka import consume_all, produce_values
+from tests.servers.ports import free_port
 from tests.storage.conftest import T0, make_result
+
+pytestmark = pytest.mark.usefixtures("clean_env")
 
 
 def rec(conv: str, i: int, **kw) -> dict:

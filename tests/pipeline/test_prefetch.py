@@ -20,8 +20,8 @@ from skillstream.rules import RulesExecutor
 from skillstream.services.pipeline import build_pipeline
 from skillstream.settings import Settings
 from skillstream.spans import SpanBuilder, SpanState
-from tests.core.test_owner_index import _spans
 from tests.factories import T0, make_message
+from tests.pipeline.test_owner_index import _spans
 
 BATCH = 12
 
@@ -214,7 +214,7 @@ def test_a_batch_with_ticks_gives_what_item_by_item_gives(embedder, tmp_path):
     """Spans and maintenance ticks in one batch (texts asked for up front, summaries and topic
     nodes given their vectors at the end of the batch) end exactly as the same items processed one
     at a time, each vector there when its item is done."""
-    from tests.core.test_owner_index import _run_with_ticks
+    from tests.pipeline.test_owner_index import _run_with_ticks
 
     one_by_one, one_results = _run_with_ticks(embedder, tmp_path, rebuild=False)
 

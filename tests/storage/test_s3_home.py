@@ -18,7 +18,7 @@ from skillstream.storage.artifacts import ArtifactStore
 from tests.factories import conversation_rows, write_jsonl
 from tests.storage.conftest import BUCKET, s3  # noqa: F401 - fixture
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("clean_env")]
 
 
 def invoke(*args: str):

@@ -22,10 +22,12 @@ from skillstream.flows.memory import build_flow
 from skillstream.settings import Settings
 from tests.factories import write_locomo
 from tests.flows.test_sigkill import lance_rows
-from tests.kafka.conftest import cli_env, die_with_parent, free_port, skillstream_cmd
+from tests.servers.ports import free_port
+from tests.servers.processes import cli_env, die_with_parent, skillstream_cmd
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.usefixtures("clean_env"),
     # subprocesses fork (then exec) to set PR_SET_PDEATHSIG; nothing of lance runs in the child
     pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning"),
 ]

@@ -11,7 +11,7 @@ import numpy as np
 from skillstream.model import Memory
 from skillstream.vectors import LaterVectors
 from skillstream.vocab import MemoryKind
-from tests.core.test_prefetch import CountingEmbedder
+from tests.pipeline.test_prefetch import CountingEmbedder
 
 
 def _memory(i: int, text: str) -> Memory:

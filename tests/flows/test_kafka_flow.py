@@ -12,9 +12,9 @@ from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog
 from tests.factories import write_locomo
 from tests.flows.conftest import memory_ids
-from tests.kafka.conftest import consume_all
+from tests.servers.kafka import consume_all
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("clean_env")]
 
 
 def invoke(*args: str) -> dict:
