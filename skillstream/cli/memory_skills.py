@@ -255,7 +255,7 @@ def train_cmd(
     import torch
 
     from skillstream.embed import get_embedder
-    from skillstream.eval.controller import TrainOptions, parse_budget, train_controller
+    from skillstream.eval.training_harness import TrainOptions, parse_budget, train_controller
     from skillstream.services.pipeline import make_executor
 
     torch.set_num_threads(max(1, threads))
@@ -444,7 +444,7 @@ def evolve_cmd(
     import torch
 
     from skillstream.embed import get_embedder
-    from skillstream.eval.controller import TrainOptions, evolve_controller
+    from skillstream.eval.training_harness import TrainOptions, evolve_controller
     from skillstream.llm import make_backend
     from skillstream.memskill.designer import Designer
     from skillstream.memskill.versions import MemorySkillVersion

@@ -16,6 +16,11 @@ update; with an ``evaluate`` function the trainer scores its deterministic polic
 and keeps the best checkpoint within the budget (``skillstream.memskill.budget``). Everything is
 seeded: the same seed, data and bank give the same checkpoint, and ``state``/``load_state`` let an
 interrupted run continue after its last completed update with the same result.
+
+``RandomK`` and ``EverySkill`` are the baselines a trained controller is compared with, and
+``average_weights`` merges the weights several runs chose. ``skillstream.eval.training_harness``
+runs all this on chat-log files (reading them, building the episodes' pipelines, keeping state in
+a home), which core may not do.
 """
 
 from __future__ import annotations
@@ -430,3 +435,35 @@ def finish_episode(
     if steps:
         steps[-1].done = True
     return steps
+
+
+class RandomK:
+    """K skills drawn uniformly without replacement (seeded per span): a baseline."""
+
+    def __init__(self, k: int, seed: int) -> None:
+        self.k = k
+        self.rng = np.random.default_rng(seed)
+
+    def select(
+        self, span_vector: Any, retrieved: Sequence[Memory], skills: Sequence[MemorySkill]
+    ) -> list[MemorySkill]:
+        idx = sorted(self.rng.choice(len(skills), size=min(self.k, len(skills)), replace=False))
+        return [skills[int(i)] for i in idx]
+
+    needs_span_vector = False
+
+
+class EverySkill:
+    """Every skill of the bank for every span: the baseline that stores the most."""
+
+    needs_span_vector = False
+
+    def select(
+        self, span_vector: Any, retrieved: Sequence[Memory], skills: Sequence[MemorySkill]
+    ) -> list[MemorySkill]:
+        return list(skills)
+
+
+def average_weights(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The element-wise mean of networks' weights (the same architecture)."""
+    return {k: sum(s[k] for s in states) / len(states) for k in states[0]}

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from skillstream.errors import ConfigError
-from skillstream.eval.controller import TrainOptions, train_controller
 from skillstream.eval.qa import QAGrader
+from skillstream.eval.training_harness import TrainOptions, train_controller
 from skillstream.llm import make_backend
 from skillstream.memskill.rewards import Query, answer_score
 from skillstream.memskill.seeds import PRIMITIVES

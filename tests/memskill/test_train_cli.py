@@ -11,7 +11,7 @@ import torch
 from click.testing import CliRunner
 
 from skillstream.cli import cli
-from skillstream.eval.controller import TrainOptions, train_controller
+from skillstream.eval.training_harness import TrainOptions, train_controller
 from skillstream.memskill.controller import checkpoint_version
 from skillstream.memskill.seeds import PRIMITIVES
 from skillstream.rules import RulesExecutor
@@ -137,7 +137,7 @@ def test_activate_then_run_records_the_controller_and_calls_no_llm(tmp_path, emb
 
 
 def test_evolve_snapshots_every_cycle_and_resumes(tmp_path, embedder, one_thread) -> None:
-    from skillstream.eval.controller import evolve_controller
+    from skillstream.eval.training_harness import evolve_controller
     from skillstream.memskill.designer import Designer
     from skillstream.storage.artifacts import ArtifactStore
     from tests.memskill.conftest import ScriptedLLM

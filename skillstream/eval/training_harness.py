@@ -1,4 +1,11 @@
-"""Training and comparing memory-skill controllers on chat-log files (``memory-skills train``).
+"""The harness that trains and compares memory-skill controllers on chat-log files
+(``memory-skills train`` and ``evolve``).
+
+The training itself (``RolloutController``, ``Trainer``, PPO, the rewards and the budget) is core,
+in ``skillstream.memskill``. This module is what it needs around it and core may not import: it
+reads the files through the connectors, builds each episode with the pipeline of the services,
+scores LoCoMo answers with the evaluation's scoring, and keeps resumable state and checkpoints in
+the home's artifact store.
 
 A conversation of the file is one training episode: its spans go through the pipeline of the
 settings (the configured executor; the offline ``rules`` one by default) from an empty memory, the
@@ -46,7 +53,15 @@ from skillstream.memskill.rewards import (
     step_rewards,
     unlabelled_queries,
 )
-from skillstream.memskill.train import CachedEmbed, RolloutController, Trainer, finish_episode
+from skillstream.memskill.train import (
+    CachedEmbed,
+    EverySkill,
+    RandomK,
+    RolloutController,
+    Trainer,
+    average_weights,
+    finish_episode,
+)
 from skillstream.model import Memory, Message, Span
 from skillstream.settings import Settings
 from skillstream.spans import SpanBuilder, SpanState
@@ -251,22 +266,6 @@ class ConversationEpisode:
         except LLMFailure:
             return 0.0
         return token_f1(answer, query.answer or "")
-
-
-class RandomK:
-    """K skills drawn uniformly without replacement (seeded per span): a baseline."""
-
-    def __init__(self, k: int, seed: int) -> None:
-        self.k = k
-        self.rng = np.random.default_rng(seed)
-
-    def select(
-        self, span_vector: Any, retrieved: Sequence[Memory], skills: Sequence[MemorySkill]
-    ) -> list[MemorySkill]:
-        idx = sorted(self.rng.choice(len(skills), size=min(self.k, len(skills)), replace=False))
-        return [skills[int(i)] for i in idx]
-
-    needs_span_vector = False
 
 
 def compare(
@@ -509,7 +508,7 @@ def train_controller(
     trainer = first.trainer
     averaged: tuple[float, int, int] | None = None
     if len(runs) > 1:
-        trainer.net.load_state_dict(_average([run.weights for run in runs]))
+        trainer.net.load_state_dict(average_weights([run.weights for run in runs]))
         averaged = _figures(
             tr,
             settings,
@@ -546,7 +545,7 @@ def train_controller(
         embed, first.untrained, k=opts.k, fusion=fusion, explore=False
     )
     controllers: dict[str, Controller] = {
-        "all": _All(),
+        "all": EverySkill(),
         "random": RandomK(opts.k, opts.seed),
         "untrained": TopKController(embed, CosineScorer(), k=opts.k, fusion=fusion),
         "trained": trained,
@@ -616,11 +615,6 @@ class _Run:
     untrained: Any
 
 
-def _average(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The element-wise mean of networks' weights (the same architecture)."""
-    return {k: sum(s[k] for s in states) / len(states) for k in states[0]}
-
-
 def _train_run(
     opts: TrainOptions,
     settings: Settings,
@@ -678,7 +672,7 @@ def _train_run(
             cosine_train = _figures(tr, settings, emb, executor, skills, cosine)
             recall, memories, spans = cosine_train
             per_span = budget_opt if isinstance(budget_opt, float) else memories / max(spans, 1)
-            every = _figures(tr, settings, emb, executor, skills, _All())
+            every = _figures(tr, settings, emb, executor, skills, EverySkill())
             price = marginal_price((recall, memories), (every[0], every[1]), len(tr))
             trainer.budget = MemoryBudget(per_span, price, opts.dual_step)
         if opts.select_every > 0:
@@ -709,15 +703,6 @@ def _train_run(
         None if resumed is None else int(resumed["updates"]),
         untrained_net,
     )
-
-
-class _All:
-    needs_span_vector = False
-
-    def select(
-        self, span_vector: Any, retrieved: Sequence[Memory], skills: Sequence[MemorySkill]
-    ) -> list[MemorySkill]:
-        return list(skills)
 
 
 def _clone(net: Any) -> Any:
