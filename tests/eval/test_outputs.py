@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from skillstream.cli import cli
-from tests.distill.test_evaluate import star_file
+from tests.eval.test_skills import star_file
 
 pytestmark = pytest.mark.slow
 

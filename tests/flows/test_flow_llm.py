@@ -26,7 +26,12 @@ from skillstream.llm import OpenAIBackend, open_cache
 from skillstream.memskill.executor import MemSkillExecutor
 from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog
-from tests.memskill.conftest import insert_each_turn, span_turns
+from tests.memskill.conftest import (  # noqa: F401 - _no_llm_env and stub_settings: fixtures
+    _no_llm_env,
+    insert_each_turn,
+    span_turns,
+    stub_settings,
+)
 from tests.servers.openai_stub import OpenAIStub, delay, garbage_body, rate_limited, server_error
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
@@ -98,7 +103,9 @@ SESSIONS = [
 
 
 def test_faults_fail_the_span_then_retry_failed_completes_it_exactly_once(
-    tmp_path, stub_settings, monkeypatch
+    tmp_path,
+    stub_settings,  # noqa: F811
+    monkeypatch,
 ):
     faults = deque(
         [delay(3.0), rate_limited(), server_error(500), garbage_body(), "this is not JSON"]
@@ -180,7 +187,7 @@ def test_faults_fail_the_span_then_retry_failed_completes_it_exactly_once(
         assert sql(settings, EXTRACTED.format(cols="id, text, span_id")) == after
 
 
-def test_retry_failed_keeps_a_span_pending_while_the_server_still_fails(tmp_path, stub_settings):
+def test_retry_failed_keeps_a_span_pending_while_the_server_still_fails(tmp_path, stub_settings):  # noqa: F811
     src = write_jsonl(tmp_path / "c.jsonl", rows_of("u1", SESSIONS[:1]))
     with OpenAIStub(default=server_error(503)) as stub:
         settings = stub_settings(stub.url, llm_max_retries=1)
@@ -201,7 +208,8 @@ def test_retry_failed_keeps_a_span_pending_while_the_server_still_fails(tmp_path
 
 
 def test_rerun_and_replay_with_the_same_llm_configuration_make_zero_requests(
-    tmp_path, stub_settings
+    tmp_path,
+    stub_settings,  # noqa: F811
 ):
     rows = (
         rows_of("u1", SESSIONS)

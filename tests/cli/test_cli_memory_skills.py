@@ -7,6 +7,7 @@ import json
 from click.testing import CliRunner
 
 from skillstream.cli import cli
+from tests.memskill.conftest import _no_llm_env  # noqa: F401 - fixture
 
 
 def invoke(home, *args):

@@ -17,6 +17,7 @@ from skillstream.connectors.files import FileSource
 from skillstream.flows.memory import build_flow
 from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog
+from tests.memskill.conftest import _no_llm_env  # noqa: F401 - fixture
 from tests.servers.llama import MODEL_ALIAS
 
 pytestmark = [pytest.mark.llama, pytest.mark.slow]
