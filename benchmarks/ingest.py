@@ -99,18 +99,14 @@ def read_records(path: str, fmt: str) -> list[Any]:
 
 def run_flow(settings: Any, source: Any) -> tuple[float, dict[str, int], int]:
     """One flow run; returns its seconds, its progress counters and the memories stored."""
-    from bytewax.testing import cluster_main
-
-    from skillstream.flows import progress
-    from skillstream.flows.memory import build_flow
+    from skillstream.flows.runner import Runner
     from skillstream.storage.home import open_index
 
-    progress.reset()
+    runner = Runner(settings)
     t0 = time.perf_counter()
-    parts = build_flow(settings, source, workers=1)
-    cluster_main(parts.flow, [], 0, worker_count_per_proc=1)
+    runner.execute(runner.dataflow(source))
     seconds = time.perf_counter() - t0
-    return seconds, progress.snapshot(), open_index(settings, parts.dim).count()
+    return seconds, runner.counters.snapshot(), open_index(settings, runner.embedder.dim).count()
 
 
 def bound_seconds(embedder: Any, texts: list[str]) -> float:
@@ -206,10 +202,8 @@ def run_tenths(
     tenth, and the characters of the texts handed to the model in the same time (with a
     ``recorder``; else none)."""
     from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
-    from bytewax.testing import cluster_main
 
-    from skillstream.flows import progress
-    from skillstream.flows.memory import build_flow
+    from skillstream.flows.runner import Runner
 
     rates: list[float] = []
     chars: list[int] = []
@@ -253,10 +247,9 @@ def run_tenths(
         def build_part(self, step_id: str, for_part: str, resume_state: None) -> Partition:
             return Partition()
 
-    progress.reset()
     with activity:
-        parts = build_flow(settings, Tenths(), workers=1)
-        cluster_main(parts.flow, [], 0, worker_count_per_proc=1)
+        runner = Runner(settings)
+        runner.execute(runner.dataflow(Tenths()))
     return rates, chars
 
 

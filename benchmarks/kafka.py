@@ -158,32 +158,20 @@ def produce(bootstrap: str, topic: str, messages: list, partitions: int) -> floa
 
 
 def throughput(bootstrap: str, topic: str, n_messages: int, workers: int) -> dict:
-    from bytewax.testing import cluster_main
-
-    from skillstream.connectors.kafka import kafka_source
-    from skillstream.flows import progress
-    from skillstream.flows.memory import build_flow
+    from skillstream.flows.runner import Cluster, Runner
     from skillstream.settings import Settings
 
     home = tempfile.mkdtemp(prefix=f"ss-bench-kafka-w{workers}-")
     try:
         settings = Settings.load(home=home, llm="rules")
-        parts = build_flow(
-            settings,
-            kafka_source(f"kafka://{bootstrap}/{topic}", settings, tail=False),
-            workers=workers,
+        runner = Runner(settings, cluster=Cluster(workers_per_process=workers))
+        flow = runner.dataflow(
+            runner.source(f"kafka://{bootstrap}/{topic}", tail=False),
         )
-        progress.reset()
         t0 = time.perf_counter()
-        cluster_main(
-            parts.flow,
-            [],
-            0,
-            worker_count_per_proc=workers,
-            epoch_interval=timedelta(seconds=settings.flow.epoch_interval_s),
-        )
+        runner.execute(flow)
         seconds = time.perf_counter() - t0
-        counts = progress.snapshot()
+        counts = runner.counters.snapshot()
         if counts.get("messages", 0) != n_messages:
             raise RuntimeError(f"read {counts.get('messages', 0)} of {n_messages} messages")
         return {

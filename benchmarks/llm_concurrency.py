@@ -79,12 +79,8 @@ def run_once(
 ) -> dict:
     """One flow run. ``vectors``: serve embeddings from this text -> vector map (misses are
     computed); ``record``: store every computed vector in this map."""
-    from bytewax.testing import run_main
-
-    from skillstream.connectors.files import FileSource
     from skillstream.embed import get_embedder
-    from skillstream.flows import progress
-    from skillstream.flows.memory import build_flow
+    from skillstream.flows.runner import Runner
     from skillstream.settings import Settings
 
     with StubProcess(latency) as stub, tempfile.TemporaryDirectory(prefix="ss-conc-") as home:
@@ -120,14 +116,14 @@ def run_once(
 
         embedder.forward = timed_forward  # type: ignore[method-assign]
         try:
-            parts = build_flow(settings, FileSource(str(src)))
-            progress.reset()
+            runner = Runner(settings)
+            flow = runner.dataflow(runner.source(str(src)))
             t0 = time.perf_counter()
-            run_main(parts.flow)
+            runner.execute(flow)
             seconds = time.perf_counter() - t0
         finally:
             del embedder.forward  # back to the class's method
-        counts = progress.snapshot()
+        counts = runner.counters.snapshot()
     calls, in_flight = stub.count, stub.max_in_flight
     spans = counts.get("spans_done", 0)
     return {

@@ -82,22 +82,18 @@ def tally(requests: list[dict], counter) -> dict:
 
 
 def run_span_level(args, turns: int, counter) -> dict:
-    from bytewax.testing import run_main
-
-    from skillstream.connectors.files import FileSource
-    from skillstream.flows import progress
-    from skillstream.flows.memory import build_flow
+    from skillstream.flows.runner import Runner
 
     with (
         OpenAIStub(insert_each_turn) as stub,
         tempfile.TemporaryDirectory(prefix="ss-cost-") as home,
     ):
         settings = settings_for(home, stub.url, args)
-        progress.reset()
+        runner = Runner(settings)
         t0 = time.perf_counter()
-        run_main(build_flow(settings, FileSource(args.data, format=args.format)).flow)
+        runner.execute(runner.dataflow(runner.source(args.data, format=args.format)))
         seconds = time.perf_counter() - t0
-        counts = progress.snapshot()
+        counts = runner.counters.snapshot()
         out = tally(stub.requests, counter)
     out.update(
         spans=counts.get("spans_done", 0),

@@ -376,23 +376,18 @@ def ingest_child(home: str, data: str) -> None:
     """The child's side: load the model, time the flow, print turns/s and peak RSS as JSON."""
     import resource
 
-    from bytewax.testing import cluster_main
-
     import skillstream.storage.sinks  # noqa: F401  (imported before timing, like the model)
-    from skillstream.connectors.files import FileSource
     from skillstream.embed import get_embedder
-    from skillstream.flows import progress
-    from skillstream.flows.memory import build_flow
+    from skillstream.flows.runner import Runner
     from skillstream.settings import Settings
 
     settings = Settings.from_keys(home=home)
     get_embedder(settings.embedding).encode(["warm up"])
-    progress.reset()
+    runner = Runner(settings)
     t0 = time.perf_counter()
-    parts = build_flow(settings, FileSource(data, format="auto"), workers=1)
-    cluster_main(parts.flow, [], 0, worker_count_per_proc=1)
+    runner.execute(runner.dataflow(runner.source(data)))
     seconds = time.perf_counter() - t0
-    turns = progress.snapshot().get("messages", 0)
+    turns = runner.counters.snapshot().get("messages", 0)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
         json.dumps(

@@ -105,11 +105,9 @@ class FileSource(FixedPartitionedSource[Item, int]):
     spread over the workers. Every item is a ``Message`` or a ``DeadLetter``: a bad line or row
     never stops the flow.
 
-    Example:
-        >>> from bytewax.dataflow import Dataflow
-        >>> import bytewax.operators as op
-        >>> flow = Dataflow("read")
-        >>> items = op.input("in", flow, FileSource("chats/"))  # doctest: +SKIP
+    Example (in a dataflow ``flow`` of your own)::
+
+        items = op.input("in", flow, FileSource("chats/"))
     """
 
     def __init__(

@@ -8,7 +8,7 @@
                 in the sink's one transaction; packages are published by the distill step)
 
 :func:`distil_task_skills` is that chain as one Bytewax operator; ``flows.memory.build_flow`` gives
-its output to the store sink when ``settings.distill`` is on, and your own flow can do the same.
+its output to the store sink when distillation is on, and your own flow can do the same.
 
 Event time only, as for spans: a backfill closes exactly the blocks a live run would. With a Kafka
 source that never ends, a conversation's last block closes when its next message arrives after the
@@ -18,10 +18,10 @@ idle gap (or when the flow stops with end of input).
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import bytewax.operators as op
@@ -29,11 +29,10 @@ from bytewax.dataflow import Stream, operator
 from bytewax.operators import StatefulBatchLogic, StatefulLogic
 
 from skillstream.distill.distiller import OwnerTaskSkills, TaskSkillDistiller
-from skillstream.distill.record import ConversationBlock, TaskSkill, TaskSkillResult
-from skillstream.flows import progress
+from skillstream.distill.record import ConversationBlock, TaskSkillResult
+from skillstream.flows.progress import Counters
 from skillstream.flows.shards import per_owner, shard_key, shard_of
 from skillstream.model import Message
-from skillstream.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +53,8 @@ class BlockState:
 class BlockLogic(StatefulLogic[Message, ConversationBlock, BlockState]):
     """Collects a conversation's messages until its session or task segment closes."""
 
-    def __init__(self, settings: Settings, resume: BlockState | None) -> None:
-        self.gap = settings.spans.idle_gap
+    def __init__(self, gap: timedelta, resume: BlockState | None) -> None:
+        self.gap = gap
         self.state = resume.copy() if resume is not None else BlockState()
 
     def on_item(self, value: Message) -> tuple[Iterable[ConversationBlock], bool]:
@@ -120,71 +119,52 @@ class DistillLogic(StatefulBatchLogic[ConversationBlock, TaskSkillResult, dict])
         return {owner: st.copy() for owner, st in self.owners.items()}
 
 
-def make_core(settings: Settings, embedder: Any) -> TaskSkillDistiller:
-    """The distillation step for a flow: hydrates owners from LanceDB ``task_skills``."""
-    from skillstream.distill.factory import make_task_skill_distiller
-    from skillstream.services.publishing import Publisher
-    from skillstream.storage.home import storage_options
-    from skillstream.storage.task_skills import TaskSkillIndex
+@dataclass(frozen=True)
+class Distillation:
+    """What :func:`distil_task_skills` runs (``Runner.parts()`` builds it from the settings).
 
-    cache: dict[str, TaskSkillIndex] = {}
+    Attributes:
+        distiller: The distillation step (heuristic or LLM distiller, publisher, hydration).
+        idle_gap: A block closes when its conversation's next message comes this much later.
+        workers: Bytewax workers of the flow, the whole cluster's.
+        shards: Owner shards (setting ``shards``; 0: one per worker).
+        concurrency: Owners of a shard distilled at once (setting ``concurrency``).
+        counters: The run's counters.
+    """
 
-    def hydrate(owner_id: str) -> list[TaskSkill]:
-        index = cache.get("index")
-        if index is None or not index.table.exists:
-            index = cache["index"] = TaskSkillIndex.open(
-                settings.storage.lancedb, storage_options(settings), None, create=False
-            )
-        return index.list(owner_id, statuses=None) if index.table.exists else []
-
-    return make_task_skill_distiller(
-        settings.distillation,
-        settings.llm,
-        settings.storage.home,
-        embedder.encode,
-        hydrate=hydrate,
-        publisher=Publisher.from_settings(settings.storage),
-        run_id=uuid.uuid4().hex,
-    )
+    distiller: TaskSkillDistiller
+    idle_gap: timedelta
+    workers: int = 1
+    shards: int = 0
+    concurrency: int = 4
+    counters: Counters = field(default_factory=Counters)
 
 
 @operator
 def distil_task_skills(
-    step_id: str,
-    messages: Stream[Message],
-    settings: Settings,
-    *,
-    embedder: Any = None,
-    workers: int = 1,
-    distiller: TaskSkillDistiller | None = None,
+    step_id: str, messages: Stream[Message], distillation: Distillation
 ) -> Stream[TaskSkillResult]:
-    """Task-skill distillation for a stream of validated messages.
+    """Task-skill distillation for a stream of admitted messages.
 
     Args:
         step_id: Unique id of this step in the flow.
         messages: ``skillstream.model.Message`` values (one conversation's messages in order).
-        settings: ``idle_gap_s``, ``shards``, ``concurrency`` and the ``distill_*`` settings.
-        embedder: The flow's embedder (default: the settings' shared one).
-        workers: Bytewax workers (for the default number of shards).
-        distiller: A ready distillation step (tests); else built from the settings.
+        distillation: The distiller, the idle gap and the shards
+            (``Runner.parts().distillation``).
 
     Returns:
         The results the store sink writes: every changed task skill, and failures (their LLM
         calls are accounted).
     """
-    if distiller is None:
-        if embedder is None:
-            from skillstream.embed import get_embedder
-
-            embedder = get_embedder(settings.embedding)
-        distiller = make_core(settings, embedder)
-    step = distiller
-    shards = settings.flow.shards or max(1, workers)
+    step = distillation.distiller
+    gap, counters = distillation.idle_gap, distillation.counters
+    workers = max(1, distillation.workers)
+    shards = distillation.shards or workers
     pool = ThreadPoolExecutor(
-        max_workers=max(1, settings.flow.concurrency), thread_name_prefix="distill"
+        max_workers=max(1, distillation.concurrency), thread_name_prefix="distill"
     )
     by_conv = op.key_on("by-conversation", messages, lambda m: m.conversation_id)
-    keyed_blocks = op.stateful("blocks", by_conv, lambda resume: BlockLogic(settings, resume))
+    keyed_blocks = op.stateful("blocks", by_conv, lambda resume: BlockLogic(gap, resume))
     blocks = op.key_rm("blocks-unkeyed", keyed_blocks)
     by_shard = op.key_on(
         "by-owner-shard", blocks, lambda b: shard_key(shard_of(b.owner_id, shards), workers)
@@ -193,15 +173,17 @@ def distil_task_skills(
         "distill", by_shard, lambda resume: DistillLogic(step, pool, resume)
     )
     results = op.key_rm("distill-unkeyed", keyed_results)
-    op.inspect("count-task-skills", results, _count)
+
+    def count(step_id: str, r: TaskSkillResult) -> None:
+        counters.bump(f"task_skills_{r.action}")
+        if r.action == "failed":  # not recorded as distilled: the next run tries the segment again
+            log.warning(
+                "task-skill distillation failed for conversation %s: %s",
+                r.conversation_id,
+                r.error,
+            )
+
+    op.inspect("count-task-skills", results, count)
     return op.filter(
         "written", results, lambda r: r.changed or bool(r.llm_calls) or r.action == "failed"
     )
-
-
-def _count(step_id: str, r: TaskSkillResult) -> None:
-    progress.bump(f"task_skills_{r.action}")
-    if r.action == "failed":  # not recorded as distilled: the next run tries the segment again
-        log.warning(
-            "task-skill distillation failed for conversation %s: %s", r.conversation_id, r.error
-        )

@@ -1,6 +1,6 @@
 """The streaming memory dataflow.
 
-    source (files | kafka) -> parse + validate ---------------------------> dead letters
+    source (files | kafka | api) -> parse + validate --------------------------> dead letters
                            -> admit_messages (per conversation: time window, ids) -> dead letters
                            -> extract_memories: key by conversation -> spans (stateful)
                                                 -> key by owner shard -> extract (stateful)
@@ -8,9 +8,10 @@
                            -> store (LanceDB memories, catalog): one writer for a DuckDB
                               file, one partition per owner shard for a shared catalog
 
-The flow is built from the public operators of ``skillstream.flows.operators``; a flow of your own
-can use the same ones between its own steps. Run it with the CLI (``skillstream run``) or with
-Bytewax directly::
+:func:`build_flow` wires the public operators of ``skillstream.flows.operators`` from a run's
+components (:class:`FlowParts`) and does no I/O; ``flows.runner.Runner`` reads the home, builds the
+components and runs the flow, and is what the CLI, the Python API and the evaluation use. Run it
+with Bytewax directly through :func:`get_flow`::
 
     python -m bytewax.run "skillstream.flows.memory:get_flow('data/sample')" -w 2
 
@@ -19,114 +20,93 @@ Bytewax directly::
 
 from __future__ import annotations
 
-import logging
-import os
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import bytewax.operators as op
 from bytewax.dataflow import Dataflow
 from bytewax.inputs import Source
+from bytewax.outputs import Sink
 
-from skillstream.embed import get_embedder
-from skillstream.extract import Executor
-from skillstream.flows import progress
-from skillstream.flows.operators import (
-    admit_messages,
-    distil_task_skills,
-    extract_memories,
-    memory_pipeline,
-    read_done_spans,
-    store,
-)
+from skillstream.admit import TimeWindow
+from skillstream.flows.distill import Distillation, distil_task_skills
+from skillstream.flows.operators import Extraction, admit_messages, extract_memories, store
+from skillstream.flows.progress import Counters
 from skillstream.model import DeadLetter, Message
-from skillstream.settings import Settings
 
-__all__ = ["FlowParts", "build_flow", "default_sample", "get_flow", "read_done_spans"]
-
-log = logging.getLogger(__name__)
+__all__ = ["FlowParts", "build_flow", "default_sample", "get_flow"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class FlowParts:
-    """What ``build_flow`` wired, for callers that need to look inside (CLI, tests)."""
+    """The components a memory flow is wired from (``Runner.parts()`` builds them).
 
-    flow: Dataflow
-    done_spans: frozenset[str]
-    dim: int
-
-
-def build_flow(
-    settings: Settings,
-    source: Source,
-    *,
-    workers: int = 1,
-    executor: Executor | None = None,
-    flow_id: str = "skillstream-memory",
-    events_to: str | None = None,
-    reconcile: bool = True,
-    cluster: tuple[int, int, int] | None = None,
-) -> FlowParts:
-    """Wire the memory dataflow for ``source`` with ``settings``.
-
-    With ``reconcile`` (the default), LanceDB rows that the catalog never committed (a run that
-    stopped between the sink's two writes) are rolled back first; in a cluster with a DuckDB file
-    only the process that owns the store sink (process 0) should do it, before it joins the
-    cluster. With a shared catalog every process does it for the owners its store partitions write
-    (so every process passes ``reconcile``), and ``cluster`` (``(process_id, processes,
-    workers_per_process)``) deals the partitions out over every worker of every process;
-    ``workers`` is then the cluster's worker count.
+    Attributes:
+        window: The timestamps a conversation admits.
+        extraction: Spans and extraction (pipeline, span builder, shards).
+        sink: The store sink.
+        dim: Embedding width of the memories table.
+        distillation: Task-skill distillation, or ``None`` when it is off.
+        events: A sink for memory change events (``--events-to``), or ``None``.
+        counters: The run's counters.
+        collect: Called with every span and task-skill result (``Home.add`` keeps them).
     """
-    embedder = get_embedder(settings.embedding)
-    done = read_done_spans(settings)
-    pipeline = memory_pipeline(settings, embedder, executor=executor, done_spans=done)
 
+    window: TimeWindow
+    extraction: Extraction
+    sink: Any
+    dim: int
+    distillation: Distillation | None = None
+    events: Sink | None = None
+    counters: Counters = field(default_factory=Counters)
+    collect: Callable[[Any], None] | None = None
+
+
+def build_flow(parts: FlowParts, source: Source, flow_id: str = "skillstream-memory") -> Dataflow:
+    """Wire the memory dataflow for ``source`` from ``parts``; nothing is read or written here."""
+    counters = parts.counters
     flow = Dataflow(flow_id)
     items = op.input("read", flow, source)
     split = op.branch("valid", items, lambda x: isinstance(x, Message))
     messages = split.trues
     dead = op.filter("dead", split.falses, lambda x: isinstance(x, DeadLetter))
-    op.inspect("count-messages", messages, progress.counter("messages"))
-    op.inspect("count-dead", dead, progress.counter("dead_letters"))
-    admission = admit_messages("admit", messages, settings)
+    op.inspect("count-messages", messages, counters.counter("messages"))
+    op.inspect("count-dead", dead, counters.counter("dead_letters"))
+    admission = admit_messages("admit", messages, parts.window, counters=counters)
     messages = admission.admitted
-    results = extract_memories("memories", messages, settings, workers=workers, pipeline=pipeline)
+    results = extract_memories("memories", messages, parts.extraction)
     streams = [results, dead, admission.refused]
-    if settings.distillation.enabled:
-        streams.append(
-            distil_task_skills(
-                "task-skills", messages, settings, embedder=embedder, workers=workers
-            )
-        )
-    store(
-        "store",
-        *streams,
-        settings=settings,
-        dim=embedder.dim,
-        reconcile=reconcile,
-        workers=workers,
-        cluster=cluster,
-    )
-    if events_to:
-        from skillstream.connectors.kafka import memory_events_sink
-
+    if parts.distillation is not None:
+        streams.append(distil_task_skills("task-skills", messages, parts.distillation))
+    collect = parts.collect
+    if collect is not None:
+        for i, stream in enumerate([results, *streams[2:]]):  # not the source's dead letters
+            op.inspect(f"collect-{i}", stream, lambda _step, r: collect(r))
+    store("store", *streams, sink=parts.sink)
+    if parts.events is not None:
         changes = op.filter("changes", results, lambda r: not isinstance(r, DeadLetter))
-        op.output("events", changes, memory_events_sink(events_to, settings))
-    return FlowParts(flow, done, embedder.dim)
+        op.output("events", changes, parts.events)
+    return flow
 
 
 def get_flow(source: str | None = None, format: str = "auto", **overrides: Any) -> Dataflow:
-    """Entry point for ``python -m bytewax.run``: settings from the environment and config file."""
-    from skillstream.connectors.files import FileSource
+    """Entry point for ``python -m bytewax.run``: settings from the environment and config file.
+
+    The runner reads the home and reconciles it when the flow is defined (in each process, for
+    the owners its store partitions write); the run lock is not taken, as Bytewax owns the run:
+    keep other runs off the home while it runs, or use ``skillstream run``.
+    """
+    import os
+
+    from skillstream.flows.runner import Runner
+    from skillstream.settings import Settings
 
     settings = Settings.load(**overrides)
+    runner = Runner(settings)
     src = source or os.environ.get("SKILLSTREAM_SOURCE") or str(default_sample())
-    from skillstream.redact import redactor_for
-
-    return build_flow(
-        settings, FileSource(src, format=format, redactor=redactor_for(settings.lifecycle.policies))
-    ).flow
+    return runner.dataflow(runner.source(src, format=format))
 
 
 def default_sample() -> Path:

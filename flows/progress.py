@@ -1,33 +1,48 @@
-"""In-process counters the CLI reads to show progress (Bytewax workers are threads of a process)."""
+"""The counters of one run: messages, dead letters, spans by status, memory changes.
+
+Every run has its own :class:`Counters` (the runner makes it and hands it to the operators), so
+two runs in one process count apart. Bytewax workers of a process are threads, so a counter is
+bumped under a lock; the CLI's progress bar reads a snapshot while the run goes on.
+"""
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
-
-_lock = threading.Lock()
-_counts: Counter[str] = Counter()
+from collections.abc import Callable
 
 
-def bump(name: str, n: int = 1) -> None:
-    with _lock:
-        _counts[name] += n
+class Counters:
+    """Named counts, safe to bump from the worker threads of one run.
 
+    >>> c = Counters()
+    >>> c.bump("spans_done"); c.bump("spans_done", 2); c.snapshot()
+    {'spans_done': 3}
+    """
 
-def snapshot() -> dict[str, int]:
-    with _lock:
-        return dict(_counts)
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
 
+    def bump(self, name: str, n: int = 1) -> None:
+        """Add ``n`` to ``name``."""
+        with self._lock:
+            self._counts[name] += n
 
-def reset() -> None:
-    with _lock:
-        _counts.clear()
+    def snapshot(self) -> dict[str, int]:
+        """The counts now, as a plain dict."""
+        with self._lock:
+            return dict(self._counts)
 
+    def get(self, name: str) -> int:
+        """One count (0 when never bumped)."""
+        with self._lock:
+            return self._counts.get(name, 0)
 
-def counter(name: str):
-    """A pass-through function for ``op.inspect`` that counts items."""
+    def counter(self, name: str) -> Callable[[str, object], None]:
+        """A pass-through function for ``op.inspect`` that counts the items it sees."""
 
-    def _inspect(step_id: str, item: object) -> None:
-        bump(name)
+        def _inspect(step_id: str, item: object) -> None:
+            self.bump(name)
 
-    return _inspect
+        return _inspect

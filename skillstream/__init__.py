@@ -6,8 +6,11 @@ The Python API (loaded on first use, so ``import skillstream`` stays cheap):
   ``add(messages)`` (store a few messages now), ``search(query, owner=, k=)``, ``sql(query)``,
   ``history(memory_id)`` and ``task_skills`` (list, show, save, patch, delete, export, search);
 * ``Result``: what ``search``, ``sql`` and ``history`` return (Arrow; ``.pl()`` for Polars);
-* ``extract_memories``, ``distil_task_skills`` and ``store``: Bytewax operators for a dataflow
-  of your own (``skillstream.flows.operators``).
+* ``Runner``: one run of the memory flow on a home (``skillstream.flows.runner``), whose
+  ``parts()`` are the components the operators take;
+* ``admit_messages``, ``extract_memories``, ``distil_task_skills`` and ``store``: Bytewax
+  operators for a dataflow of your own (``skillstream.flows.operators``);
+* ``Settings``: the settings of a home (``skillstream.settings``).
 
 Example (the README runs a longer one as a doctest):
     >>> import skillstream
@@ -24,7 +27,14 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from skillstream.api import Added, Home, Result, TaskSkills, open
-    from skillstream.flows.operators import distil_task_skills, extract_memories, store
+    from skillstream.flows.operators import (
+        admit_messages,
+        distil_task_skills,
+        extract_memories,
+        store,
+    )
+    from skillstream.flows.runner import Runner
+    from skillstream.settings import Settings
 
 _LAZY = {
     "open": "skillstream.api",
@@ -32,6 +42,9 @@ _LAZY = {
     "Result": "skillstream.api",
     "Added": "skillstream.api",
     "TaskSkills": "skillstream.api",
+    "Runner": "skillstream.flows.runner",
+    "Settings": "skillstream.settings",
+    "admit_messages": "skillstream.flows.operators",
     "extract_memories": "skillstream.flows.operators",
     "distil_task_skills": "skillstream.flows.operators",
     "store": "skillstream.flows.operators",
@@ -42,8 +55,11 @@ __all__ = [
     "Added",
     "Home",
     "Result",
+    "Runner",
+    "Settings",
     "TaskSkills",
     "__version__",
+    "admit_messages",
     "distil_task_skills",
     "extract_memories",
     "open",

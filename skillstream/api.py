@@ -268,13 +268,6 @@ class Home:
         self._task_skills = None
 
     # ------------------------------------------------------------------ writing
-    def _prepare(self) -> None:
-        home = self.settings.storage.home
-        if not home.startswith(("s3://", "oss://", "memory://")):
-            Path(home).mkdir(parents=True, exist_ok=True)
-            if not self.settings.storage.shared_catalog:
-                Path(self.settings.storage.catalog).parent.mkdir(parents=True, exist_ok=True)
-
     def run(
         self,
         source: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
@@ -283,88 +276,70 @@ class Home:
         mapping: Mapping[str, str] | None = None,
         workers: int = 1,
     ) -> dict[str, Any]:
-        """Backfill chat-log files (JSONL, Parquet, CSV, LoCoMo, STAR) through the memory flow.
+        """Backfill chat-log files through the memory flow, as ``skillstream run`` does.
 
-        The same flow as ``skillstream run``: spans, extraction, task skills, store; spans
-        already in the ledger are skipped, so running a source twice stores nothing twice.
+        The same runner as the command: the same source options, admission, run lock, flow and
+        finish; spans already in the ledger are skipped, so running a source twice stores
+        nothing twice.
 
         Args:
-            source: A file, a folder of files, or a list of them.
+            source: A file, a folder of files, a glob or fsspec URI, or a list of them.
             format: ``auto`` (by extension and content), ``jsonl``, ``parquet``, ``csv``,
-                ``locomo`` or ``star``.
+                ``locomo``, ``star``, ``chatgpt``, ``claude`` or ``json``.
             mapping: Canonical field -> the input's column (``{"content": "text"}``).
             workers: Bytewax worker threads.
 
         Returns:
             Counts: ``messages``, ``dead_letters``, ``spans_processed``,
-            ``spans_already_processed``, ``spans_failed``, ``memory_changes``.
-        """
-        from skillstream.connectors.files import FileSource
-        from skillstream.redact import redactor_for
+            ``spans_already_processed``, ``spans_failed``, ``memory_changes`` (and ``seconds``,
+            ``home``).
 
-        paths: str | list[str | Path] = (
+        Raises:
+            HomeBusyError: another run holds the home.
+        """
+        from skillstream.flows.runner import Cluster, Runner
+
+        paths: str | builtins.list[str | Path] = (
             [os.fspath(p) for p in source]
             if isinstance(source, Sequence) and not isinstance(source, str)
             else os.fspath(source)
         )
-        src = FileSource(
-            paths,
-            format=format,
-            mapping=dict(mapping) if mapping else None,
-            max_chars=self.settings.spans.max_message_chars,
-            redactor=redactor_for(self.settings.lifecycle.policies),
+        runner = Runner(
+            self.settings, cluster=Cluster(workers_per_process=workers), flow_id="skillstream-api"
         )
-        return self._run_flow(src, workers)
-
-    def _run_flow(self, source: Any, workers: int) -> dict[str, Any]:
-        from bytewax.testing import cluster_main, run_main
-
-        from skillstream.flows import progress
-        from skillstream.flows.memory import build_flow
-
-        self._prepare()
-        parts = build_flow(self.settings, source, workers=workers, flow_id="skillstream-api")
-        progress.reset()
-        if workers > 1:
-            cluster_main(parts.flow, [], 0, worker_count_per_proc=workers)
-        else:
-            run_main(parts.flow)
-        counts = progress.snapshot()
-        return {
-            "messages": counts.get("messages", 0),
-            "dead_letters": counts.get("dead_letters", 0),
-            "spans_processed": counts.get("spans_done", 0),
-            "spans_already_processed": counts.get("spans_skipped", 0),
-            "spans_failed": counts.get("spans_failed", 0),
-            "memory_changes": counts.get("memory_changes", 0),
-        }
+        src = runner.source(paths, format=format, mapping=mapping)
+        return runner.run(src).as_dict()
 
     def add(self, messages: Iterable[Message | Mapping[str, Any]]) -> Added:
         """Extract and store memories from ``messages`` now, and return when they are stored.
 
-        The messages go through the same operators as ``skillstream run`` (spans, extraction,
-        task skills, the store sink), so the ids and the ledger are the ones a run of the same
-        messages gives. Each call closes its conversations' open spans at its end: call it with
-        a whole exchange (or session), not one message at a time, for the spans a backfill cuts.
+        The messages go through the same runner and flow as ``skillstream run`` (admission,
+        spans, extraction, task skills, the store sink, under the home's run lock), so the ids,
+        the ledger and the dead letters are the ones a run of the same messages gives. Only the
+        messages' owners are read and reconciled, so a call costs what its messages cost. Each
+        call closes its conversations' open spans at its end: call it with a whole exchange (or
+        session), not one message at a time, for the spans a backfill cuts.
 
         Args:
             messages: ``Message`` values, or records with the fields of a JSONL chat log
                 (``conversation_id``, ``user_id``, ``role``, ``content``, ``timestamp``, ...).
 
         Returns:
-            What was stored (see :class:`Added`). Invalid records become dead letters.
+            What was stored (see :class:`Added`). Invalid records, and messages a conversation
+            does not admit (outside the time window, a duplicate id with other content), become
+            dead letters with their reason.
+
+        Raises:
+            HomeBusyError: another run holds the home.
         """
-        import bytewax.operators as op
-        from bytewax.dataflow import Dataflow
-        from bytewax.testing import TestingSource, run_main
+        from bytewax.testing import TestingSource
 
         from skillstream.connectors.records import parse_record
-        from skillstream.embed import get_embedder
-        from skillstream.flows.operators import distil_task_skills, extract_memories, store
+        from skillstream.flows.runner import Runner
         from skillstream.redact import redactor_for
 
         redactor = redactor_for(self.settings.lifecycle.policies)
-        items: list[Message | DeadLetter] = []
+        items: builtins.list[Message | DeadLetter] = []
         for i, m in enumerate(messages):
             if isinstance(m, Message):
                 items.append(m)
@@ -382,25 +357,18 @@ class Home:
                 raise InputError(
                     f"add() takes Message values or dicts, not {type(m).__name__} (item {i})"
                 )
-        self._prepare()
         valid = [m for m in items if isinstance(m, Message)]
-        dead = [d for d in items if isinstance(d, DeadLetter)]
-        embedder = get_embedder(self.settings.embedding)
-        results: list[Any] = []
-        skills: list[Any] = []
-        flow = Dataflow("skillstream-add")
-        msgs = op.input("messages", flow, TestingSource(valid))
-        out = extract_memories("memories", msgs, self.settings)
-        op.inspect("collect", out, lambda _step, r: results.append(r))
-        streams = [out, op.input("dead-letters", flow, TestingSource(dead))]
-        if self.settings.distillation.enabled:
-            distilled = distil_task_skills("task-skills", msgs, self.settings, embedder=embedder)
-            op.inspect("collect-skills", distilled, lambda _step, r: skills.append(r))
-            streams.append(distilled)
-        store("store", *streams, settings=self.settings, dim=embedder.dim)
-        run_main(flow)
+        results: builtins.list[Any] = []
+        runner = Runner(
+            self.settings, owners=[m.owner_id for m in valid], flow_id="skillstream-add"
+        )
+        runner.collect = results.append
+        runner.run(TestingSource(items))
+        refused = [r for r in results if isinstance(r, DeadLetter)]
         spans = [r for r in results if hasattr(r, "span")]
-        return Added(len(valid), dead, spans, sum(1 for r in skills if r.changed))
+        skills = [r for r in results if hasattr(r, "action")]
+        dead = [d for d in items if isinstance(d, DeadLetter)] + refused
+        return Added(len(valid) - len(refused), dead, spans, sum(1 for r in skills if r.changed))
 
     # ------------------------------------------------------------------ reading
     def search(

@@ -593,11 +593,19 @@ class Catalog:
         row = self.con.execute(f"SELECT count(*) FROM {ident(table)}").fetchone()
         return int(row[0]) if row else 0
 
-    def processed_span_ids(self) -> set[str]:
-        """Ids of spans whose ledger row says ``done`` (they are not extracted again)."""
+    def processed_span_ids(self, owners: Sequence[str] | None = None) -> set[str]:
+        """Ids of spans whose ledger row says ``done`` (they are not extracted again), of every
+        owner or of ``owners`` only."""
         if not self.has("spans"):  # a file whose tables were never created: nothing is done
             return set()
-        rows = self.con.execute("SELECT span_id FROM spans WHERE status = 'done'").fetchall()
+        if owners is None:
+            rows = self.con.execute("SELECT span_id FROM spans WHERE status = 'done'").fetchall()
+        else:
+            rows = self.con.execute(
+                "SELECT span_id FROM spans WHERE status = 'done' "
+                "AND owner_id IN (SELECT unnest(?::VARCHAR[]))",
+                [list(owners)],
+            ).fetchall()
         return {r[0] for r in rows}
 
     # ------------------------------------------------------------------ LanceDB and views

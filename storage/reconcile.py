@@ -31,7 +31,7 @@ writes: rows of other owners may be in flight in other processes and are left al
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +90,7 @@ def reconcile_table(
     restore: Restore,
     owners: Owners | None = None,
     where: str = "true",
+    scope: str = "true",
 ) -> Reconciled:
     """Make one LanceDB table agree with its committed copy in the catalog.
 
@@ -102,6 +103,8 @@ def reconcile_table(
         owners: Only rows of these owners are compared and changed (default: all).
         where: The committed rows LanceDB holds (a trusted SQL condition); the others are
             treated as never committed.
+        scope: The rows compared at all, on both sides (a trusted SQL condition on
+            ``owner_id``; pushed down to LanceDB).
 
     Returns:
         Counts of deleted, rolled-back and restored rows (all zero for a consistent home).
@@ -110,7 +113,7 @@ def reconcile_table(
     dataset = table.to_lance()
     if dataset is None:
         return done
-    diff, rows = _compare(cat, dataset, committed, where)
+    diff, rows = _compare(cat, dataset, committed, where, scope)
     if owners is not None:
         diff = [d for d in diff if owners(d["owner_id"])]
         rows = [r for r in rows if owners(r["owner_id"])]
@@ -141,7 +144,11 @@ def reconcile_table(
 
 
 def reconcile_memories(
-    cat: Catalog | None, index: MemoryIndex, embed: Embed, owners: Owners | None = None
+    cat: Catalog | None,
+    index: MemoryIndex,
+    embed: Embed,
+    owners: Owners | None = None,
+    scope: str = "true",
 ) -> Reconciled:
     """:func:`reconcile_table` for the memories (committed copy: ``memory_meta``)."""
 
@@ -152,12 +159,16 @@ def reconcile_memories(
         index.upsert(memories)
 
     return reconcile_table(
-        cat, index.table, "memory_meta", restore, owners, f"NOT ({UNINDEXED_SQL})"
+        cat, index.table, "memory_meta", restore, owners, f"NOT ({UNINDEXED_SQL})", scope
     )
 
 
 def reconcile_task_skills(
-    cat: Catalog | None, db: Any, embed: Embed, owners: Owners | None = None
+    cat: Catalog | None,
+    db: Any,
+    embed: Embed,
+    owners: Owners | None = None,
+    scope: str = "true",
 ) -> Reconciled:
     """:func:`reconcile_table` for task skills (committed copy: the catalog's ``task_skills``)."""
     from skillstream.distill.record import TaskSkill
@@ -173,11 +184,15 @@ def reconcile_task_skills(
             s.vector = [float(x) for x in v]
         index.upsert(skills)
 
-    return reconcile_table(cat, index.table, TABLE, restore, owners)
+    return reconcile_table(cat, index.table, TABLE, restore, owners, scope=scope)
 
 
 def reconcile_home(
-    settings: Settings, dim: int, embed: Embed, owners: Owners | None = None
+    settings: Settings,
+    dim: int,
+    embed: Embed,
+    owners: Owners | None = None,
+    only: Sequence[str] | None = None,
 ) -> dict[str, Reconciled]:
     """Reconcile every LanceDB table of a home that has a committed copy in the catalog.
 
@@ -186,15 +201,18 @@ def reconcile_home(
         dim: Embedding width of the memories table.
         embed: Embeds restored rows.
         owners: Only these owners' rows (a store partition of a shared catalog); default all.
+        only: Only the rows of these owner ids, read with a filter on both sides (a run of a
+            few owners' messages costs what their rows cost, not the home's).
     """
     index = open_index(settings, dim, create=False)
     cat = (
         open_catalog(settings.storage, read_only=True) if catalog_exists(settings.storage) else None
     )
+    scope = filters.is_in("owner_id", list(only)) if only is not None else "true"
     try:
         return {
-            "memories": reconcile_memories(cat, index, embed, owners),
-            "task_skills": reconcile_task_skills(cat, index.db, embed, owners),
+            "memories": reconcile_memories(cat, index, embed, owners, scope),
+            "task_skills": reconcile_task_skills(cat, index.db, embed, owners, scope),
         }
     finally:
         if cat is not None:
@@ -204,8 +222,13 @@ def reconcile_home(
 Rows = list[dict[str, Any]]
 
 
-def _compare(cat: Catalog | None, dataset: Any, committed: str, where: str) -> tuple[Rows, Rows]:
+def _compare(
+    cat: Catalog | None, dataset: Any, committed: str, where: str, scope: str = "true"
+) -> tuple[Rows, Rows]:
     """Ids whose LanceDB and committed versions differ, and the committed rows among them."""
+    if scope != "true":  # a few owners: read their rows from LanceDB with the filter pushed down
+        dataset = dataset.to_table(columns=["id", "owner_id", "version"], filter=scope)
+        where = f"({where}) AND ({scope})"
     if cat is not None and cat.has(committed):
         cat.con.register("lance_rows", dataset)
         try:
@@ -218,7 +241,11 @@ def _compare(cat: Catalog | None, dataset: Any, committed: str, where: str) -> t
         fix = [d["id"] for d in diff if d["committed_version"] is not None]
         return diff, _committed_rows(cat, committed, fix)
     # Nothing committed yet: every LanceDB row is ahead of the catalog.
-    found = dataset.to_table(columns=["id", "owner_id"]).to_pylist()
+    found = (
+        dataset.select(["id", "owner_id"]).to_pylist()
+        if scope != "true"
+        else (dataset.to_table(columns=["id", "owner_id"]).to_pylist())
+    )
     return [
         {"id": r["id"], "owner_id": r["owner_id"], "lance_version": None, "committed_version": None}
         for r in found

@@ -49,7 +49,7 @@ class ResultSink(FixedPartitionedSink):
     of every process (:meth:`shards_of`). An item's key is its owner's shard (:meth:`route` makes
     it), so each owner, and therefore each memory id, has exactly one writer: no two writers race
     on a new LanceDB id. Before the cluster starts, each process rolls back the uncommitted LanceDB
-    rows of the owners its partitions write (``flows.memory.build_flow``); other owners' rows are
+    rows of the owners its partitions write (``flows.runner.Runner``); other owners' rows are
     left to their own process. Commits that meet another writer's are run again, in LanceDB and in
     the catalog.
 

@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -50,12 +51,20 @@ class Tombstones:
                     start = i
 
     @classmethod
-    def read(cls, catalog: Any, owner_id: str | None = None) -> Tombstones:
-        """The expired memories in ``catalog`` (of one owner, or all), without task-skill items.
+    def read(
+        cls,
+        catalog: Any,
+        owner_id: str | None = None,
+        *,
+        owner_ids: Sequence[str] | None = None,
+    ) -> Tombstones:
+        """The expired memories in ``catalog`` (of one owner, some, or all), without task-skill
+        items.
 
         Args:
             catalog: An open ``Catalog`` (read-only is enough), or ``None`` for a new home.
             owner_id: Only this owner's rows.
+            owner_ids: Only these owners' rows.
         """
         if catalog is None or not catalog.has(TABLE):
             return cls()
@@ -63,6 +72,7 @@ class Tombstones:
             UNINDEXED_SQL,
             filters.not_skill_item(),
             filters.eq("owner_id", owner_id) if owner_id is not None else None,
+            filters.is_in("owner_id", list(owner_ids)) if owner_ids is not None else None,
         )
         rows = catalog.sql(f"SELECT * FROM {TABLE} WHERE {where} ORDER BY owner_id, id")
         return cls(rows)
@@ -102,11 +112,23 @@ class OpenContradictions:
         self.escalated = escalated or {}
 
     @classmethod
-    def read(cls, catalog: Any, owner_id: str | None = None) -> OpenContradictions:
-        """Read them from ``catalog`` (of one owner, or all); ``None`` reads as none."""
+    def read(
+        cls,
+        catalog: Any,
+        owner_id: str | None = None,
+        *,
+        owner_ids: Sequence[str] | None = None,
+    ) -> OpenContradictions:
+        """Read them from ``catalog`` (of one owner, some, or all); ``None`` reads as none."""
         if catalog is None or not catalog.has(CONTRADICTIONS):
             return cls()
-        mine = filters.eq("owner_id", owner_id) if owner_id is not None else "true"
+        mine = (
+            filters.where_all(
+                filters.eq("owner_id", owner_id) if owner_id is not None else None,
+                filters.is_in("owner_id", list(owner_ids)) if owner_ids is not None else None,
+            )
+            or "true"
+        )
         rows = catalog.sql(
             f"SELECT owner_id, contradiction_id, memory_a, memory_b, detected_at "
             f"FROM {CONTRADICTIONS} WHERE resolution = ? AND detected_at IS NOT NULL AND {mine}",

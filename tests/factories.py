@@ -510,3 +510,24 @@ def secret_corpus() -> list[tuple[str, str, str]]:
         ("square token", "sq0atp-" + _fake(_ALNUM + "-_", 22, 59), "square {s}"),
     ]
     return [(fmt, secret, line.format(s=secret)) for fmt, secret, line in rows]
+
+
+def flow_of(settings: Any, source: Any, *, workers: int = 1, **options: Any) -> Any:
+    """The memory dataflow of a run of ``source`` on the home of ``settings``, as the runner
+    defines it (the home read and reconciled now); run it with Bytewax's testing runners."""
+    from skillstream.flows.runner import Cluster, Runner
+
+    return Runner(settings, cluster=Cluster(workers_per_process=workers), **options).dataflow(
+        source
+    )
+
+
+def run_flow(settings: Any, source: Any, **options: Any) -> dict[str, int]:
+    """Run the memory flow over ``source`` in this thread (no lock, no finish); its counters."""
+    from bytewax.testing import run_main
+
+    from skillstream.flows.runner import Runner
+
+    runner = Runner(settings, **options)
+    run_main(runner.dataflow(source))
+    return runner.counters.snapshot()

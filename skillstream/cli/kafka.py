@@ -78,25 +78,21 @@ def produce(
 
     from confluent_kafka import KafkaException, Producer
 
-    from skillstream.connectors.files import FileSource
     from skillstream.connectors.kafka import (
         client_config,
         ensure_topic,
         message_record,
         parse_kafka_uri,
     )
+    from skillstream.flows.runner import open_source
     from skillstream.model import Message
-    from skillstream.redact import redactor_for
 
     settings = settings_from(ctx)
     address = parse_kafka_uri(to, single_topic=True)
     config = {**settings.kafka.config, **parse_pairs(kafka_config, "--kafka-config")}
-    source = FileSource(
-        list(path),
-        format=fmt,
-        mapping=parse_pairs(mapping, "--map") or None,
-        max_chars=settings.spans.max_message_chars,
-        redactor=redactor_for(settings.lifecycle.policies),
+    # the files are read as a run reads them (size limit, redaction, storage options)
+    source = open_source(
+        settings, list(path), format=fmt, mapping=parse_pairs(mapping, "--map") or None
     )
     n_parts, created = ensure_topic(address, partitions, config)
     topic = address.topics[0]

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 import threading
 import time
-from contextlib import nullcontext
-from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from skillstream.cli.common import dumps, format_option, map_option, settings_from
 from skillstream.errors import InputError
 
-log = logging.getLogger("skillstream.run")
+if TYPE_CHECKING:
+    from skillstream.flows.progress import Counters
 
 
 def parse_pairs(pairs: tuple[str, ...], what: str) -> dict[str, str]:
@@ -26,29 +25,6 @@ def parse_pairs(pairs: tuple[str, ...], what: str) -> dict[str, str]:
         k, v = p.split("=", 1)
         out[k.strip()] = v.strip()
     return out
-
-
-def make_source(
-    source: str, fmt: str, mapping: dict[str, str], settings, kafka_config=None, tail=None
-):
-    """A Bytewax source for a path or a ``kafka://`` URI."""
-    if source.startswith("kafka://"):
-        from skillstream.connectors.kafka import kafka_source
-
-        return kafka_source(source, settings, config=kafka_config or {}, tail=tail)
-    from skillstream.connectors.files import FileSource
-    from skillstream.redact import redactor_for
-    from skillstream.storage.home import storage_options
-
-    return FileSource(
-        source,
-        format=fmt,
-        mapping=mapping or None,
-        max_chars=settings.spans.max_message_chars,
-        # the default patterns plus the policies' own
-        redactor=redactor_for(settings.lifecycle.policies),
-        storage_options=storage_options(settings),  # for s3:// and other fsspec sources
-    )
 
 
 @click.command()
@@ -149,32 +125,19 @@ def run(
         source = str(default_sample())
         if not Path(source).exists():
             raise InputError(f"no --source given and the bundled sample {source} is missing")
-    if not settings.storage.home.startswith(("s3://", "oss://", "memory://")):
-        Path(settings.storage.home).mkdir(parents=True, exist_ok=True)
-    from skillstream.storage.lock import run_lock
-
-    # One run per home: a DuckDB file's run lock lies beside it, and in a cluster process 0 holds
-    # it for all. A shared catalog takes many writing processes, on many hosts; there is no local
-    # file to lock, so keeping two clusters off one home is the operator's part (docs/scale-out.md).
-    lock = nullcontext()
-    if not settings.storage.shared_catalog:
-        Path(settings.storage.catalog).parent.mkdir(parents=True, exist_ok=True)
-        if process_id in (None, 0):
-            lock = run_lock(settings.storage.catalog, settings.storage.home)
-    with lock:
-        summary = _run(
-            settings,
-            source,
-            fmt,
-            mapping,
-            kafka_pairs,
-            tail,
-            workers,
-            process_id,
-            addresses,
-            recovery_dir,
-            events_to,
-        )
+    summary = _run(
+        settings,
+        source,
+        fmt,
+        mapping,
+        kafka_pairs,
+        tail,
+        workers,
+        process_id,
+        addresses,
+        recovery_dir,
+        events_to,
+    )
     exceeded = over_limits(summary, settings.flow.max_failed_spans, settings.flow.max_dead_letters)
     summary["exceeded"] = exceeded
     if as_json:
@@ -223,77 +186,40 @@ def _run(
     recovery_dir,
     events_to,
 ) -> dict:
-    """Build and run the memory flow; the run's summary."""
-    from bytewax.recovery import RecoveryConfig
-    from bytewax.run import cli_main
+    """Run the memory flow through the runner, with a progress display; the run's summary."""
+    from skillstream.flows.runner import Cluster, Runner
 
-    from skillstream.flows import progress
-    from skillstream.flows.memory import build_flow
-
-    src = make_source(source, fmt, parse_pairs(mapping, "--map"), settings, kafka_pairs, tail)
-    # Shards default to the cluster's worker count; a shared catalog gets one store partition per
-    # shard and every process reconciles its own partitions' owners.
-    processes = len(addresses.split(";")) if addresses else 1
-    parts = build_flow(
+    runner = Runner(
         settings,
-        src,
-        workers=workers * processes,
-        events_to=events_to,
-        reconcile=settings.storage.shared_catalog or process_id in (None, 0),
-        cluster=(process_id or 0, processes, workers),
-    )
-
-    recovery = None
-    if recovery_dir:
-        recovery = RecoveryConfig(str(_ensure_recovery(Path(recovery_dir))))
-
-    progress.reset()
-    stop = threading.Event()
-    watcher = threading.Thread(target=_watch, args=(stop,), daemon=True)
-    watcher.start()
-    t0 = time.perf_counter()
-    try:
-        cli_main(
-            parts.flow,
-            workers_per_process=workers,
+        cluster=Cluster(
             process_id=process_id,
-            addresses=addresses.split(";") if addresses else None,
-            epoch_interval=timedelta(seconds=settings.flow.epoch_interval_s),
-            recovery_config=recovery,
-        )
+            addresses=tuple(addresses.split(";")) if addresses else (),
+            workers_per_process=workers,
+        ),
+        recovery_dir=recovery_dir,
+        events_to=events_to,
+        signals=True,
+    )
+    src = runner.source(
+        source,
+        format=fmt,
+        mapping=parse_pairs(mapping, "--map"),
+        kafka_config=kafka_pairs,
+        tail=tail,
+    )
+    stop = threading.Event()
+    watcher = threading.Thread(target=_watch, args=(runner.counters, stop), daemon=True)
+    watcher.start()
+    try:
+        summary = runner.run(src)
     finally:
         stop.set()
         watcher.join(timeout=2)
-    seconds = time.perf_counter() - t0
-    counts = progress.snapshot()
-    _finish(settings, parts.dim, process_id)
-    summary = {
-        "messages": counts.get("messages", 0),
-        "dead_letters": counts.get("dead_letters", 0),
-        "spans_processed": counts.get("spans_done", 0),
-        "spans_already_processed": counts.get("spans_skipped", 0),
-        "spans_failed": counts.get("spans_failed", 0),
-        "memory_changes": counts.get("memory_changes", 0),
-        "seconds": round(seconds, 2),
-        "home": settings.storage.home,
-    }
-    return summary
+    return summary.as_dict()
 
 
-def _ensure_recovery(path: Path, partitions: int = 4) -> Path:
-    """Create and initialise a recovery folder on first use."""
-    from bytewax.recovery import init_db_dir
-
-    path.mkdir(parents=True, exist_ok=True)
-    if not any(path.glob("part-*.sqlite3")):
-        init_db_dir(path, partitions)
-    return path
-
-
-def _watch(stop: threading.Event) -> None:
+def _watch(counters: Counters, stop: threading.Event) -> None:
     """Progress: a bar on a terminal, a log line every 10 s otherwise."""
-    from skillstream.flows import progress
-
     tty = sys.stderr.isatty()
     bar = None
     if tty:
@@ -302,7 +228,7 @@ def _watch(stop: threading.Event) -> None:
         bar = tqdm(unit=" msg", desc="messages", file=sys.stderr, leave=False)
     last = time.monotonic()
     while not stop.wait(0.5):
-        c = progress.snapshot()
+        c = counters.snapshot()
         if bar is not None:
             bar.n = c.get("messages", 0)
             bar.set_postfix(
@@ -318,24 +244,3 @@ def _watch(stop: threading.Event) -> None:
             )
     if bar is not None:
         bar.close()
-
-
-def _finish(settings, dim: int, process_id: int | None) -> None:
-    """Fold new rows into the full-text index and compact a shared catalog (one process)."""
-    if process_id not in (None, 0):
-        return
-    try:
-        from skillstream.storage.home import open_index
-
-        open_index(settings, dim).optimize()
-    except Exception as e:  # noqa: BLE001 - an index refresh must not fail a finished run
-        log.warning("could not optimise the memory index: %s", e)
-    if settings.storage.shared_catalog:
-        try:
-            from skillstream.storage.catalog import open_catalog
-
-            with open_catalog(settings.storage) as catalog:
-                files = catalog.compact()
-            log.info("shared catalog compacted: %s", files)
-        except Exception as e:  # noqa: BLE001 - upkeep must not fail a finished run
-            log.warning("could not compact the shared catalog: %s", e)

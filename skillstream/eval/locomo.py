@@ -2,7 +2,7 @@
 
 For every conversation (LoCoMo sample) of the file, and for each system:
 
-* **ours**: the real memory flow (:func:`skillstream.flows.memory.build_flow` over a
+* **ours**: the real memory flow (``skillstream.flows.runner.Runner`` over a
   ``FileSource(format="locomo")`` of that one sample, run in-process with Bytewax's ``run_main``)
   with the executor the settings name (the offline ``rules`` executor by default);
 * **baseline** ``raw-turns``: the same flow, store and retriever with
@@ -196,11 +196,7 @@ def build_home(settings: Settings, input_path: Path, system: str) -> Build:
     Returns:
         Counts, build time and the build's LLM usage (read back from the home's ``llm_calls``).
     """
-    from bytewax.testing import run_main
-
-    from skillstream.connectors.files import FileSource
-    from skillstream.flows import progress
-    from skillstream.flows.memory import build_flow
+    from skillstream.flows.runner import Runner
     from skillstream.storage.catalog import open_catalog
     from skillstream.storage.home import open_index
 
@@ -208,22 +204,17 @@ def build_home(settings: Settings, input_path: Path, system: str) -> Build:
     if home.exists():
         shutil.rmtree(home)
     home.mkdir(parents=True)
-    source = FileSource(
-        str(input_path), format="locomo", max_chars=settings.spans.max_message_chars
-    )
-    progress.reset()
+    runner = Runner(settings, executor=_executor(settings, system), flow_id=f"eval-{system}")
+    source = runner.source(str(input_path), format="locomo")
     t0 = time.perf_counter()
-    parts = build_flow(
-        settings, source, executor=_executor(settings, system), flow_id=f"eval-{system}"
-    )
-    run_main(parts.flow)
+    summary = runner.run(source)
     out = Build(seconds=time.perf_counter() - t0)
-    counts = progress.snapshot()
+    counts = summary.counts
     out.messages = counts.get("messages", 0)
     out.dead_letters = counts.get("dead_letters", 0)
     out.spans = counts.get("spans_done", 0)
     out.spans_failed = counts.get("spans_failed", 0)
-    out.items, out.items_total = count_items(open_index(settings, parts.dim))
+    out.items, out.items_total = count_items(open_index(settings, runner.embedder.dim))
     cat = open_catalog(settings.storage, read_only=True)
     try:
         rows = cat.sql("SELECT prompt_tokens, completion_tokens, status, cached FROM llm_calls")

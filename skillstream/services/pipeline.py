@@ -1,7 +1,8 @@
 """The one place that builds the memory pipeline from settings.
 
-The flow (``flows.memory.build_flow``), ``skillstream retry-failed``, the LoCoMo evaluation (through
-the flow) and the benchmarks all call :func:`build_pipeline`, so they extract with the same
+The runner (``flows.runner.Runner``, for every run of the flow: the CLI, the API, the LoCoMo
+evaluation and the benchmarks) and ``skillstream retry-failed`` call :func:`build_pipeline`, so
+they extract with the same
 executor, memory skills, controller, lifecycle parameters and maintenance for the same settings.
 What differs between them (where memories are hydrated from, the spans already done, whether
 maintenance runs) is an argument, not a second assembly.
@@ -130,6 +131,7 @@ def build_pipeline(
     catalog: Any = None,
     done_spans: frozenset[str] = frozenset(),
     memory_skills: Sequence[MemorySkill] | None = None,
+    bank: Sequence[MemorySkill] | None = None,
     options: ApplyOptions | None = None,
     maintenance: bool = True,
 ) -> MemoryPipeline:
@@ -146,7 +148,10 @@ def build_pipeline(
         catalog: An open catalog to read the memory skill bank from (default: the settings'
             catalog file, opened read-only for the read).
         done_spans: Span ids already in the ledger (skipped for owners new in this run).
-        memory_skills: The memory skills to select from (default: :func:`load_memory_skills`).
+        memory_skills: The memory skills to select from, as they are (default: the bank's
+            active skills, with the skills a controller checkpoint in use was trained with).
+        bank: The bank's active skills, already read by the caller (default: read now with
+            :func:`load_memory_skills`).
         options: How operations are applied (default: :func:`apply_options` with the embedder).
         maintenance: Run lifecycle maintenance on the owners' clock ticks (when the settings
             give a maintenance interval).
@@ -157,7 +162,7 @@ def build_pipeline(
     settings = with_active_controller(settings)
     executor = executor or make_executor(settings)
     if memory_skills is None:
-        memory_skills = load_memory_skills(settings, catalog)
+        memory_skills = list(bank) if bank is not None else load_memory_skills(settings, catalog)
         trained = checkpoint_skills(settings)
         if trained and settings.llm.backend == "rules":
             from skillstream.rules.skills import RULE_SKILLS
@@ -180,3 +185,25 @@ def build_pipeline(
         submit=embedder.submit,
         prefetch=settings.embedding.prefetch,
     )
+
+
+def store_hydrate(settings: Settings, dim: int, expired: Any, contradictions: Any) -> Hydrate:
+    """How a run's pipeline reads an owner it meets first: the owner's memories from the home's
+    LanceDB table (opened on first need), the minimal rows of its expired memories and its open
+    contradictions (``expired`` and ``contradictions``: ``storage.tombstones``, read by the
+    runner)."""
+    from skillstream.memories import OwnerMemories
+    from skillstream.storage.home import open_index
+
+    cache: dict[str, Any] = {}
+
+    def hydrate(owner_id: str) -> Any:
+        idx = cache.get("idx")
+        if idx is None:
+            idx = cache["idx"] = open_index(settings, dim)
+        state = OwnerMemories(owner_id)
+        for m in [*idx.owner_memories(owner_id), *expired.owner(owner_id)]:
+            state.put(m)
+        return contradictions.fill(state)
+
+    return hydrate

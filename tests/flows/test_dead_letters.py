@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import json
 
-from bytewax.testing import run_main
-
 from skillstream.connectors.files import FileSource
-from skillstream.flows import progress
-from skillstream.flows.memory import build_flow
 from skillstream.storage.catalog import Catalog
-from tests.factories import conversation_rows
+from tests.factories import conversation_rows, run_flow
 
 
 def invalid_lines() -> list[bytes]:
@@ -59,9 +55,8 @@ def test_fifty_invalid_lines_fifty_dead_letters(tmp_path, settings):
     path = tmp_path / "mixed.jsonl"
     path.write_bytes(b"\n".join(out) + b"\n")
 
-    progress.reset()
-    run_main(build_flow(settings, FileSource(path)).flow)
-    assert progress.snapshot()["messages"] == 1000
+    counts = run_flow(settings, FileSource(path))
+    assert counts["messages"] == 1000
 
     cat = Catalog(settings.storage.catalog, read_only=True)
     try:

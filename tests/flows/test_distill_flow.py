@@ -12,10 +12,10 @@ from bytewax.testing import TestingSink, TestingSource, run_main
 
 from skillstream.connectors.files import FileSource, read_all
 from skillstream.flows.distill import BlockLogic
-from skillstream.flows.memory import build_flow, default_sample
+from skillstream.flows.memory import default_sample
 from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog
-from tests.factories import make_message
+from tests.factories import flow_of, make_message
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +42,8 @@ def test_blocks_close_on_session_change_idle_gap_and_end_of_input():
     m.append(make_message("other conversation", i=0, conversation_id="c2"))
     flow = Dataflow("blocks")
     keyed = op.key_on("key", op.input("in", flow, TestingSource(m)), lambda x: x.conversation_id)
-    blocks = op.stateful("blocks", keyed, lambda resume: BlockLogic(settings, resume))
+    gap = settings.spans.idle_gap
+    blocks = op.stateful("blocks", keyed, lambda resume: BlockLogic(gap, resume))
     out: list = []
     op.output("out", op.key_rm("rm", blocks), TestingSink(out))
     run_main(flow)
@@ -57,7 +58,7 @@ def test_blocks_close_on_session_change_idle_gap_and_end_of_input():
 
 def test_the_switch_turns_distillation_off(tmp_path):
     settings = Settings.from_keys(home=str(tmp_path / "home"), epoch_interval_s=0.0, distill=False)
-    run_main(build_flow(settings, FileSource(str(default_sample() / "deploy-omar.jsonl"))).flow)
+    run_main(flow_of(settings, FileSource(str(default_sample() / "deploy-omar.jsonl"))))
     assert versions(settings) == []
     assert not (tmp_path / "home" / "artifacts" / "task-skills").exists()
 
@@ -71,7 +72,7 @@ def test_abort_and_resume_with_recovery_gives_the_same_task_skill_versions(tmp_p
     settings = Settings.from_keys(home=str(tmp_path / "home"), epoch_interval_s=0.0)
     inp = messages[:10] + [TestingSource.ABORT()] + messages[10:]
     for _ in range(2):
-        flow = build_flow(settings, TestingSource(inp, batch_size=2)).flow
+        flow = flow_of(settings, TestingSource(inp, batch_size=2))
         run_main(flow, epoch_interval=timedelta(0), recovery_config=RecoveryConfig(str(rec)))
     assert versions(settings) == [
         ("omar", "deploy-flask-app", 1, "created"),

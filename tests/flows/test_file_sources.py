@@ -10,7 +10,6 @@ import pytest
 from bytewax.testing import run_main
 
 from skillstream.connectors.files import FileSource
-from skillstream.flows.memory import build_flow
 from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog
 from tests.factories import (
@@ -18,6 +17,7 @@ from tests.factories import (
     chatgpt_export,
     claude_export,
     conversation_rows,
+    flow_of,
     locomo_sample,
     write_jsonl,
 )
@@ -39,7 +39,7 @@ def stored(settings: Settings) -> tuple[list[dict], list[dict]]:
 
 
 def backfill(settings: Settings, source: FileSource) -> tuple[list[dict], list[dict]]:
-    run_main(build_flow(settings, source).flow)
+    run_main(flow_of(settings, source))
     return stored(settings)
 
 

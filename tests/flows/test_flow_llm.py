@@ -20,12 +20,11 @@ from skillstream.cli import cli
 from skillstream.cli.llm import retry_failed_spans
 from skillstream.connectors.files import FileSource
 from skillstream.errors import InputError
-from skillstream.flows import progress
-from skillstream.flows.memory import build_flow
 from skillstream.llm import OpenAIBackend, open_cache
 from skillstream.memskill.executor import MemSkillExecutor
 from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog
+from tests.factories import flow_of, run_flow
 from tests.memskill.conftest import (  # noqa: F401 - _no_llm_env and stub_settings: fixtures
     _no_llm_env,
     insert_each_turn,
@@ -117,8 +116,7 @@ def test_faults_fail_the_span_then_retry_failed_completes_it_exactly_once(
     src = write_jsonl(tmp_path / "c.jsonl", rows_of("u1", SESSIONS))
     with OpenAIStub(script) as stub:
         settings = stub_settings(stub.url, llm_timeout_s=1.0, llm_max_retries=4)
-        progress.reset()
-        run_main(build_flow(settings, FileSource(src), executor=fast_executor(settings)).flow)
+        counts = run_flow(settings, FileSource(src), executor=fast_executor(settings))
         assert stub.count == 6  # 5 failed attempts for the first span, 1 for the second
         spans = sql(
             settings,
@@ -181,9 +179,8 @@ def test_faults_fail_the_span_then_retry_failed_completes_it_exactly_once(
 
         # Nothing left to retry, and a re-run of the flow asks nothing.
         assert retry_failed_spans(settings).pending == 0
-        progress.reset()
-        run_main(build_flow(settings, FileSource(src)).flow)
-        assert stub.count == 7 and progress.snapshot()["spans_skipped"] == 2
+        counts = run_flow(settings, FileSource(src))
+        assert stub.count == 7 and counts["spans_skipped"] == 2
         assert sql(settings, EXTRACTED.format(cols="id, text, span_id")) == after
 
 
@@ -191,7 +188,7 @@ def test_retry_failed_keeps_a_span_pending_while_the_server_still_fails(tmp_path
     src = write_jsonl(tmp_path / "c.jsonl", rows_of("u1", SESSIONS[:1]))
     with OpenAIStub(default=server_error(503)) as stub:
         settings = stub_settings(stub.url, llm_max_retries=1)
-        run_main(build_flow(settings, FileSource(src), executor=fast_executor(settings)).flow)
+        run_main(flow_of(settings, FileSource(src), executor=fast_executor(settings)))
         assert stub.count == 2
         with pytest.raises(
             InputError,
@@ -219,8 +216,7 @@ def test_rerun_and_replay_with_the_same_llm_configuration_make_zero_requests(
     src = write_jsonl(tmp_path / "c.jsonl", rows)
     with OpenAIStub(insert_each_turn, latency_s=0.3) as stub:
         settings = stub_settings(stub.url)
-        progress.reset()
-        run_main(build_flow(settings, FileSource(src)).flow)  # executor from the settings
+        counts = run_flow(settings, FileSource(src))  # executor from the settings
         spans = sql(
             settings,
             "select owner_id, seq, status, extractor, "
@@ -243,16 +239,14 @@ def test_rerun_and_replay_with_the_same_llm_configuration_make_zero_requests(
         memories = sql(settings, EXTRACTED.format(cols="id, text, owner_id"))
         assert len(memories) == 3 * 4  # two user turns per span, two spans per owner
 
-        progress.reset()
-        run_main(build_flow(settings, FileSource(src)).flow)
-        assert stub.count == 6 and progress.snapshot()["spans_skipped"] == 6
+        counts = run_flow(settings, FileSource(src))
+        assert stub.count == 6 and counts["spans_skipped"] == 6
 
         # Replay from scratch with the same configuration: every answer comes from the cache.
         shutil.rmtree(settings.storage.lancedb)
         Path(settings.storage.catalog).unlink()
-        progress.reset()
-        run_main(build_flow(settings, FileSource(src)).flow)
-        assert stub.count == 6 and progress.snapshot()["spans_done"] == 6
+        counts = run_flow(settings, FileSource(src))
+        assert stub.count == 6 and counts["spans_done"] == 6
         assert sql(settings, EXTRACTED.format(cols="id, text, owner_id")) == memories
         cached = sql(settings, "select count(*) as n from llm_calls where cached")[0]["n"]
         assert cached == 6

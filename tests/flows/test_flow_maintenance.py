@@ -9,13 +9,12 @@ from bytewax.testing import run_main
 
 from skillstream.connectors.files import FileSource
 from skillstream.embed import get_embedder
-from skillstream.flows.memory import build_flow
 from skillstream.lifecycle.params import LifecycleParams
 from skillstream.services.home_lifecycle import maintain_home
 from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog
 from skillstream.storage.home import open_stores
-from tests.factories import SENTENCES, write_jsonl
+from tests.factories import SENTENCES, flow_of, write_jsonl
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 SESSIONS = {"ann": [0, 1, 45, 200], "bob": [0, 3, 120]}
@@ -56,7 +55,7 @@ def _settings(path) -> Settings:
 
 
 def _run(settings, src) -> None:
-    run_main(build_flow(settings, FileSource(str(src))).flow)
+    run_main(flow_of(settings, FileSource(str(src))))
 
 
 def _sql(settings, q):

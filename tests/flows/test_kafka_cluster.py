@@ -18,9 +18,8 @@ from click.testing import CliRunner
 
 from skillstream.cli import cli
 from skillstream.connectors.kafka import kafka_source
-from skillstream.flows.memory import build_flow
 from skillstream.settings import Settings
-from tests.factories import write_locomo
+from tests.factories import flow_of, write_locomo
 from tests.flows.test_sigkill import lance_rows
 from tests.servers.ports import free_port
 from tests.servers.processes import cli_env, die_with_parent, skillstream_cmd
@@ -120,7 +119,7 @@ def test_two_process_cluster_equals_one_process(tmp_path, kafka_broker, topic_na
     assert sum(s["spans_processed"] for s in summaries) > 10
 
     single = Settings.load(home=str(tmp_path / "single"))
-    run_main(build_flow(single, kafka_source(uri, single, tail=False)).flow)
+    run_main(flow_of(single, kafka_source(uri, single, tail=False)))
     expected = sorted(r["id"] for r in lance_rows(single))
     got = lance_rows(Settings.load(home=str(home)))
     assert len(expected) > 20

@@ -26,9 +26,8 @@ from click.testing import CliRunner
 
 from skillstream.cli import cli
 from skillstream.connectors.kafka import kafka_source
-from skillstream.flows.memory import build_flow
 from skillstream.settings import Settings
-from tests.factories import write_locomo
+from tests.factories import flow_of, write_locomo
 from tests.flows.test_sigkill import lance_rows
 from tests.memskill.conftest import insert_each_turn
 from tests.servers.openai_stub import OpenAIStub
@@ -206,7 +205,7 @@ def test_sigkill_mid_kafka_run_then_resume_is_effectively_once(tmp_path, kafka_b
     # The uninterrupted run over the whole topic, in this process, against its own stub.
     with OpenAIStub(insert_each_turn) as clean_stub:
         clean = llm_settings(tmp_path / "clean", clean_stub.url)
-        run_main(build_flow(clean, kafka_source(uri, clean, tail=False)).flow)
+        run_main(flow_of(clean, kafka_source(uri, clean, tail=False)))
         clean_bodies = [body_key(b) for b in clean_stub.requests]
     expected = sorted((r["id"], r["text"], r["status"], r["version"]) for r in lance_rows(clean))
     assert len(clean_bodies) == len(set(clean_bodies)) >= 8 and len(expected) > 20

@@ -14,9 +14,9 @@ import pytest
 from bytewax.testing import run_main
 
 from skillstream.connectors.files import FileSource
-from skillstream.flows.memory import build_flow
 from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog
+from tests.factories import flow_of
 from tests.memskill.conftest import _no_llm_env  # noqa: F401 - fixture
 from tests.servers.llama import MODEL_ALIAS
 
@@ -62,7 +62,7 @@ def test_flow_extracts_and_stores_memories_through_llama_cpp(tmp_path, llama_bas
         epoch_interval_s=0.0,
         distill=False,
     )
-    run_main(build_flow(settings, FileSource(str(src))).flow)
+    run_main(flow_of(settings, FileSource(str(src))))
 
     cat = Catalog(settings.storage.catalog, read_only=True)
     try:

@@ -13,7 +13,8 @@ from click.testing import CliRunner
 from skillstream.cli import cli
 from skillstream.connectors.records import parse_record
 from skillstream.flows.memory import default_sample
-from skillstream.flows.operators import distil_task_skills, extract_memories, store
+from skillstream.flows.operators import admit_messages, distil_task_skills, extract_memories, store
+from skillstream.flows.runner import Runner
 from skillstream.model import Message, SpanResult
 from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog
@@ -75,11 +76,14 @@ def test_a_user_flow_with_its_own_steps_stores_what_run_stores(tmp_path):
         lambda r: parse_record(r["row"], source=r["file"], position=r["line"]),
     )
     messages = op.filter("valid", parsed, lambda m: isinstance(m, Message))
-    results = extract_memories("memories", messages, settings)
-    skills = distil_task_skills("skills", messages, settings)
+    parts = Runner(settings).parts()
+    admission = admit_messages("admit", messages, parts.window)
+    results = extract_memories("memories", admission.admitted, parts.extraction)
+    assert parts.distillation is not None
+    skills = distil_task_skills("skills", admission.admitted, parts.distillation)
     spans = op.filter("my-spans", results, lambda r: isinstance(r, SpanResult))
     op.inspect("my-audit", spans, lambda step, r: seen.append(r.span.span_id))
-    store("store", results, skills, settings=settings)
+    store("store", results, skills, admission.refused, sink=parts.sink)
     run_main(flow)
 
     mine = stored(settings)

@@ -10,12 +10,10 @@ from bytewax.recovery import RecoveryConfig, init_db_dir
 from bytewax.testing import TestingSource, run_main
 
 from skillstream.connectors.records import parse_record
-from skillstream.flows import progress
-from skillstream.flows.memory import build_flow
 from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog
 from skillstream.storage.lance import MemoryIndex
-from tests.factories import conversation_rows
+from tests.factories import conversation_rows, flow_of, run_flow
 
 # written at run time (the wall clock of the run), so they differ between any two runs
 _RUN_TIME = {"recorded_at", "processed_at"}
@@ -68,13 +66,11 @@ def _same(a: Settings, b: Settings) -> None:
 def test_evicted_owners_come_back_with_the_same_results(tmp_path):
     messages = _messages()
     kept = _settings(tmp_path / "kept")
-    run_main(build_flow(kept, TestingSource(messages, batch_size=4)).flow)
-    assert progress.snapshot().get("owners_evicted", 0) == 0
+    counts = run_flow(kept, TestingSource(messages, batch_size=4))
+    assert counts.get("owners_evicted", 0) == 0
 
     evicting = _settings(tmp_path / "evicting", owner_state_max=1)
-    progress.reset()
-    run_main(build_flow(evicting, TestingSource(messages, batch_size=4)).flow)
-    counts = progress.snapshot()
+    counts = run_flow(evicting, TestingSource(messages, batch_size=4))
     assert counts.get("owners_evicted", 0) > 4  # owners left and came back many times
     assert counts.get("owners_rehydrated", 0) > 4
     assert len(_memories(kept)) > 20
@@ -84,7 +80,7 @@ def test_evicted_owners_come_back_with_the_same_results(tmp_path):
 def test_eviction_with_abort_and_resume_gives_the_same_rows(tmp_path):
     messages = _messages()
     clean = _settings(tmp_path / "clean")
-    run_main(build_flow(clean, TestingSource(messages, batch_size=4)).flow)
+    run_main(flow_of(clean, TestingSource(messages, batch_size=4)))
 
     settings = _settings(tmp_path / "home", owner_state_max=1)
     rec = tmp_path / "recovery"
@@ -93,7 +89,7 @@ def test_eviction_with_abort_and_resume_gives_the_same_rows(tmp_path):
     cut = len(messages) // 2
     inp = messages[:cut] + [TestingSource.ABORT()] + messages[cut:]
     for _ in range(2):
-        flow = build_flow(settings, TestingSource(inp, batch_size=4)).flow
+        flow = flow_of(settings, TestingSource(inp, batch_size=4))
         run_main(flow, epoch_interval=timedelta(0), recovery_config=RecoveryConfig(str(rec)))
     assert sorted(_memories(settings)) == sorted(_memories(clean))
     _same(clean, settings)
@@ -102,7 +98,8 @@ def test_eviction_with_abort_and_resume_gives_the_same_rows(tmp_path):
 def test_snapshots_hold_only_the_owners_in_memory(tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 
-    from skillstream.flows.operators import ExtractLogic, memory_pipeline
+    from skillstream.flows.operators import ExtractLogic
+    from skillstream.flows.runner import Runner
     from tests.factories import make_span
 
     settings = _settings(tmp_path / "home", owner_state_max=2)
@@ -110,7 +107,8 @@ def test_snapshots_hold_only_the_owners_in_memory(tmp_path):
         make_span([("user", f"I live in Lisbon and I love {food}.")], conversation_id=owner)
         for owner, food in (("ann", "bread"), ("bob", "figs"), ("cat", "tea"), ("dan", "rice"))
     ]
-    logic = ExtractLogic(memory_pipeline(settings), ThreadPoolExecutor(2), None, max_owners=2)
+    pipeline = Runner(settings).memory_pipeline()
+    logic = ExtractLogic(pipeline, ThreadPoolExecutor(2), None, max_owners=2)
     logic.on_batch(spans)
     snap = logic.snapshot()
     owners = sorted(k for k in snap if not k.startswith("\x00"))

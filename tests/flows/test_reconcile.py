@@ -15,12 +15,12 @@ from bytewax.testing import run_main
 
 from skillstream.connectors.files import FileSource
 from skillstream.embed import get_embedder
-from skillstream.flows.memory import build_flow
+from skillstream.flows.runner import Runner
 from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog
 from skillstream.storage.lance import MemoryIndex
 from skillstream.storage.reconcile import reconcile_memories
-from tests.factories import conversation_rows, write_jsonl
+from tests.factories import conversation_rows, flow_of, write_jsonl
 
 
 def rows_of(settings: Settings) -> list[tuple]:
@@ -56,7 +56,7 @@ def crash_after_lance(monkeypatch, settings: Settings, src, at: int, table: str 
 
     monkeypatch.setattr(Catalog, "upsert", upsert)
     with pytest.raises(Exception, match="stopped between"):
-        run_main(build_flow(settings, FileSource(str(src), batch_size=4)).flow)
+        run_main(flow_of(settings, FileSource(str(src), batch_size=4)))
     monkeypatch.setattr(Catalog, "upsert", real)
 
 
@@ -73,7 +73,7 @@ def test_resume_after_a_stop_between_the_writes_equals_an_uninterrupted_run(
     tmp_path, monkeypatch, source
 ):
     clean = home(tmp_path, "clean")
-    run_main(build_flow(clean, FileSource(source, batch_size=4)).flow)
+    run_main(flow_of(clean, FileSource(source, batch_size=4)))
     expected = rows_of(clean)
 
     s = home(tmp_path, "crashed")
@@ -81,7 +81,7 @@ def test_resume_after_a_stop_between_the_writes_equals_an_uninterrupted_run(
     ahead = {r[0]: r[3] for r in rows_of(s)}
     assert ahead != committed(s)  # LanceDB holds rows (or versions) the catalog never committed
 
-    run_main(build_flow(s, FileSource(source, batch_size=4)).flow)
+    run_main(flow_of(s, FileSource(source, batch_size=4)))
     assert rows_of(s) == expected
     assert {r[0]: r[3] for r in rows_of(s)} == committed(s)
 
@@ -91,11 +91,12 @@ def test_without_reconciling_the_resumed_run_reinforces_its_own_output(
 ):
     """The failure the reconcile step prevents (shows the test above can fail)."""
     clean = home(tmp_path, "clean")
-    run_main(build_flow(clean, FileSource(source, batch_size=4)).flow)
+    run_main(flow_of(clean, FileSource(source, batch_size=4)))
 
     s = home(tmp_path, "crashed")
     crash_after_lance(monkeypatch, s, source, at=3)
-    run_main(build_flow(s, FileSource(source, batch_size=4), reconcile=False).flow)
+    monkeypatch.setattr(Runner, "_reconcile", lambda self, sink: None)
+    run_main(flow_of(s, FileSource(source, batch_size=4)))
     assert rows_of(s) != rows_of(clean)
 
 
@@ -135,7 +136,7 @@ def test_task_skills_written_to_lancedb_but_not_committed_are_distilled_again(
 ):
     sample = Path(__file__).resolve().parents[2] / "data" / "sample"
     clean = Settings.load(home=str(tmp_path / "clean"), epoch_interval_s=0.0)
-    run_main(build_flow(clean, FileSource(str(sample), batch_size=4)).flow)
+    run_main(flow_of(clean, FileSource(str(sample), batch_size=4)))
     lance, versions = task_skills_of(clean)
     assert lance == [("deploy-flask-app", 2)]
     assert versions == [("deploy-flask-app", 1), ("deploy-flask-app", 2)]
@@ -144,6 +145,6 @@ def test_task_skills_written_to_lancedb_but_not_committed_are_distilled_again(
     crash_after_lance(monkeypatch, s, sample, at=1, table="task_skills")
     assert task_skills_of(s)[0]  # LanceDB holds a task skill the catalog never committed
 
-    run_main(build_flow(s, FileSource(str(sample), batch_size=4)).flow)
+    run_main(flow_of(s, FileSource(str(sample), batch_size=4)))
     assert task_skills_of(s) == (lance, versions)
     assert rows_of(s) == rows_of(clean)

@@ -11,14 +11,12 @@ from bytewax.testing import TestingSink, TestingSource, run_main
 
 from skillstream.connectors.files import FileSource
 from skillstream.extract import Extraction
-from skillstream.flows import progress
-from skillstream.flows.memory import build_flow
 from skillstream.flows.operators import SpanLogic
 from skillstream.model import DeadLetter, Span
 from skillstream.rules import RulesExecutor
 from skillstream.spans import SpanBuilder
 from skillstream.storage.catalog import Catalog
-from tests.factories import conversation_rows, make_message, write_jsonl
+from tests.factories import conversation_rows, flow_of, make_message, run_flow, write_jsonl
 
 
 def _read(settings, query: str) -> list[dict]:
@@ -78,8 +76,7 @@ def test_bad_records_among_valid_ones_lose_no_valid_record(tmp_path, settings):
     ).isoformat()
     path = write_jsonl(tmp_path / "mixed.jsonl", [*lines, nul])
 
-    progress.reset()
-    run_main(build_flow(settings, FileSource(path)).flow)
+    run_flow(settings, FileSource(path))
 
     dead = _read(settings, "select stage, reason from dead_letters order by reason")
     assert len(dead) == 5
@@ -152,8 +149,7 @@ def test_an_unexpected_extraction_error_fails_its_span_only(tmp_path, settings):
             }
         )
     path = write_jsonl(tmp_path / "three.jsonl", rows)
-    progress.reset()
-    run_main(build_flow(settings, FileSource(path), executor=_OneSpanBreaks()).flow)
+    run_flow(settings, FileSource(path), executor=_OneSpanBreaks())
     spans = _read(settings, "select conversation_id as c, status, error from spans order by c")
     assert [(s["c"], s["status"]) for s in spans] == [
         ("c0", "done"),
@@ -174,7 +170,7 @@ def test_duplicate_message_ids_with_different_content_keep_the_first(tmp_path, s
         dict(base, content="I prefer green tea over coffee.", timestamp="2024-03-01T10:00:00Z"),
     ]
     path = write_jsonl(tmp_path / "dup.jsonl", rows)
-    run_main(build_flow(settings, FileSource(path)).flow)
+    run_main(flow_of(settings, FileSource(path)))
     dead = _read(settings, "select stage, reason, payload from dead_letters")
     assert len(dead) == 1 and dead[0]["stage"] == "admit"
     assert "message_id 'same'" in dead[0]["reason"] and "Lisbon" in dead[0]["payload"]
@@ -217,7 +213,7 @@ def _messages_with_outliers() -> list[dict]:
 
 def test_the_window_dead_letters_timestamps_outside_it(tmp_path, settings):
     path = write_jsonl(tmp_path / "outliers.jsonl", _messages_with_outliers())
-    run_main(build_flow(settings, FileSource(path)).flow)
+    run_main(flow_of(settings, FileSource(path)))
     dead = {
         r["position"]: r
         for r in _read(settings, "select position, stage, reason, payload from dead_letters")

@@ -7,10 +7,9 @@ from __future__ import annotations
 from bytewax.testing import run_main
 
 from skillstream.connectors.files import FileSource
-from skillstream.flows.memory import build_flow
 from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog
-from tests.factories import conversation_rows, write_jsonl
+from tests.factories import conversation_rows, flow_of, write_jsonl
 
 SESSION = 40
 """``conversation_rows`` starts a session every 40 messages (10 hours apart)."""
@@ -55,11 +54,11 @@ def test_a_rerun_over_a_committed_prefix_writes_the_nodes_of_one_run(tmp_path):
     prefix = write_jsonl(tmp_path / "prefix.jsonl", cut)
 
     once = _settings(tmp_path / "once")
-    run_main(build_flow(once, FileSource(full)).flow)
+    run_main(flow_of(once, FileSource(full)))
     twice = _settings(tmp_path / "twice")
-    run_main(build_flow(twice, FileSource(prefix)).flow)
+    run_main(flow_of(twice, FileSource(prefix)))
     nodes_after_prefix = _sql(twice, "SELECT id, version FROM memory_meta WHERE kind = 'topic'")
-    run_main(build_flow(twice, FileSource(full)).flow)  # the prefix's spans are in the ledger
+    run_main(flow_of(twice, FileSource(full)))  # the prefix's spans are in the ledger
 
     memories, events, links = _state(once)
     nodes = [m for m in memories if m["kind"] == "topic"]

@@ -22,12 +22,12 @@ import pytest
 from bytewax.testing import run_main
 
 from skillstream.connectors.files import FileSource
-from skillstream.flows.memory import build_flow
 from skillstream.settings import Settings
 from skillstream.storage.catalog import catalog_exists, open_catalog
-from tests.factories import write_locomo
+from tests.factories import flow_of, write_locomo
 from tests.flows.test_sigkill import lance_rows
-from tests.kafka.conftest import cli_env, die_with_parent, free_port, skillstream_cmd
+from tests.servers.ports import free_port
+from tests.servers.processes import cli_env, die_with_parent, skillstream_cmd
 from tests.memskill.conftest import insert_each_turn
 from tests.servers.openai_stub import OpenAIStub
 from tests.servers.s3 import fresh_bucket
@@ -219,7 +219,7 @@ def test_two_writers_killed_and_resumed_equal_one_process_on_the_duckdb_file(
             **FLOW,
         )
         assert not clean.storage.shared_catalog
-        run_main(build_flow(clean, FileSource(str(data))).flow)
+        run_main(flow_of(clean, FileSource(str(data))))
         clean_bodies = [body_key(b) for b in clean_stub.requests]
     expected = sorted((r["id"], r["text"], r["status"], r["version"]) for r in lance_rows(clean))
     with open_catalog(clean.storage, read_only=True) as cat:

@@ -17,11 +17,10 @@ import pytest
 from bytewax.testing import run_main
 
 from skillstream.connectors.files import FileSource
-from skillstream.flows.memory import build_flow
 from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog
-from tests.factories import conversation_rows, write_jsonl
-from tests.kafka.conftest import cli_env, die_with_parent, skillstream_cmd
+from tests.factories import conversation_rows, flow_of, write_jsonl
+from tests.servers.processes import cli_env, die_with_parent, skillstream_cmd
 
 pytestmark = [
     pytest.mark.slow,
@@ -138,7 +137,7 @@ def test_sigkill_then_resume_gives_the_memories_of_an_uninterrupted_run(tmp_path
     clean = Settings.load(
         home=str(tmp_path / "clean"), epoch_interval_s=float(EPOCH_S), span_tokens=int(SPAN_TOKENS)
     )
-    run_main(build_flow(clean, FileSource(str(big))).flow)
+    run_main(flow_of(clean, FileSource(str(big))))
     expected = sorted((r["id"], r["text"], r["status"], r["version"]) for r in lance_rows(clean))
     total_spans = ledger_spans(clean)
 

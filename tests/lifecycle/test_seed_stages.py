@@ -230,7 +230,7 @@ def test_expiry_removes_the_memory_from_both_indexes_and_keeps_a_minimal_log(
 
 def test_a_replay_or_a_crash_does_not_bring_an_expired_memory_back(tmp_path, embedder, recorded):
     """The writes of a replayed run, and a crash between LanceDB and the catalog commit."""
-    from skillstream.flows.operators import memory_pipeline
+    from skillstream.flows.runner import Runner
     from skillstream.lifecycle.params import LifecycleParams
     from skillstream.storage.reconcile import reconcile_home
 
@@ -268,7 +268,9 @@ def test_a_replay_or_a_crash_does_not_bring_an_expired_memory_back(tmp_path, emb
     # a consistent home: nothing to reconcile, the committed minimal row is not restored
     assert reconcile_home(settings, embedder.dim, embedder.encode)["memories"].changed == 0
     # the flow's hydration knows the id (no vector, no text) from the catalog
-    hydrated = memory_pipeline(settings, embedder).new_state("o1").memories.get(hike.id)
+    hydrated = (
+        Runner(settings, embedder=embedder).memory_pipeline().new_state("o1").memories.get(hike.id)
+    )
     assert hydrated is not None and (hydrated.status, hydrated.text) == ("expired", "")
     assert _rows(settings, "SELECT status, version FROM memory_meta") == [
         {"status": "expired", "version": 2}
@@ -362,7 +364,7 @@ def test_a_state_read_back_from_the_store_escalates_like_one_kept_in_memory(
     tmp_path, embedder, recorded
 ):
     """The flow hydrates an owner (a later run, or a resume) with its open contradictions."""
-    from skillstream.flows.operators import memory_pipeline
+    from skillstream.flows.runner import Runner
 
     settings = Settings.load(home=str(tmp_path / "home"), session_summaries=False)
     options = ApplyOptions.from_settings(
@@ -380,7 +382,7 @@ def test_a_state_read_back_from_the_store_escalates_like_one_kept_in_memory(
     params = rules(summaries=False, reorganize=False)
 
     def hydrated() -> OwnerMemories:
-        return memory_pipeline(settings, embedder).new_state("o1").memories
+        return Runner(settings, embedder=embedder).memory_pipeline().new_state("o1").memories
 
     back = hydrated()
     assert back.open_contradictions == state.open_contradictions and back.escalated == set()

@@ -18,7 +18,7 @@ import pytest
 
 from skillstream import tables as declared
 from skillstream.errors import InputError
-from skillstream.flows.memory import read_done_spans
+from skillstream.flows.runner import Runner
 from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog, catalog_exists
 
@@ -59,7 +59,7 @@ def start(path: Path, mode: str) -> subprocess.Popen:
 def assert_home_opens(home: Path) -> None:
     """Whatever the kill left: the ledger reads, and a writer opens the catalog with every table."""
     settings = Settings.from_keys(home=str(home))
-    assert read_done_spans(settings) == frozenset()
+    assert Runner(settings).read_home().done_spans == frozenset()
     if catalog_exists(settings.storage):
         with Catalog(settings.storage.catalog, read_only=True) as cat:
             assert cat.processed_span_ids() == set()

@@ -1,0 +1,121 @@
+"""``Home.add`` of one message: into an empty home and into a home of many memories.
+
+    python benchmarks/add.py --memories 50000 --owners 1000 --json benchmarks/results/add.json
+
+An application that adds each exchange as it happens pays ``add``'s cost per message, so that cost
+must follow the message, not the home. The big home is ``scale.py``'s (built once into ``--cache``
+and copied here, so the cached one is never written). Each round adds one new message of one
+owner (an owner the big home already holds, ``owner-000007``, with about memories/owners
+memories), first into a copy of the empty home, then into the copy of the big one, in one process
+with the embedding model loaded before timing; ``--rounds`` rounds, interleaved.
+``add_ratio_big_vs_empty`` is the median seconds into the big home over the median into the empty
+one (1.0: the home's size costs nothing). Results go to ``--json`` and a Markdown table beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import scale  # noqa: E402
+
+OWNER = "owner-000007"
+
+
+def message(i: int) -> dict[str, Any]:
+    """The ``i``-th message added: a new conversation of the owner, a statement worth keeping."""
+    return {
+        "conversation_id": f"bench-add-{i}",
+        "message_id": f"bench-add-{i}-0",
+        "user_id": OWNER,
+        "role": "user",
+        "name": "Sam",
+        "content": f"I started a pottery class on Thursdays, lesson {i} was about glazing.",
+        "timestamp": f"2025-03-{1 + i % 28:02d}T10:00:00Z",
+    }
+
+
+def timed_add(home: Path, i: int) -> float:
+    import skillstream
+
+    h = skillstream.open(home)
+    t0 = time.perf_counter()
+    added = h.add([message(i)])
+    seconds = time.perf_counter() - t0
+    if added.messages != 1 or added.dead_letters:
+        raise RuntimeError(f"add into {home} took {added}")
+    return seconds
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--memories", type=int, default=50_000)
+    p.add_argument("--owners", type=int, default=1_000)
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--json", dest="out", required=True, help="results file (and .md beside it)")
+    p.add_argument("--data", type=Path, default=scale.DEFAULT_DATA)
+    p.add_argument("--cache", type=Path, default=scale.DEFAULT_CACHE)
+    p.add_argument("--seed", type=int, default=7)
+    args = p.parse_args(argv)
+
+    from skillstream.embed import get_embedder
+    from skillstream.settings import Settings
+
+    texts, vectors = scale.sentence_pool(args.data, args.cache)
+    cached = scale.build_home(args, texts, vectors)
+    get_embedder(Settings.from_keys().embedding).encode(["warm up"])
+    work = Path(tempfile.mkdtemp(prefix="ss-bench-add-"))
+    try:
+        big, empty = work / "big", work / "empty"
+        shutil.copytree(cached, big)
+        timed_add(work / "warm-up", 10_000)  # the first add pays imports and the model's trace
+        times: dict[str, list[float]] = {"empty": [], "big": []}
+        for i in range(args.rounds):
+            times["empty"].append(timed_add(empty, i))
+            times["big"].append(timed_add(big, i))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    empty_s, big_s = statistics.median(times["empty"]), statistics.median(times["big"])
+    result: dict[str, Any] = {
+        "memories": args.memories,
+        "owners": args.owners,
+        "rounds": args.rounds,
+        "add_empty_s": round(empty_s, 4),
+        "add_big_s": round(big_s, 4),
+        "add_ratio_big_vs_empty": round(big_s / empty_s, 3),
+        "add_empty_all_s": [round(x, 4) for x in times["empty"]],
+        "add_big_all_s": [round(x, 4) for x in times["big"]],
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "machine": f"{platform.machine()} {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}",
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    rows = [(k, v) for k, v in result.items() if not isinstance(v, (dict, list))]
+    out.with_suffix(".md").write_text(
+        f"# add() of one message: an empty home and a home of {args.memories} memories\n\n"
+        "| measure | value |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in rows)
+    )
+    json.dump(result, sys.stdout, indent=2)
+    print()
+    return result
+
+
+if __name__ == "__main__":
+    main()

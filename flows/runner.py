@@ -1,0 +1,420 @@
+"""A run on a home: the one owner of everything between "here are messages" and "they are stored".
+
+``skillstream run``, ``skillstream.open(home).run`` and ``.add``, ``get_flow`` (for
+``python -m bytewax.run``), the LoCoMo evaluation and the benchmarks all run the memory flow
+through :class:`Runner`, so they read sources with the same options, admit messages by the same
+rules, take the same lock and count the same way:
+
+1. **Source** (:meth:`Runner.source`): a path, glob, list or fsspec URI becomes a ``FileSource``
+   with the home's storage options, the message size limit and the sensitive-data redactor; a
+   ``kafka://`` URI a Kafka source with the home's librdkafka properties.
+2. **Lock** (:meth:`Runner.run`): one run per DuckDB-file home (``storage.lock``); in a cluster
+   process 0 holds it for all. A shared catalog takes many writers and has no lock file.
+3. **Reading the home, once** (:meth:`Runner.parts`): the span ledger, the expired memories and
+   open contradictions, and the memory-skill bank, in one read-only visit to the catalog; then the
+   LanceDB rows the catalog never committed are rolled back. A run scoped to some owners
+   (``owners=``, what ``Home.add`` passes) reads and reconciles only theirs, so its cost follows
+   its messages, not the home.
+4. **Definition** (``flows.memory.build_flow``): wiring only, from the components of step 3.
+5. **Execution**: Bytewax's ``cli_main`` (a cluster or a recovery folder) or ``run_main``; the
+   run's own :class:`~skillstream.flows.progress.Counters`.
+6. **Finish**: the full-text index folds the new rows; a shared catalog is compacted.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from bytewax.dataflow import Dataflow
+from bytewax.inputs import Source
+
+from skillstream.embed import TextEmbedder, get_embedder
+from skillstream.extract import Executor, MemorySkill
+from skillstream.flows.distill import Distillation
+from skillstream.flows.memory import FlowParts, build_flow
+from skillstream.flows.operators import Extraction
+from skillstream.flows.progress import Counters
+from skillstream.flows.shards import shard_of
+from skillstream.pipeline import MemoryPipeline
+from skillstream.settings import Settings
+from skillstream.spans import SpanBuilder
+from skillstream.tokens import get_counter
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Cluster", "HomeRead", "Runner", "Summary", "open_source"]
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Where this process sits in a Bytewax cluster (one process, one worker by default)."""
+
+    process_id: int | None = None
+    addresses: tuple[str, ...] = ()
+    workers_per_process: int = 1
+
+    @property
+    def processes(self) -> int:
+        return max(1, len(self.addresses))
+
+    @property
+    def workers(self) -> int:
+        """Workers of the whole cluster."""
+        return self.workers_per_process * self.processes
+
+    @property
+    def first(self) -> bool:
+        """Whether this is process 0 (or the only process)."""
+        return self.process_id in (None, 0)
+
+
+@dataclass
+class HomeRead:
+    """What a run reads from the home before its flow is defined, in one visit to the catalog."""
+
+    done_spans: frozenset[str] = frozenset()
+    expired: Any = None
+    contradictions: Any = None
+    memory_skills: list[MemorySkill] | None = None
+
+
+@dataclass
+class Summary:
+    """What a finished run did (the CLI prints it; ``--json`` gives these keys)."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+    home: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        c = self.counts
+        return {
+            "messages": c.get("messages", 0),
+            "dead_letters": c.get("dead_letters", 0),
+            "spans_processed": c.get("spans_done", 0),
+            "spans_already_processed": c.get("spans_skipped", 0),
+            "spans_failed": c.get("spans_failed", 0),
+            "memory_changes": c.get("memory_changes", 0),
+            "seconds": round(self.seconds, 2),
+            "home": self.home,
+        }
+
+
+def open_source(
+    settings: Settings,
+    source: str | Path | Sequence[str | Path],
+    *,
+    format: str = "auto",
+    mapping: Mapping[str, str] | None = None,
+    kafka_config: Mapping[str, str] | None = None,
+    tail: bool | None = None,
+    batch_size: int | None = None,
+) -> Source:
+    """The Bytewax source for a path, glob, list of them, fsspec URI or ``kafka://`` URI, with
+    every option a run applies (message size limit, redaction, storage options)."""
+    from skillstream.redact import redactor_for
+
+    if isinstance(source, str) and source.startswith("kafka://"):
+        from skillstream.connectors.kafka import kafka_source
+
+        return kafka_source(source, settings, config=kafka_config or {}, tail=tail)
+    from skillstream.connectors.files import FileSource
+    from skillstream.storage.home import storage_options
+
+    paths: str | list[str | Path]
+    if isinstance(source, str | Path):
+        paths = str(source)
+    else:
+        paths = [str(p) for p in source]
+    extra: dict[str, Any] = {"batch_size": batch_size} if batch_size else {}
+    return FileSource(
+        paths,
+        format=format,
+        mapping=dict(mapping) if mapping else None,
+        max_chars=settings.spans.max_message_chars,
+        redactor=redactor_for(settings.lifecycle.policies),
+        storage_options=storage_options(settings),
+        **extra,
+    )
+
+
+class Runner:
+    """One run of the memory flow on the home of ``settings``.
+
+    Args:
+        settings: The home and every setting of the run.
+        executor: The executor (default: the configured backend's).
+        embedder: The embedding model (default: the settings' shared one).
+        cluster: Where this process sits in a Bytewax cluster.
+        recovery_dir: Bytewax recovery folder; a rerun resumes from it.
+        events_to: ``kafka://HOST:PORT/TOPIC`` for memory change events.
+        owners: Only these owners' messages are run (``Home.add``): the home is read and
+            reconciled for them alone.
+        flow_id: The Bytewax flow id (recovery snapshots are kept per flow id).
+        lock: Take the home's run lock while the flow runs (a DuckDB-file home, process 0).
+        signals: Run with Bytewax's ``cli_main`` (which stops cleanly on Ctrl-C) even in one
+            process without recovery, as the command line does.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        executor: Executor | None = None,
+        embedder: TextEmbedder | None = None,
+        cluster: Cluster | None = None,
+        recovery_dir: str | Path | None = None,
+        events_to: str | None = None,
+        owners: Sequence[str] | None = None,
+        flow_id: str = "skillstream-memory",
+        lock: bool = True,
+        signals: bool = False,
+    ) -> None:
+        self.settings = settings
+        self.executor = executor
+        self.cluster = cluster or Cluster()
+        self.recovery_dir = Path(recovery_dir) if recovery_dir else None
+        self.events_to = events_to
+        self.owners = sorted(set(owners)) if owners is not None else None
+        self.flow_id = flow_id
+        self.lock = lock
+        self.signals = signals
+        self.counters = Counters()
+        """This run's counters (the progress bar reads them while the run goes on)."""
+        self.collect: Callable[[Any], None] | None = None
+        """Called with every span and task-skill result of the run (``Home.add`` keeps them)."""
+        self._embedder = embedder
+
+    # ------------------------------------------------------------------ parts
+    @property
+    def embedder(self) -> TextEmbedder:
+        if self._embedder is None:
+            self._embedder = get_embedder(self.settings.embedding)
+        return self._embedder
+
+    def source(self, source: str | Path | Sequence[str | Path], **options: Any) -> Source:
+        """:func:`open_source` with this run's settings."""
+        return open_source(self.settings, source, **options)
+
+    def prepare(self) -> None:
+        """Create the home's local folders (a remote home needs none)."""
+        storage = self.settings.storage
+        if not storage.home.startswith(("s3://", "oss://", "memory://")):
+            Path(storage.home).mkdir(parents=True, exist_ok=True)
+        if not storage.shared_catalog:
+            Path(storage.catalog).parent.mkdir(parents=True, exist_ok=True)
+
+    def read_home(self) -> HomeRead:
+        """The ledger, tombstones and memory-skill bank of the run's owners (all without
+        ``owners``), in one read-only visit to the catalog."""
+        from skillstream.memskill.bank import MemorySkillBank
+        from skillstream.memskill.seeds import PRIMITIVES
+        from skillstream.storage.catalog import catalog_exists, open_catalog
+        from skillstream.storage.tombstones import OpenContradictions, Tombstones
+
+        if not catalog_exists(self.settings.storage):
+            return HomeRead(frozenset(), Tombstones(), OpenContradictions(), list(PRIMITIVES))
+        cat = open_catalog(self.settings.storage, read_only=True)
+        try:
+            return HomeRead(
+                frozenset(cat.processed_span_ids(self.owners)),
+                Tombstones.read(cat, owner_ids=self.owners),
+                OpenContradictions.read(cat, owner_ids=self.owners),
+                MemorySkillBank(cat).active_skills(),
+            )
+        finally:
+            cat.close()
+
+    def memory_pipeline(self) -> MemoryPipeline:
+        """:meth:`pipeline` over a fresh :meth:`read_home` (a pipeline outside a flow)."""
+        return self.pipeline(self.read_home())
+
+    def pipeline(self, read: HomeRead) -> MemoryPipeline:
+        """The memory pipeline of the run: owners hydrated from LanceDB (opened on first need)
+        with their expired memories and open contradictions from ``read``."""
+        from skillstream.services.pipeline import build_pipeline, store_hydrate
+
+        settings = self.settings
+        hydrate = store_hydrate(settings, self.embedder.dim, read.expired, read.contradictions)
+        return build_pipeline(
+            settings,
+            self.embedder,
+            executor=self.executor,
+            hydrate=hydrate,
+            done_spans=read.done_spans,
+            bank=read.memory_skills,
+        )
+
+    def parts(self) -> FlowParts:
+        """Read the home once, reconcile it, and build the flow's components."""
+        from skillstream.storage.sinks import ResultSink
+
+        settings, cluster = self.settings, self.cluster
+        embedder = self.embedder
+        read = self.read_home()
+        pipeline = self.pipeline(read)
+        workers, flow = cluster.workers, settings.flow
+        shards = flow.shards or max(1, workers)
+        sink = ResultSink(
+            settings,
+            embedder.dim,
+            shards=shards,
+            shard=lambda owner: shard_of(owner, shards),
+            cluster=(cluster.process_id or 0, cluster.processes, cluster.workers_per_process),
+        )
+        self._reconcile(sink)
+        counter = get_counter(settings.embedding.model)
+        spans = SpanBuilder(counter.count, settings.spans.span_tokens, settings.spans.idle_gap)
+        extraction = Extraction(
+            pipeline,
+            spans,
+            workers=workers,
+            shards=flow.shards,
+            concurrency=flow.concurrency,
+            max_owners=flow.owner_state_max,
+            counters=self.counters,
+        )
+        distillation = None
+        if settings.distillation.enabled:
+            from skillstream.services.distillation import build_distiller
+
+            distillation = Distillation(
+                build_distiller(settings, embedder),
+                settings.spans.idle_gap,
+                workers=workers,
+                shards=flow.shards,
+                concurrency=flow.concurrency,
+                counters=self.counters,
+            )
+        events = None
+        if self.events_to:
+            from skillstream.connectors.kafka import memory_events_sink
+
+            events = memory_events_sink(self.events_to, settings)
+        return FlowParts(
+            window=settings.spans.time_window,
+            extraction=extraction,
+            sink=sink,
+            dim=embedder.dim,
+            distillation=distillation,
+            events=events,
+            counters=self.counters,
+            collect=self.collect,
+        )
+
+    def _reconcile(self, sink: Any) -> None:
+        """Roll back LanceDB rows the catalog never committed: every owner of a DuckDB file (in
+        process 0), or the owners this process's partitions write on a shared catalog; only the
+        run's owners when it has some."""
+        from skillstream.storage.reconcile import reconcile_home
+
+        storage = self.settings.storage
+        if storage.shared_catalog:
+            # Create the shared catalog's tables now, before the store partitions open it at once.
+            from skillstream.storage.catalog import open_catalog
+
+            open_catalog(storage).close()
+        elif not self.cluster.first:
+            return
+        mine = sink.owns(self.cluster.process_id or 0) if storage.shared_catalog else None
+        reconcile_home(
+            self.settings, self.embedder.dim, self.embedder.encode, owners=mine, only=self.owners
+        )
+
+    def dataflow(self, source: Source) -> Dataflow:
+        """The memory dataflow of this run over ``source`` (reads the home; see :meth:`parts`)."""
+        self.prepare()
+        return build_flow(self.parts(), source, flow_id=self.flow_id)
+
+    # ------------------------------------------------------------------ running
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the home's run lock (a DuckDB-file home, process 0), or nothing."""
+        storage = self.settings.storage
+        if not self.lock or storage.shared_catalog or not self.cluster.first:
+            with nullcontext():
+                yield
+            return
+        from skillstream.storage.lock import run_lock
+
+        self.prepare()
+        with run_lock(storage.catalog, storage.home):
+            yield
+
+    def run(self, source: Source) -> Summary:
+        """Lock the home, read it, run the flow over ``source`` and finish; the run's summary."""
+        with self.locked():
+            flow = self.dataflow(source)
+            t0 = time.perf_counter()
+            self.execute(flow)
+            seconds = time.perf_counter() - t0
+            self.finish()
+        return Summary(self.counters.snapshot(), seconds, self.settings.storage.home)
+
+    def execute(self, flow: Dataflow) -> None:
+        """Run ``flow`` with Bytewax: ``cli_main`` for the command line, a cluster or a recovery
+        folder; else ``cluster_main`` for several workers or ``run_main`` in this thread."""
+        cluster = self.cluster
+        if self.signals or cluster.addresses or self.recovery_dir:
+            from bytewax.recovery import RecoveryConfig
+            from bytewax.run import cli_main
+
+            recovery = None
+            if self.recovery_dir is not None:
+                recovery = RecoveryConfig(str(ensure_recovery(self.recovery_dir)))
+            cli_main(
+                flow,
+                workers_per_process=cluster.workers_per_process,
+                process_id=cluster.process_id,
+                addresses=list(cluster.addresses) or None,
+                epoch_interval=timedelta(seconds=self.settings.flow.epoch_interval_s),
+                recovery_config=recovery,
+            )
+            return
+        from bytewax.testing import cluster_main, run_main
+
+        epoch = timedelta(seconds=self.settings.flow.epoch_interval_s)
+        if cluster.workers_per_process > 1:
+            cluster_main(
+                flow, [], 0, worker_count_per_proc=cluster.workers_per_process, epoch_interval=epoch
+            )
+        else:
+            run_main(flow, epoch_interval=epoch)
+
+    def finish(self) -> None:
+        """Fold new rows into the full-text index and compact a shared catalog (process 0; a run
+        scoped to some owners leaves both to the next whole run)."""
+        if not self.cluster.first or self.owners is not None:
+            return
+        try:
+            from skillstream.storage.home import open_index
+
+            open_index(self.settings, self.embedder.dim).optimize()
+        except Exception as e:  # noqa: BLE001 - an index refresh must not fail a finished run
+            log.warning("could not optimise the memory index: %s", e)
+        if self.settings.storage.shared_catalog:
+            try:
+                from skillstream.storage.catalog import open_catalog
+
+                with open_catalog(self.settings.storage) as catalog:
+                    files = catalog.compact()
+                log.info("shared catalog compacted: %s", files)
+            except Exception as e:  # noqa: BLE001 - upkeep must not fail a finished run
+                log.warning("could not compact the shared catalog: %s", e)
+
+
+def ensure_recovery(path: Path, partitions: int = 4) -> Path:
+    """Create and initialise a recovery folder on first use."""
+    from bytewax.recovery import init_db_dir
+
+    path.mkdir(parents=True, exist_ok=True)
+    if not any(path.glob("part-*.sqlite3")):
+        init_db_dir(path, partitions)
+    return path
