@@ -3,11 +3,11 @@
     python benchmarks/fingerprint.py HOME [--json FILE]
 
 Each line hashes one table's rows, sorted, over every column but the wall-clock ones
-(``processed_at``, ``recorded_at``): the memories (``memory_meta``), their events, relations, the span ledger,
-contradictions, session summaries and task skills from the catalog, and the memory vectors (id,
-version and the vector's float32 bytes) from LanceDB. A refactoring that must not change what the
-flow stores is checked by running the same input into two homes, before and after, and comparing
-these lines.
+(``processed_at``, ``recorded_at``): the memories (``memory_meta``), their events, relations, the
+span ledger, contradictions, session summaries and task skills from the catalog, and the memory
+vectors (id, version and the vector's float32 bytes) from LanceDB. A refactoring that must not
+change what the flow stores is checked by running the same input into two homes, before and
+after, and comparing these lines.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from bytewax.testing import TestingSource, run_main
+from bytewax.testing import run_main
 from click.testing import CliRunner
 
 import skillstream

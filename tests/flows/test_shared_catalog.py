@@ -26,10 +26,10 @@ from skillstream.settings import Settings
 from skillstream.storage.catalog import catalog_exists, open_catalog
 from tests.factories import flow_of, write_locomo
 from tests.flows.test_sigkill import lance_rows
-from tests.servers.ports import free_port
-from tests.servers.processes import cli_env, die_with_parent, skillstream_cmd
 from tests.memskill.conftest import insert_each_turn
 from tests.servers.openai_stub import OpenAIStub
+from tests.servers.ports import free_port
+from tests.servers.processes import cli_env, die_with_parent, skillstream_cmd
 from tests.servers.s3 import fresh_bucket
 
 pytestmark = [
