@@ -268,6 +268,7 @@ class Runner:
             shards=shards,
             shard=lambda owner: shard_of(owner, shards),
             cluster=(cluster.process_id or 0, cluster.processes, cluster.workers_per_process),
+            checkpoint=self.owners is None,
         )
         self._reconcile(sink)
         counter = get_counter(settings.embedding.model)

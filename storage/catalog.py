@@ -746,9 +746,20 @@ class Catalog:
         ).fetchone()
         return int(row[0]) if row else 0
 
-    def close(self) -> None:
-        """Close the connection (a checkpoint writes the WAL into the file)."""
+    def close(self, *, checkpoint: bool = True) -> None:
+        """Close the connection.
+
+        Args:
+            checkpoint: Write the WAL into the file now (DuckDB's default). ``False`` leaves a
+                DuckDB file's committed writes in its write-ahead log, where they are as durable;
+                the file takes them at a later checkpoint (when the log passes DuckDB's
+                ``checkpoint_threshold``, or at the close of a writer that checkpoints). A
+                checkpoint rewrites the last row group of every table it touches, so its cost
+                grows with the catalog; a write of a few rows should not pay it.
+        """
         with contextlib.suppress(duckdb.Error):
+            if not checkpoint and not self.read_only:
+                self.con.execute("PRAGMA disable_checkpoint_on_shutdown")
             self.con.close()
 
     def __enter__(self) -> Catalog:

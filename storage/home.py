@@ -34,9 +34,10 @@ class Stores:
         """Let SQL see the latest LanceDB versions (views are pinned to the version at attach)."""
         self.catalog.refresh_lance()
 
-    def close(self) -> None:
-        """Close the catalog connection (LanceDB and fsspec hold nothing that needs closing)."""
-        self.catalog.close()
+    def close(self, *, checkpoint: bool = True) -> None:
+        """Close the catalog connection (LanceDB and fsspec hold nothing that needs closing);
+        ``checkpoint``: see ``Catalog.close``."""
+        self.catalog.close(checkpoint=checkpoint)
 
     def __enter__(self) -> Stores:
         return self

@@ -70,6 +70,8 @@ class ResultSink(FixedPartitionedSink):
             the partitions are dealt out over every worker of every process (Bytewax gives a
             partition that several workers list to the lowest of them). Without it every worker
             lists every partition and the first worker writes them all.
+        checkpoint: Checkpoint the catalog when a partition closes (see ``Catalog.close``); a
+            run of a few messages (``Home.add``) leaves its writes in DuckDB's log instead.
     """
 
     def __init__(
@@ -81,8 +83,10 @@ class ResultSink(FixedPartitionedSink):
         shards: int = 1,
         shard: Shard | None = None,
         cluster: tuple[int, int, int] | None = None,
+        checkpoint: bool = True,
     ) -> None:
         self.settings = settings
+        self.checkpoint = checkpoint
         self.dim = dim
         self.optimize_every = optimize_every
         self.shared = settings.storage.shared_catalog
@@ -141,7 +145,9 @@ class ResultSink(FixedPartitionedSink):
         return (self.shard(owner_of(value)), value)
 
     def build_part(self, step_id: str, for_part: str, resume_state: None) -> _StorePartition:
-        return _StorePartition(open_stores(self.settings, self.dim), self.optimize_every)
+        return _StorePartition(
+            open_stores(self.settings, self.dim), self.optimize_every, self.checkpoint
+        )
 
 
 def owner_of(value: Any) -> str:
@@ -173,8 +179,9 @@ class _StorePartition(StatefulSinkPartition):
     the next ``write_batch``, ``snapshot`` or ``close``, which fails the flow as a write of its own
     would have."""
 
-    def __init__(self, stores: Stores, optimize_every: int) -> None:
+    def __init__(self, stores: Stores, optimize_every: int, checkpoint: bool = True) -> None:
         self.stores = stores
+        self.checkpoint = checkpoint
         self.optimize_every = optimize_every
         self._since_optimize = 0
         self._queue: queue.Queue[list[Any] | None] = queue.Queue(maxsize=WRITES_AHEAD)
@@ -201,7 +208,7 @@ class _StorePartition(StatefulSinkPartition):
             if self.optimize_every and self._since_optimize:
                 self.stores.index.optimize()
         finally:
-            self.stores.close()
+            self.stores.close(checkpoint=self.checkpoint)
 
     def _raise(self) -> None:
         """Raise a failed write's error, once (a close after the flow failed must not raise it

@@ -91,4 +91,4 @@ def test_type_checker_resolves_the_mapped_packages(tmp_path):
     )
     assert "Cannot find implementation" not in out.stdout, out.stdout
     assert "skillstream.flows.memory.FlowParts" in out.stdout
-    assert "def (settings: skillstream.settings.Settings" in out.stdout
+    assert "def (parts: skillstream.flows.memory.FlowParts" in out.stdout

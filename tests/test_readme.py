@@ -44,7 +44,8 @@ def test_help_lists_every_public_name():
     import skillstream
 
     text = pydoc.render_doc(skillstream, renderer=pydoc.plaintext)
+    assert f"VERSION\n    {skillstream.__version__}" in text
     for name in skillstream.__all__:
-        assert name in text, name
+        assert name in text or name == "__version__", name
     for name in ("run", "add", "search", "sql", "history", "task_skills", "to_polars"):
         assert name in text, name
