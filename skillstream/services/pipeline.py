@@ -113,7 +113,7 @@ def apply_options(settings: Settings, embedder: TextEmbedder | None = None) -> A
 
 def make_maintenance(settings: Settings, embedder: TextEmbedder) -> Maintenance | None:
     """The pipeline's maintenance hook for ``settings`` (``None`` when maintenance is off)."""
-    params = LifecycleParams.from_settings(settings.lifecycle, settings.spans.idle_gap)
+    params = LifecycleParams.from_settings(settings)
     if params.maintenance_interval is None:
         return None
     return Maintenance(
