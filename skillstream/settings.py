@@ -168,9 +168,9 @@ def _catalog(value: Any) -> Any:
         if lake_parts(value) is None:
             raise ValueError("not a DuckLake catalog")
         return value
-    if "://" in value:
+    if is_remote(value):
         raise ValueError("a DuckDB catalog file is local")
-    return value
+    return str(local_path(value)) if value else value
 
 
 CatalogSpec = Annotated[str, BeforeValidator(_catalog)]
@@ -321,9 +321,14 @@ class StorageSettings(_Group):
             return self.catalog_spec
         if self.catalog_path:
             return self.catalog_path
-        if _is_remote(self.home):
+        if self.remote:
             return str(_local_mirror(self.home) / "catalog.duckdb")
-        return str(Path(self.home) / "catalog.duckdb")
+        return str(local_path(self.home) / "catalog.duckdb")
+
+    @property
+    def remote(self) -> bool:
+        """Whether the home is remote (:func:`is_remote`): nothing local is created for it."""
+        return is_remote(self.home)
 
     @property
     def shared_catalog(self) -> bool:
@@ -1007,8 +1012,34 @@ def env_var(key: str) -> str:
 
 
 # ---------------------------------------------------------------------- locations
-def _is_remote(uri: str) -> bool:
-    return "://" in uri and not uri.startswith("file://")
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def is_remote(uri: str) -> bool:
+    """Whether a location is remote: it starts with a scheme ``xxx://`` other than ``file://``.
+
+    The one rule for every location (home, LanceDB, artifacts, inputs): ``s3://``, ``gs://``,
+    ``oss://``, ``memory://``, ``az://`` ... are remote and nothing local is created for them; a
+    plain path or a ``file://`` URI is local.
+
+    Example:
+        >>> [is_remote(u) for u in ("s3://b/p", "gs://b", "memory://x", "file:///tmp/h", "./h")]
+        [True, True, True, False, False]
+    """
+    m = _SCHEME.match(uri.strip())
+    return m is not None and m.group(1).lower() != "file"
+
+
+def local_path(uri: str) -> Path:
+    """The local path of a local location (a plain path, or a ``file://`` URI without its scheme).
+
+    Raises:
+        ValueError: for a remote location (see :func:`is_remote`).
+    """
+    if is_remote(uri):
+        raise ValueError(f"{uri!r} is a remote location, not a local path")
+    m = _SCHEME.match(uri.strip())
+    return Path(uri.strip()[m.end() :]) if m else Path(uri)
 
 
 def _local_mirror(uri: str) -> Path:
@@ -1023,7 +1054,7 @@ def _local_mirror(uri: str) -> Path:
 
 
 def _join(base: str, name: str) -> str:
-    if _is_remote(base):
+    if _SCHEME.match(base.strip()):
         return base.rstrip("/") + "/" + name
     return str(Path(base) / name)
 
@@ -1052,9 +1083,9 @@ def _from_env() -> tuple[dict[str, Any], dict[str, str]]:
 
 
 def _from_file(home: str) -> tuple[dict[str, Any], dict[str, str]]:
-    if _is_remote(home):
+    if is_remote(home):
         return {}, {}
-    path = Path(home) / CONFIG_FILE
+    path = local_path(home) / CONFIG_FILE
     if not path.exists():
         return {}, {}
     try:

@@ -346,14 +346,15 @@ def activate(ctx: click.Context, checkpoint: str) -> None:
     from skillstream.memskill.controller import checkpoint_meta, checkpoint_version, load_scorer
     from skillstream.memskill.versions import MemorySkillVersion
     from skillstream.services.pipeline import ACTIVE_CONTROLLER
+    from skillstream.settings import is_remote, local_path
 
     settings = settings_from(ctx)
     load_scorer(checkpoint, int(get_embedder(settings.embedding).dim))
     version = checkpoint_version(checkpoint)
     meta = checkpoint_meta(checkpoint)
-    if "://" in settings.storage.artifacts:
+    if is_remote(settings.storage.artifacts):
         raise click.UsageError("activate needs a local artifact store (SKILLSTREAM_ARTIFACTS_URI)")
-    folder = Path(settings.storage.artifacts) / "controllers"
+    folder = local_path(settings.storage.artifacts) / "controllers"
     folder.mkdir(parents=True, exist_ok=True)
     stored = folder / f"{version}.pt"
     shutil.copyfile(checkpoint, stored)
