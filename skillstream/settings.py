@@ -11,8 +11,19 @@ and the key is what the user writes. Precedence, highest first:
 2. the environment variable ``SKILLSTREAM_<KEY>`` (upper case, e.g. ``SKILLSTREAM_SPAN_TOKENS``;
    an empty variable counts as unset; ``OPENAI_BASE_URL`` stands in for an unset
    ``SKILLSTREAM_LLM_BASE_URL``),
-3. the file ``<home>/skillstream.toml``: flat keys, plus ``[policies.<agent>]`` tables,
-4. the default.
+3. the activated controller, ``<home>/controller.json`` (written by ``skillstream memory-skills
+   activate``): ``memory_skill_scorer`` is its checkpoint, ``memory_skill_selection`` is
+   ``top_k`` and ``memory_skill_k`` the K it was trained with,
+4. the file ``<home>/skillstream.toml``: flat keys, plus ``[policies.<agent>]`` tables,
+5. the default.
+
+Why the activated controller sits there: activating is a deliberate act on this home, done after
+the file was written and instead of editing it, so it is the home's current choice of controller
+and beats the file; an environment variable or an option is set for one invocation, so it beats
+the activation (``--memory-skill-k 5`` runs once with K=5). The layer counts as a whole: a
+checkpoint and its K and selection belong together, so when any other layer (the file included)
+names a ``memory_skill_scorer``, that checkpoint is used and the activation adds nothing. A remote
+home has no local ``controller.json``, and ``memory-skills activate`` refuses one.
 
 Parsing is strict: booleans are true/false, 1/0, yes/no or on/off (any case); numbers are finite
 and in range; names come from a closed list; locations are text without control characters (the
@@ -53,6 +64,8 @@ from skillstream.errors import ConfigError
 ENV_PREFIX = "SKILLSTREAM_"
 DEFAULT_HOME = "./.skillstream"
 CONFIG_FILE = "skillstream.toml"
+CONTROLLER_FILE = "controller.json"
+"""File in a local home naming the activated controller checkpoint (``memory-skills activate``)."""
 OPENAI_BASE_URL_ENV = "OPENAI_BASE_URL"
 API_KEY_ENV = ("SKILLSTREAM_LLM_API_KEY", "OPENAI_API_KEY")
 """Where the LLM API key is read, first set wins; a secret, so never part of ``Settings``."""
@@ -910,7 +923,8 @@ class Settings(BaseModel):
 
     @classmethod
     def load(cls, **explicit: Any) -> Settings:
-        """Settings from explicit values, the environment, ``<home>/skillstream.toml`` and defaults.
+        """Settings from explicit values, the environment, the activated controller,
+        ``<home>/skillstream.toml`` and defaults, in that order (see the module docstring).
 
         Args:
             **explicit: Flat keys; ``None`` counts as not given.
@@ -925,6 +939,10 @@ class Settings(BaseModel):
         if not isinstance(home, str):
             raise ConfigError(f"setting home: expected a folder or URI, got {home!r}")
         values, sources = _from_file(home)
+        if not any(layer.get("memory_skill_scorer") for layer in (values, env, explicit)):
+            active, active_sources = _from_controller(home)
+            values.update(active)
+            sources.update(active_sources)
         values.update(env)
         sources.update(env_sources)
         values.update(explicit)
@@ -1096,6 +1114,29 @@ def _from_file(home: str) -> tuple[dict[str, Any], dict[str, str]]:
         raise ConfigError(f"{path}: not valid TOML: {e}") from e
     _check_known(data, f"{path}: ")
     return data, {k: f"{path}: key {k}" for k in data}
+
+
+def _from_controller(home: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The settings the home's activated controller gives (none for a remote home or none
+    activated)."""
+    if is_remote(home):
+        return {}, {}
+    path = local_path(home) / CONTROLLER_FILE
+    if not path.is_file():
+        return {}, {}
+    try:
+        record = json.loads(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ConfigError(f"{path}: not a JSON record of an activated controller: {e}") from e
+    if not isinstance(record, dict) or not record.get("checkpoint"):
+        raise ConfigError(f"{path}: names no checkpoint; run 'memory-skills activate' again")
+    values: dict[str, Any] = {
+        "memory_skill_selection": "top_k",
+        "memory_skill_scorer": str(record["checkpoint"]),
+    }
+    if record.get("k"):
+        values["memory_skill_k"] = record["k"]
+    return values, {k: f"{path}: {k} of the activated controller" for k in values}
 
 
 def _build(values: dict[str, Any], sources: dict[str, str]) -> Settings:
