@@ -199,10 +199,19 @@ RankRule = Literal["product", "weighted"]
 VectorIndex = Literal["ivf_flat", "ivf_pq", "ivf_hnsw_sq"]
 
 
-def _key(key: str, default: Any, doc: str, **limits: Any) -> Any:
-    """A field stored under its flat ``key`` (the alias), documented by ``doc``."""
+def _key(key: str, default: Any, doc: str, *, shown: str = "", **limits: Any) -> Any:
+    """A field stored under its flat ``key`` (the alias), documented by ``doc``.
+
+    ``doc`` says what the setting does; its environment variable and its default are not
+    repeated there: :func:`help_text` and :func:`settings_markdown` derive them from ``key`` and
+    ``default``. ``shown`` is the default in words when the declared one is a stand-in (an empty
+    location that means ``<home>/lancedb``).
+    """
     if isinstance(default, float):
         limits["allow_inf_nan"] = False
+    if shown:
+        extra = dict(limits.pop("json_schema_extra", None) or {})
+        limits["json_schema_extra"] = {**extra, "shown_default": shown}
     if default is dict:
         return Field(default_factory=dict, alias=key, description=doc, **limits)
     return Field(default, alias=key, description=doc, **limits)
@@ -229,95 +238,91 @@ class StorageSettings(_Group):
     home: Location = _key(
         "home",
         DEFAULT_HOME,
-        "Folder or URI holding the default stores. SKILLSTREAM_HOME.",
+        "Folder or URI holding the default stores.",
         min_length=1,
     )
-    lancedb_uri: Location = _key(
-        "lancedb_uri", "", "LanceDB URI. SKILLSTREAM_LANCEDB_URI; default <home>/lancedb."
-    )
+    lancedb_uri: Location = _key("lancedb_uri", "", "LanceDB URI.", shown="<home>/lancedb")
     catalog_spec: CatalogSpec = _key(
         "catalog",
         "",
         "The catalog: a local DuckDB file path (one writing process), or "
-        "ducklake:postgres://USER@HOST:PORT/DB (DuckLake, metadata in PostgreSQL, many writers). "
-        "SKILLSTREAM_CATALOG; default catalog_path.",
+        "ducklake:postgres://USER@HOST:PORT/DB (DuckLake, metadata in PostgreSQL, many writers); "
+        "empty uses the DuckDB file catalog_path.",
     )
     catalog_path: Location = _key(
         "catalog_path",
         "",
-        "DuckDB catalog file (always local), used when catalog is unset. SKILLSTREAM_CATALOG_PATH; "
-        "default <home>/catalog.duckdb, for a remote home "
-        "./.skillstream/remote/<scheme>/<bucket>/<prefix>/catalog.duckdb.",
+        "DuckDB catalog file (always local), used when catalog is empty.",
+        shown="<home>/catalog.duckdb; for a remote home "
+        "./.skillstream/remote/<scheme>/<bucket>/<prefix>/catalog.duckdb",
     )
     catalog_data: Location = _key(
         "catalog_data",
         "",
-        "Where a DuckLake catalog keeps its Parquet data files: a folder or an s3:// URI. "
-        "SKILLSTREAM_CATALOG_DATA; default <home>/catalog_data.",
+        "Where a DuckLake catalog keeps its Parquet data files: a folder or an s3:// URI.",
+        shown="<home>/catalog_data",
     )
     catalog_threads: Int = _key(
         "catalog_threads",
         1,
         "DuckDB threads of a process's writing connection to a DuckLake catalog (its commits are "
-        "small; one thread each keeps writers on several cores from crowding each other out). "
-        "SKILLSTREAM_CATALOG_THREADS; default 1; 0 DuckDB's own (one per core).",
+        "small; one thread each keeps writers on several cores from crowding each other out). 0: "
+        "DuckDB's own (one per core).",
         ge=0,
     )
     artifacts_uri: Location = _key(
         "artifacts_uri",
         "",
-        "fsspec URI of the artifact store. SKILLSTREAM_ARTIFACTS_URI; default <home>/artifacts.",
+        "fsspec URI of the artifact store.",
+        shown="<home>/artifacts",
     )
     storage_options: Map = _key(
         "storage_options",
         dict,
-        "Options for LanceDB and fsspec: JSON object in SKILLSTREAM_STORAGE_OPTIONS; default none.",
+        "Options for LanceDB and fsspec (a JSON object in the environment).",
         repr=False,
     )
     index_scalar_rows: Int = _key(
         "index_scalar_rows",
         20_000,
         "Rows of the memories table from which its key (id, for upserts) and filter columns "
-        "(owner_id, status, scope, session_id, event_ts) get scalar indexes; below, filters "
-        "scan. "
-        "SKILLSTREAM_INDEX_SCALAR_ROWS; default 20000; 0 never.",
+        "(owner_id, status, scope, session_id, event_ts) get scalar indexes; below, filters scan. "
+        "0: never.",
         ge=0,
     )
     index_vector_rows: Int = _key(
         "index_vector_rows",
         100_000,
         "Rows of the memories table from which its vectors get an approximate (ANN) index for "
-        "searches across many owners; below, and for searches within one owner, vector search "
-        "is exact. SKILLSTREAM_INDEX_VECTOR_ROWS; default 100000; 0 never.",
+        "searches across many owners; below, and for searches within one owner, vector search is "
+        "exact. 0: never.",
         ge=0,
     )
     index_vector_type: Annotated[VectorIndex, BeforeValidator(_name)] = _key(
         "index_vector_type",
         "ivf_flat",
-        "The ANN index of the memories' vectors: 'ivf_flat' (partitions of full vectors: quick "
-        "to build, exact distances, as large as the vectors), 'ivf_pq' (product-quantised: "
-        "small, slower to build, re-ranked by exact distance) or 'ivf_hnsw_sq'. "
-        "SKILLSTREAM_INDEX_VECTOR_TYPE; default ivf_flat.",
+        "The ANN index of the memories' vectors: 'ivf_flat' (partitions of full vectors: quick to "
+        "build, exact distances, as large as the vectors), 'ivf_pq' (product-quantised: small, "
+        "slower to build, re-ranked by exact distance) or 'ivf_hnsw_sq'.",
     )
     lance_cache_mb: Int = _key(
         "lance_cache_mb",
         512,
         "Megabytes a process gives LanceDB's caches of opened indexes and file metadata, shared "
-        "by all its reads (without them every search would load the indexes again). "
-        "SKILLSTREAM_LANCE_CACHE_MB; default 512.",
+        "by all its reads (without them every search would load the indexes again).",
         ge=1,
     )
     skills_uri: Location = _key(
         "skills_uri",
         "",
-        "fsspec URI where task-skill zips are published (local folder, s3://, oss://). "
-        "SKILLSTREAM_SKILLS_URI; default <artifacts>/task-skills.",
+        "fsspec URI where task-skill zips are published (local folder, s3://, oss://).",
+        shown="<artifacts>/task-skills",
     )
     skills_storage_options: Map = Field(
         default_factory=dict,
         alias="skills_storage_options",
-        description="Storage options for skills_uri when they differ from storage_options: JSON "
-        "object in SKILLSTREAM_SKILLS_STORAGE_OPTIONS; default none.",
+        description="Storage options for skills_uri when they differ from storage_options (a JSON "
+        "object in the environment).",
         repr=False,
     )
 
@@ -372,24 +377,21 @@ class EmbeddingSettings(_Group):
         "embed_model",
         "minilm",
         "Sentence-transformers model: 'minilm' (the bundled offline all-MiniLM-L6-v2) or a local "
-        "path. SKILLSTREAM_EMBED_MODEL; default minilm.",
+        "path.",
     )
-    batch: Int = _key(
-        "embed_batch", 64, "Texts per embedding batch. SKILLSTREAM_EMBED_BATCH; default 64.", ge=1
-    )
+    batch: Int = _key("embed_batch", 64, "Texts per embedding batch.", ge=1)
     prefetch: Bool = _key(
         "embed_prefetch",
         True,
         "With the rules backend, predict the memory texts of an owner's batch of spans and ask "
         "the model for them before applying the spans (texts not predicted are embedded as they "
         "come); false embeds each span's texts when it is applied. The memories are the same "
-        "either way. SKILLSTREAM_EMBED_PREFETCH; default true.",
+        "either way.",
     )
     threads: Int = _key(
         "embed_threads",
         0,
-        "Threads the local model runs batches on, one core each; 0 takes one per CPU. "
-        "SKILLSTREAM_EMBED_THREADS; default 0.",
+        "Threads the local model runs batches on, one core each; 0 takes one per CPU.",
         ge=0,
     )
     blas_threads: Int = _key(
@@ -397,7 +399,7 @@ class EmbeddingSettings(_Group):
         1,
         "Threads numpy's BLAS may use in a process once the local model's threads run there: they "
         "take a core each, and BLAS threads of the pipeline's matrix products would only contend "
-        "with them; 0 leaves BLAS as it is. SKILLSTREAM_EMBED_BLAS_THREADS; default 1.",
+        "with them; 0 leaves BLAS as it is.",
         ge=0,
     )
     backend: Annotated[EmbedBackend, BeforeValidator(_name)] = _key(
@@ -405,26 +407,27 @@ class EmbeddingSettings(_Group):
         "local",
         "Where vectors come from: 'local' (the sentence-transformers model embed_model names) or "
         "'openai' (an OpenAI-compatible /v1/embeddings endpoint; embed_model is then the model "
-        "name sent to it). SKILLSTREAM_EMBED_BACKEND; default local.",
+        "name sent to it).",
     )
     base_url: Url = _key(
         "embed_base_url",
         "",
         "The embeddings endpoint when embed_backend is openai, e.g. http://127.0.0.1:8080/v1. "
-        "SKILLSTREAM_EMBED_BASE_URL, else OPENAI_BASE_URL; default none (the OpenAI API). The key "
-        "comes from SKILLSTREAM_EMBED_API_KEY, else the LLM's key.",
+        "OPENAI_BASE_URL stands in when its variable is unset. The key comes from "
+        "SKILLSTREAM_EMBED_API_KEY, else the LLM's key.",
+        shown="none (the OpenAI API)",
     )
     dimensions: Int = _key(
         "embed_dimensions",
         0,
-        "Vector width asked of the endpoint (models that can shorten their vectors); 0 keeps "
-        "the model's own width. SKILLSTREAM_EMBED_DIMENSIONS; default 0.",
+        "Vector width asked of the endpoint (models that can shorten their vectors); 0 keeps the "
+        "model's own width.",
         ge=0,
     )
     timeout_s: Float = _key(
         "embed_timeout_s",
         60.0,
-        "Seconds one embeddings request may take. SKILLSTREAM_EMBED_TIMEOUT_S; default 60.",
+        "Seconds one embeddings request may take.",
         gt=0,
     )
 
@@ -435,61 +438,58 @@ class LLMSettings(_Group):
     backend: Annotated[Backend, BeforeValidator(_name)] = _key(
         "llm",
         "rules",
-        "LLM backend: 'rules' (offline) or 'openai'. SKILLSTREAM_LLM; default rules.",
+        "LLM backend: 'rules' (offline) or 'openai'.",
     )
     base_url: Url = _key(
         "llm_base_url",
         "",
-        "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1. SKILLSTREAM_LLM_BASE_URL, "
-        "else OPENAI_BASE_URL; default none.",
+        "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1. OPENAI_BASE_URL stands in "
+        "when its variable is unset.",
     )
     model: str = _key(
         "llm_model",
         "gpt-4o-mini",
-        "Model name sent to the endpoint. SKILLSTREAM_LLM_MODEL; default gpt-4o-mini.",
+        "Model name sent to the endpoint.",
     )
     temperature: Float = _key(
         "llm_temperature",
         0.0,
-        "Sampling temperature. SKILLSTREAM_LLM_TEMPERATURE; default 0.",
+        "Sampling temperature.",
         ge=0,
     )
     timeout_s: Float = _key(
         "llm_timeout_s",
         60.0,
-        "Per-request timeout in seconds. SKILLSTREAM_LLM_TIMEOUT_S; default 60.",
+        "Per-request timeout in seconds.",
         gt=0,
     )
     max_retries: Int = _key(
         "llm_max_retries",
         3,
-        "Retries of a failed or unparsable request before the span is marked failed. "
-        "SKILLSTREAM_LLM_MAX_RETRIES; default 3.",
+        "Retries of a failed or unparsable request before the span is marked failed.",
         ge=0,
     )
     concurrency: Int = _key(
         "llm_concurrency",
         8,
-        "Requests in flight at once per process. SKILLSTREAM_LLM_CONCURRENCY; default 8.",
+        "Requests in flight at once per process.",
         ge=1,
     )
     response_format: Annotated[ResponseFormat, BeforeValidator(_name)] = _key(
         "llm_response_format",
         "json_schema",
         "Structured output: 'json_schema', 'json_object' (schema sent inside, for llama.cpp) or "
-        "'text'. SKILLSTREAM_LLM_RESPONSE_FORMAT; default json_schema.",
+        "'text'.",
     )
     cache: Bool = _key(
         "llm_cache",
         True,
-        "Cache responses by request in <home>/llm-cache.sqlite. SKILLSTREAM_LLM_CACHE; "
-        "default true.",
+        "Cache responses by request in <home>/llm-cache.sqlite.",
     )
     extract_max_tokens: Int = _key(
         "extract_max_tokens",
         1024,
-        "Completion token limit of one extraction call (0: no limit). "
-        "SKILLSTREAM_EXTRACT_MAX_TOKENS; default 1024.",
+        "Completion token limit of one extraction call (0: no limit).",
         ge=0,
     )
 
@@ -497,35 +497,31 @@ class LLMSettings(_Group):
 class SpanSettings(_Group):
     """How messages are cut into spans."""
 
-    span_tokens: Int = _key(
-        "span_tokens", 512, "Token budget of a span. SKILLSTREAM_SPAN_TOKENS; default 512.", ge=1
-    )
+    span_tokens: Int = _key("span_tokens", 512, "Token budget of a span.", ge=1)
     idle_gap_s: Float = _key(
         "idle_gap_s",
         1800.0,
-        "Event-time gap (seconds) that closes a span and a task segment. SKILLSTREAM_IDLE_GAP_S; "
-        "default 1800.",
+        "Event-time gap (seconds) that closes a span and a task segment.",
         gt=0,
     )
     max_message_chars: Int = _key(
         "max_message_chars",
         20000,
-        "Longer messages go to the dead letters. SKILLSTREAM_MAX_MESSAGE_CHARS; default 20000.",
+        "Longer messages go to the dead letters.",
         ge=1,
     )
 
     earliest_timestamp: Annotated[str, BeforeValidator(_instant)] = _key(
         "earliest_timestamp",
         "1970-01-01T00:00:00+00:00",
-        "Messages dated before this ISO 8601 time go to the dead letters (empty: no bound). "
-        "SKILLSTREAM_EARLIEST_TIMESTAMP; default 1970-01-01T00:00:00+00:00.",
+        "Messages dated before this ISO 8601 time go to the dead letters (empty: no bound).",
         json_schema_extra={"accepts": "an ISO 8601 time such as 2000-01-01T00:00:00Z, or empty"},
     )
     future_tolerance_s: Float = _key(
         "future_tolerance_s",
         86400.0,
         "Messages dated more than this many seconds after the wall clock go to the dead letters "
-        "(0: no bound). SKILLSTREAM_FUTURE_TOLERANCE_S; default 86400 (one day).",
+        "(0: no bound).",
         ge=0,
         le=100 * 365 * 86400,
     )
@@ -533,8 +529,7 @@ class SpanSettings(_Group):
         "late_tolerance_s",
         0.0,
         "Messages dated more than this many seconds before the latest message of their "
-        "conversation go to the dead letters (0: no bound). SKILLSTREAM_LATE_TOLERANCE_S; "
-        "default 0.",
+        "conversation go to the dead letters (0: no bound).",
         ge=0,
         le=100 * 365 * 86400,
     )
@@ -562,7 +557,7 @@ class ExtractionSettings(_Group):
     retrieve_k: Int = _key(
         "retrieve_k",
         20,
-        "Memories retrieved per span for the extractor. SKILLSTREAM_RETRIEVE_K; default 20.",
+        "Memories retrieved per span for the extractor.",
         ge=0,
     )
     memory_skill_selection: Annotated[Selection, BeforeValidator(_name)] = _key(
@@ -570,32 +565,30 @@ class ExtractionSettings(_Group):
         "auto",
         "How the controller picks memory skills per span: 'auto' (every skill for the rules "
         "backend, 'top_k' for an LLM), 'all', 'top_k' (deterministic) or 'gumbel' (Gumbel-Top-K "
-        "sampling seeded by memory_skill_seed). SKILLSTREAM_MEMORY_SKILL_SELECTION; default auto.",
+        "sampling seeded by memory_skill_seed).",
     )
     memory_skill_k: Int = _key(
         "memory_skill_k",
         3,
-        "Memory skills selected per span (K of Top-K). SKILLSTREAM_MEMORY_SKILL_K; default 3.",
+        "Memory skills selected per span (K of Top-K).",
         ge=1,
     )
     memory_skill_fusion: Annotated[Fusion, BeforeValidator(_name)] = _key(
         "memory_skill_fusion",
         "mean",
         "How the retrieved memories' embeddings are fused into the controller state: 'mean' or "
-        "'weighted' (softmax of their similarity to the span). SKILLSTREAM_MEMORY_SKILL_FUSION; "
-        "default mean.",
+        "'weighted' (softmax of their similarity to the span).",
     )
     memory_skill_scorer: Location = _key(
         "memory_skill_scorer",
         "",
         "Checkpoint of the trained torch scorer of the controller; empty scores by cosine "
-        "similarity of the state to the skill descriptions. SKILLSTREAM_MEMORY_SKILL_SCORER; "
-        "default empty.",
+        "similarity of the state to the skill descriptions.",
     )
     memory_skill_seed: Int = _key(
         "memory_skill_seed",
         0,
-        "Seed of Gumbel-Top-K exploration. SKILLSTREAM_MEMORY_SKILL_SEED; default 0.",
+        "Seed of Gumbel-Top-K exploration.",
     )
 
 
@@ -605,15 +598,14 @@ class FlowSettings(_Group):
     shards: Int = _key(
         "shards",
         0,
-        "Key shards of the extraction step; owners of one shard are processed concurrently "
-        "(0: one shard per worker). SKILLSTREAM_SHARDS; default 0.",
+        "Key shards of the extraction step; owners of one shard are processed concurrently (0: "
+        "one shard per worker).",
         ge=0,
     )
     concurrency: Int = _key(
         "concurrency",
         8,
-        "Owners processed at the same time per worker (LLM calls in flight). "
-        "SKILLSTREAM_CONCURRENCY; default 8.",
+        "Owners processed at the same time per worker (LLM calls in flight).",
         ge=1,
     )
     owner_state_max: Int = _key(
@@ -621,27 +613,26 @@ class FlowSettings(_Group):
         0,
         "Owners whose memories the extraction step keeps in memory per shard; past it the least "
         "recently seen owner is evicted and read back from the store when it returns, with the "
-        "same results (0: keep every owner). SKILLSTREAM_OWNER_STATE_MAX; default 0.",
+        "same results (0: keep every owner).",
         ge=0,
     )
     epoch_interval_s: Float = _key(
         "epoch_interval_s",
         5.0,
-        "Bytewax epoch (snapshot) interval in seconds. SKILLSTREAM_EPOCH_INTERVAL_S; default 5.",
+        "Bytewax epoch (snapshot) interval in seconds.",
         ge=0,
     )
     max_failed_spans: Int = _key(
         "max_failed_spans",
         -1,
-        "'skillstream run' exits with code 3 when more spans than this failed (-1: no limit). "
-        "SKILLSTREAM_MAX_FAILED_SPANS; default -1.",
+        "'skillstream run' exits with code 3 when more spans than this failed (-1: no limit).",
         ge=-1,
     )
     max_dead_letters: Int = _key(
         "max_dead_letters",
         -1,
-        "'skillstream run' exits with code 3 when more records than this went to the dead "
-        "letters (-1: no limit). SKILLSTREAM_MAX_DEAD_LETTERS; default -1.",
+        "'skillstream run' exits with code 3 when more records than this went to the dead letters "
+        "(-1: no limit).",
         ge=-1,
     )
 
@@ -655,13 +646,12 @@ class LifecycleSettings(_Group):
     default_scope: Annotated[Scope, BeforeValidator(_name)] = _key(
         "default_scope",
         "private",
-        "Scope of new memories: 'private', 'fleet' or 'session'. SKILLSTREAM_DEFAULT_SCOPE; "
-        "default private.",
+        "Scope of new memories: 'private', 'fleet' or 'session'.",
     )
     default_confidence: Float = _key(
         "default_confidence",
         0.7,
-        "Confidence of a new memory. SKILLSTREAM_DEFAULT_CONFIDENCE; default 0.7.",
+        "Confidence of a new memory.",
         ge=0,
         le=1,
     )
@@ -670,20 +660,19 @@ class LifecycleSettings(_Group):
         dict,
         "Live memories per owner and memory type over the defaults WorkingMemory 20, "
         "LongTermMemory 1500, UserMemory 480, SkillMemory 500 (0: no limit); over capacity the "
-        "oldest, least valuable are archived. JSON object in SKILLSTREAM_MEMORY_CAPACITIES.",
+        "oldest, least valuable are archived. A JSON object in the environment.",
     )
     merge_threshold: Float = _key(
         "merge_threshold",
         0.92,
         "Cosine similarity at or above which a new memory merges into an existing one "
-        "(near-duplicate); above 1 turns merging off. SKILLSTREAM_MERGE_THRESHOLD; default 0.92.",
+        "(near-duplicate); above 1 turns merging off.",
         ge=0,
     )
     contradiction_confidence_gap: Float = _key(
         "contradiction_confidence_gap",
         0.3,
-        "Confidence gap that decides a contradiction when recency does not. "
-        "SKILLSTREAM_CONTRADICTION_CONFIDENCE_GAP; default 0.3.",
+        "Confidence gap that decides a contradiction when recency does not.",
         ge=0,
         le=1,
     )
@@ -691,28 +680,26 @@ class LifecycleSettings(_Group):
         "contradiction_escalate_after_s",
         7 * _DAY,
         "Age (event time, seconds) after which `skillstream contradictions` lists an unresolved "
-        "contradiction. SKILLSTREAM_CONTRADICTION_ESCALATE_AFTER_S; default 7 days.",
+        "contradiction.",
         ge=0,
     )
     decay_after_s: Float = _key(
         "decay_after_s",
         90 * _DAY,
         "A memory not created, reinforced or accessed for this long (event time, seconds) starts "
-        "to lose confidence. SKILLSTREAM_DECAY_AFTER_S; default 90 days.",
+        "to lose confidence.",
         ge=0,
     )
     decay_period_s: Float = _key(
         "decay_period_s",
         30 * _DAY,
-        "One decay step per period after decay_after_s. SKILLSTREAM_DECAY_PERIOD_S; "
-        "default 30 days.",
+        "One decay step per period after decay_after_s.",
         gt=0,
     )
     decay_step: Float = _key(
         "decay_step",
         0.1,
-        "Confidence lost per decay step; at 0 the memory expires. SKILLSTREAM_DECAY_STEP; "
-        "default 0.1.",
+        "Confidence lost per decay step; at 0 the memory expires.",
         ge=0,
         le=1,
     )
@@ -720,99 +707,91 @@ class LifecycleSettings(_Group):
         "maintenance_interval_s",
         _DAY,
         "Event-time interval of the flow's maintenance ticks per owner (decay, expiry, capacity, "
-        "session summaries); 0 turns in-flow maintenance off. "
-        "SKILLSTREAM_MAINTENANCE_INTERVAL_S; default 1 day.",
+        "session summaries); 0 turns in-flow maintenance off.",
         ge=0,
     )
     policies: Map = _key(
         "policies",
         dict,
         "Memory policies by agent id ('*' is the default): readable_scopes, writable_scopes, "
-        "default_scope, max_items_per_scope, default_expiry, sensitive_patterns. JSON object in "
-        "SKILLSTREAM_POLICIES, or [policies.<agent>] tables in skillstream.toml; default none.",
+        "default_scope, max_items_per_scope, default_expiry, sensitive_patterns. A JSON object in "
+        "the environment, [policies.<agent>] tables in skillstream.toml.",
     )
     rank_weights: Map = _key(
         "rank_weights",
         dict,
         "Search ranking weights over the defaults relevance 0.6, confidence 0.2, recency 0.1, "
-        "reinforcement 0.1. JSON object in SKILLSTREAM_RANK_WEIGHTS.",
+        "reinforcement 0.1. A JSON object in the environment.",
     )
     recency_half_life_s: Float = _key(
         "recency_half_life_s",
         30 * _DAY,
-        "Age (event time, seconds) at which a memory's recency score halves. "
-        "SKILLSTREAM_RECENCY_HALF_LIFE_S; default 30 days.",
+        "Age (event time, seconds) at which a memory's recency score halves.",
         gt=0,
     )
     lesson_confidence: Float = _key(
         "lesson_confidence",
         0.6,
-        "Confidence of a lesson learned from an outcome record. SKILLSTREAM_LESSON_CONFIDENCE; "
-        "default 0.6.",
+        "Confidence of a lesson learned from an outcome record.",
         ge=0,
         le=1,
     )
     session_summaries: Bool = _key(
         "session_summaries",
         True,
-        "Write one summary memory per closed session. SKILLSTREAM_SESSION_SUMMARIES; default true.",
+        "Write one summary memory per closed session.",
     )
     decay_rule: Annotated[DecayRule, BeforeValidator(_name)] = _key(
         "decay_rule",
         "seed",
-        "Which memories decay: 'seed' (unused for decay_after_s AND confidence below "
-        "decay_below) or 'idle' (every memory unused for decay_after_s). SKILLSTREAM_DECAY_RULE; "
-        "default seed.",
+        "Which memories decay: 'seed' (unused for decay_after_s AND confidence below decay_below) "
+        "or 'idle' (every memory unused for decay_after_s).",
     )
     decay_below: Float = _key(
         "decay_below",
         0.3,
-        "With decay_rule 'seed', only memories less confident than this decay. "
-        "SKILLSTREAM_DECAY_BELOW; default 0.3.",
+        "With decay_rule 'seed', only memories less confident than this decay.",
         ge=0,
         le=1,
     )
     rank_rule: Annotated[RankRule, BeforeValidator(_name)] = _key(
         "rank_rule",
         "product",
-        "Search ranking: 'product' (relevance x confidence x recency x reinforcement factors) "
-        "or 'weighted' (a weighted sum with rank_weights). SKILLSTREAM_RANK_RULE; default product.",
+        "Search ranking: 'product' (relevance x confidence x recency x reinforcement factors) or "
+        "'weighted' (a weighted sum with rank_weights).",
     )
     archive_after_s: Float = _key(
         "archive_after_s",
         0.0,
         "A live memory unused (not created, reinforced or accessed) for this long (event time, "
         "seconds) is archived: out of default search, found with `search --archived`; 0 never "
-        "archives for idleness. SKILLSTREAM_ARCHIVE_AFTER_S; default 0.",
+        "archives for idleness.",
         ge=0,
     )
     expire_archived_after_s: Float = _key(
         "expire_archived_after_s",
         0.0,
         "An archived memory untouched for this long after it was archived (event time, seconds) "
-        "expires: it leaves the search index and only a minimal log row stays; 0 never. "
-        "SKILLSTREAM_EXPIRE_ARCHIVED_AFTER_S; default 0.",
+        "expires: it leaves the search index and only a minimal log row stays; 0 never.",
         ge=0,
     )
     reorganize: Bool = _key(
         "reorganize",
         True,
-        "Maintenance clusters each owner's long-term memories into abstract topic nodes linked "
-        "to their members (memory_relations). SKILLSTREAM_REORGANIZE; default true.",
+        "Maintenance clusters each owner's long-term memories into abstract topic nodes linked to "
+        "their members (memory_relations).",
     )
     reorganize_threshold: Float = _key(
         "reorganize_threshold",
         0.6,
-        "Cosine similarity to a cluster's centre at or above which a memory joins the cluster. "
-        "SKILLSTREAM_REORGANIZE_THRESHOLD; default 0.6.",
+        "Cosine similarity to a cluster's centre at or above which a memory joins the cluster.",
         ge=0,
         le=1,
     )
     reorganize_min_members: Int = _key(
         "reorganize_min_members",
         3,
-        "Smallest cluster that gets an abstract node. SKILLSTREAM_REORGANIZE_MIN_MEMBERS; "
-        "default 3.",
+        "Smallest cluster that gets an abstract node.",
         ge=2,
     )
 
@@ -823,43 +802,40 @@ class DistillationSettings(_Group):
     enabled: Bool = _key(
         "distill",
         True,
-        "Distil task skills from closed sessions in `run`. SKILLSTREAM_DISTILL; default true.",
+        "Distil task skills from closed sessions in `run`.",
     )
     full: Bool = _key(
         "distill_full",
         False,
-        "Full mode: also generate scripts, the tool list and reference documents (more LLM "
-        "calls). SKILLSTREAM_DISTILL_FULL; default false.",
+        "Full mode: also generate scripts, the tool list and reference documents (more LLM calls).",
     )
     min_steps: Int = _key(
         "distill_min_steps",
         2,
         "Procedural sentences a task segment needs before anything is distilled from it (0: no "
-        "gate). SKILLSTREAM_DISTILL_MIN_STEPS; default 2.",
+        "gate).",
         ge=0,
     )
     merge_threshold: Float = _key(
         "distill_merge_threshold",
         0.55,
         "Rules distiller: fit (affinity to the skill's draft and request centroids blended with "
-        "step overlap) at which "
-        "a segment updates a recalled task skill instead of creating one; also the fit at which "
-        "two task skills of an owner are consolidated into one; above 1 never updates or "
-        "consolidates. SKILLSTREAM_DISTILL_MERGE_THRESHOLD; default 0.55.",
+        "step overlap) at which a segment updates a recalled task skill instead of creating one; "
+        "also the fit at which two task skills of an owner are consolidated into one; above 1 "
+        "never updates or consolidates.",
         ge=0,
     )
     shift_threshold: Float = _key(
         "distill_shift_threshold",
         0.2,
-        "A new request below this similarity to the current task opens a new task segment. "
-        "SKILLSTREAM_DISTILL_SHIFT_THRESHOLD; default 0.2.",
+        "A new request below this similarity to the current task opens a new task segment.",
         ge=-1,
         le=1,
     )
     recall_k: Int = _key(
         "distill_recall_k",
         5,
-        "Related task skills recalled per segment. SKILLSTREAM_DISTILL_RECALL_K; default 5.",
+        "Related task skills recalled per segment.",
         ge=0,
     )
 
@@ -871,15 +847,14 @@ class KafkaSettings(_Group):
         default_factory=dict,
         alias="kafka_config",
         description="librdkafka properties for the Kafka source, the event sink and `produce` "
-        "(security, SASL, fetch tuning): JSON object in SKILLSTREAM_KAFKA_CONFIG, "
-        "`--kafka-config KEY=VALUE` adds; default none.",
+        "(security, SASL, fetch tuning; a JSON object in the environment); "
+        "`--kafka-config KEY=VALUE` adds to them.",
         repr=False,
     )
     events_partitions: Int = _key(
         "kafka_events_partitions",
         3,
-        "Partitions of a memory-event topic that `--events-to` creates. "
-        "SKILLSTREAM_KAFKA_EVENTS_PARTITIONS; default 3.",
+        "Partitions of a memory-event topic that `--events-to` creates.",
         ge=1,
     )
 
@@ -1027,6 +1002,79 @@ def embed_api_key() -> str:
 def env_var(key: str) -> str:
     """The environment variable of a flat key: ``span_tokens`` -> ``SKILLSTREAM_SPAN_TOKENS``."""
     return ENV_PREFIX + key.upper()
+
+
+# ---------------------------------------------------------------------- documentation
+_DAY_S = 86400
+
+
+def default_text(key: str) -> str:
+    """The default of a flat key in words, from its declaration.
+
+    Example:
+        >>> default_text("span_tokens"), default_text("decay_after_s"), default_text("lancedb_uri")
+        ('512', '7776000 (90 days)', '<home>/lancedb')
+    """
+    group, name = KEYS[key]
+    info = GROUPS[group].model_fields[name]
+    extra = info.json_schema_extra
+    if isinstance(extra, dict) and extra.get("shown_default"):
+        return str(extra["shown_default"])
+    value = info.get_default(call_default_factory=True)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "none" if not value else json.dumps(value)
+    if isinstance(value, float):
+        text = str(int(value)) if value.is_integer() else f"{value:g}"
+        if key.endswith("_s") and value >= _DAY_S and value % _DAY_S == 0:
+            days = int(value // _DAY_S)
+            text += f" ({days} day{'s' if days > 1 else ''})"
+        return text
+    if value == "":
+        return "empty"
+    return str(value)
+
+
+def help_text(key: str) -> str:
+    """A flat key's description with its environment variable and default, derived.
+
+    Example:
+        >>> help_text("span_tokens")
+        'Token budget of a span. SKILLSTREAM_SPAN_TOKENS; default 512.'
+    """
+    group, name = KEYS[key]
+    doc = GROUPS[group].model_fields[name].description or ""
+    return f"{doc} {env_var(key)}; default {default_text(key)}."
+
+
+def settings_markdown() -> str:
+    """docs/settings.md: every setting by group, with its key, environment variable, default, what
+    it accepts and its description, all read from the declarations (``scripts/settings_doc.py``
+    writes the file; a test fails when the committed file differs)."""
+    out = [
+        "# Settings",
+        "",
+        "<!-- Generated from skillstream/settings.py by scripts/settings_doc.py; do not edit. -->",
+        "",
+        "Every setting has a flat key: the key in `<home>/skillstream.toml`, a keyword of",
+        "`Settings.load` and `skillstream.open`, and, upper case after `SKILLSTREAM_`, its",
+        "environment variable. Precedence, highest first: an explicit value or CLI option, the",
+        "environment, the activated controller (`<home>/controller.json`), `skillstream.toml`, the",
+        "default. Map settings are JSON objects in the environment and tables in the file.",
+        "`skillstream config` prints the values in force.",
+    ]
+    for group, model in GROUPS.items():
+        out += ["", f"## {group}", "", (model.__doc__ or "").strip(), ""]
+        out += ["| Key | Environment variable | Default | Accepts | What it does |"]
+        out += ["|---|---|---|---|---|"]
+        for name, info in _fields(model):
+            key = info.alias or name
+            words = [accepted(key), info.description or ""]
+            cells = [f"`{key}`", f"`{env_var(key)}`", f"`{default_text(key)}`"]
+            cells += [w.replace("<", "\\<") for w in words]
+            out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(out) + "\n"
 
 
 # ---------------------------------------------------------------------- locations
