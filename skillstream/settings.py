@@ -60,6 +60,7 @@ from pydantic.fields import FieldInfo
 
 from skillstream.admit import TimeWindow
 from skillstream.errors import ConfigError
+from skillstream.vocab import MemoryType
 
 ENV_PREFIX = "SKILLSTREAM_"
 DEFAULT_HOME = "./.skillstream"
@@ -639,6 +640,25 @@ class FlowSettings(_Group):
 
 _DAY = 86400.0
 
+DEFAULT_CAPACITIES: dict[str, int] = {
+    MemoryType.WORKING: 20,
+    MemoryType.LONG_TERM: 1500,
+    MemoryType.USER: 480,
+    MemoryType.SKILL: 500,
+}
+"""Live memories per owner and memory type that ``memory_capacities`` overrides."""
+DEFAULT_RANK_WEIGHTS: dict[str, float] = {
+    "relevance": 0.6,
+    "confidence": 0.2,
+    "recency": 0.1,
+    "reinforcement": 0.1,
+}
+"""Search ranking weights that ``rank_weights`` overrides."""
+
+
+def _listed(values: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} {v:g}" for k, v in values.items())
+
 
 class LifecycleSettings(_Group):
     """The memory lifecycle: defaults, merging, contradictions, decay, capacity, policy, rank."""
@@ -658,9 +678,9 @@ class LifecycleSettings(_Group):
     memory_capacities: Map = _key(
         "memory_capacities",
         dict,
-        "Live memories per owner and memory type over the defaults WorkingMemory 20, "
-        "LongTermMemory 1500, UserMemory 480, SkillMemory 500 (0: no limit); over capacity the "
-        "oldest, least valuable are archived. A JSON object in the environment.",
+        "Live memories per owner and memory type, over the defaults (0: no limit); over capacity "
+        "the oldest, least valuable are archived. A JSON object in the environment.",
+        shown=f"none (the defaults: {_listed(DEFAULT_CAPACITIES)})",
     )
     merge_threshold: Float = _key(
         "merge_threshold",
@@ -720,8 +740,8 @@ class LifecycleSettings(_Group):
     rank_weights: Map = _key(
         "rank_weights",
         dict,
-        "Search ranking weights over the defaults relevance 0.6, confidence 0.2, recency 0.1, "
-        "reinforcement 0.1. A JSON object in the environment.",
+        "Search ranking weights, over the defaults. A JSON object in the environment.",
+        shown=f"none (the defaults: {_listed(DEFAULT_RANK_WEIGHTS)})",
     )
     recency_half_life_s: Float = _key(
         "recency_half_life_s",

@@ -19,13 +19,13 @@ from pydantic import PrivateAttr
 from skillstream.errors import ConfigError
 from skillstream.lifecycle.policy import PolicySet
 from skillstream.lifecycle.types import capacities
-from skillstream.settings import LifecycleSettings, Settings, SpanSettings
+from skillstream.settings import DEFAULT_RANK_WEIGHTS, LifecycleSettings, Settings, SpanSettings
 
 CONFIDENCE_CAP = 0.95
 """No memory is ever more confident than this: leave room for doubt."""
 REINFORCE_STEP = 0.05
 """Confidence gained each time a memory is restated or confirmed."""
-DEFAULT_WEIGHTS = {"relevance": 0.6, "confidence": 0.2, "recency": 0.1, "reinforcement": 0.1}
+DEFAULT_WEIGHTS = DEFAULT_RANK_WEIGHTS
 
 
 class LifecycleParams(LifecycleSettings):
