@@ -1071,7 +1071,8 @@ def help_text(key: str) -> str:
 def settings_markdown() -> str:
     """docs/settings.md: every setting by group, with its key, environment variable, default, what
     it accepts and its description, all read from the declarations (``scripts/settings_doc.py``
-    writes the file; a test fails when the committed file differs)."""
+    writes the file, ``skillstream config --doc`` prints it; a test fails when the committed file
+    differs)."""
     out = [
         "# Settings",
         "",

@@ -51,6 +51,15 @@ def test_a_shown_default_is_a_real_default():
     )
 
 
+def test_config_doc_prints_the_doc():
+    from click.testing import CliRunner
+
+    from skillstream.cli import cli
+
+    out = CliRunner().invoke(cli, ["config", "--doc"])
+    assert out.exit_code == 0 and out.output == settings_markdown()
+
+
 def test_the_script_writes_the_doc(tmp_path):
     import runpy
 
