@@ -56,6 +56,7 @@ from skillstream.connectors.star import DEFAULT_OWNER, iter_star
 from skillstream.errors import InputError
 from skillstream.model import DeadLetter, Message
 from skillstream.redact import DEFAULT_REDACTOR, Redactor
+from skillstream.settings import is_remote, local_path
 
 Item = Message | DeadLetter
 """What a file source emits."""
@@ -220,13 +221,14 @@ def _expand(
     files: dict[str, tuple[InputFile, str]] = {}
     for given in paths:
         text = str(given)
-        found = _remote(text, format, storage_options) if _is_remote(text) else _local(text, format)
+        found = _remote(text, format, storage_options) if is_remote(text) else _local(text, format)
         for f in found:
             files.setdefault(f.key, (f, _named_format(f.key, format)))
     return files
 
 
 def _local(text: str, format: str) -> list[InputFile]:
+    text = str(local_path(text))
     path = Path(text)
     if path.is_dir():
         found = sorted(p for p in path.iterdir() if p.is_file() and _listed(p.name, format))
@@ -242,11 +244,6 @@ def _local(text: str, format: str) -> list[InputFile]:
     else:
         raise InputError(f"input file {text!r} does not exist")
     return [InputFile.local(p) for p in found]
-
-
-def _is_remote(text: str) -> bool:
-    head, sep, _ = text.partition("://")
-    return bool(sep) and head.lower() not in ("", "file", "local")
 
 
 def _remote(text: str, format: str, storage_options: dict[str, Any]) -> list[InputFile]:

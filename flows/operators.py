@@ -287,7 +287,7 @@ def extract_memories(
         "by-owner-shard", spans, lambda s: shard_key(shard_of(s.owner_id, shards), workers)
     )
     by_shard = maintenance_clock(
-        "maintenance-clock", by_shard, core.options.rules.maintenance_interval
+        "maintenance-clock", by_shard, core.options.params.maintenance_interval
     )
     keyed_results = op.stateful_batch(
         "extract",

@@ -43,7 +43,7 @@ from skillstream.flows.operators import Extraction
 from skillstream.flows.progress import Counters
 from skillstream.flows.shards import shard_of
 from skillstream.pipeline import MemoryPipeline
-from skillstream.settings import Settings
+from skillstream.settings import Settings, local_path
 from skillstream.spans import SpanBuilder
 from skillstream.tokens import get_counter
 
@@ -206,8 +206,8 @@ class Runner:
     def prepare(self) -> None:
         """Create the home's local folders (a remote home needs none)."""
         storage = self.settings.storage
-        if not storage.home.startswith(("s3://", "oss://", "memory://")):
-            Path(storage.home).mkdir(parents=True, exist_ok=True)
+        if not storage.remote:
+            local_path(storage.home).mkdir(parents=True, exist_ok=True)
         if not storage.shared_catalog:
             Path(storage.catalog).parent.mkdir(parents=True, exist_ok=True)
 

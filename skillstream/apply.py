@@ -1,4 +1,4 @@
-"""Applying memory operations to an owner's memories, under the lifecycle rules (pure).
+"""Applying memory operations to an owner's memories, under the lifecycle parameters (pure).
 
 Order, as in MemSkill: updates, then deletes, then inserts; lessons from outcome records in the
 span (``skillstream.lifecycle.lessons``) come last as inserts. Every change keeps provenance (span
@@ -82,21 +82,20 @@ class ApplyOptions:
     """How operations are applied.
 
     Args:
-        scope: Scope of new memories when neither the operation nor the agent's policy names one.
         memory_type: Force this type on every new memory (``None``: by kind and scope).
-        confidence: Confidence of a new memory when the operation gives none.
         actor: Written to the lifecycle events.
-        rules: The lifecycle rules (capacities, policies, thresholds).
+        params: The lifecycle parameters (capacities, policies, thresholds; ``default_scope`` for
+            new memories when neither the operation nor the agent's policy names a scope,
+            ``default_confidence`` when the operation gives no confidence). By default those of
+            the default settings.
         embed: Text embedder; with it, new and updated memories get their vectors here and
             near-duplicates merge.
         lessons: Turn outcome records of the span into lessons.
     """
 
-    scope: str = "private"
     memory_type: str | None = None
-    confidence: float = 0.7
     actor: str = "extractor"
-    rules: LifecycleParams = field(default_factory=LifecycleParams)
+    params: LifecycleParams = field(default_factory=LifecycleParams.defaults)
     embed: Embed | None = None
     lessons: bool = True
 
@@ -105,13 +104,7 @@ class ApplyOptions:
         cls, lifecycle: LifecycleSettings, idle_gap: timedelta, embed: Embed | None = None
     ) -> ApplyOptions:
         """Options from the ``lifecycle`` settings group and the session gap ``idle_gap``."""
-        rules = LifecycleParams.from_settings(lifecycle, idle_gap)
-        return cls(
-            scope=lifecycle.default_scope,
-            confidence=lifecycle.default_confidence,
-            rules=rules,
-            embed=embed,
-        )
+        return cls(params=LifecycleParams.of(lifecycle, idle_gap), embed=embed)
 
 
 def apply_ops(
@@ -166,7 +159,7 @@ def op_texts(span: Span, ops: Sequence[MemoryOp], options: ApplyOptions) -> OpTe
     ops = list(ops)
     problems: list[tuple[str, str]] = []
     if options.lessons:
-        extra, problems = lesson_ops(span, options.rules.lesson_confidence)
+        extra, problems = lesson_ops(span, options.params.lesson_confidence)
         ops.extend(extra)
     ordered = (
         [o for o in ops if o.op is Op.UPDATE]
@@ -174,7 +167,7 @@ def op_texts(span: Span, ops: Sequence[MemoryOp], options: ApplyOptions) -> OpTe
         + [o for o in ops if o.op is Op.INSERT]
     )
     agent = span.messages[0].agent_id if span.messages else None
-    policy = options.rules.policies.for_agent(agent)
+    policy = options.params.policy_set.for_agent(agent)
     texts: list[str | None] = []
     refused: list[tuple[MemoryOp, str]] = []
     for o in ordered:
@@ -202,9 +195,9 @@ class _Apply:
         self.span = span
         self.t = span.end_ts
         self.o = options
-        self.rules = options.rules
+        self.params = options.params
         self.agent = span.messages[0].agent_id if span.messages else None
-        self.policy = self.rules.policies.for_agent(self.agent)
+        self.policy = self.params.policy_set.for_agent(self.agent)
         self.out = Applied(state.owner_id, span.span_id, span.span_id, options.actor, now)
         self.vectors: dict[str, np.ndarray] = {}
         # The owner's index lives in its state and follows every change: nothing is rebuilt here.
@@ -252,9 +245,9 @@ class _Apply:
             if todo:
                 for text, vec in zip(todo, self.o.embed(todo)):
                     self.vectors[text] = np.asarray(vec, dtype=np.float32)
-                if self.rules.merge_threshold <= 1:  # the near-duplicate checks, in one product
+                if self.params.merge_threshold <= 1:  # the near-duplicate checks, in one product
                     self.index.prepare_similar(
-                        self.vectors.values(), self.rules.merge_threshold - 1e-6
+                        self.vectors.values(), self.params.merge_threshold - 1e-6
                     )
         for i, (op, cleaned) in enumerate(zip(ordered, texts)):
             if op.op is Op.UPDATE and cleaned:
@@ -285,12 +278,12 @@ class _Apply:
         capacity, and the index counts live memories by type (``enforce_capacity_of``)."""
         for m in self.out.changed.values():
             self.state.touch(m)
-        enforce_capacity_of(self.out, self.state, self.t, self.rules)
+        enforce_capacity_of(self.out, self.state, self.t, self.params)
 
     def _nearest(self, m: Memory) -> tuple[Memory, float] | None:
         """The live memory of ``m``'s scope most similar to ``m`` at or above the merge threshold
         (ties: the older one), from the owner's vector matrix."""
-        threshold = self.rules.merge_threshold
+        threshold = self.params.merge_threshold
         if threshold > 1 or m.kind in NO_MERGE_KINDS:
             return None
         best: tuple[float, tuple[datetime, str], Memory] | None = None
@@ -337,7 +330,7 @@ class _Apply:
     ) -> Memory:
         ts = op.event_ts or self.t
         expiry = self.policy.default_expiry
-        confidence = op.confidence if op.confidence is not None else self.o.confidence
+        confidence = op.confidence if op.confidence is not None else self.params.default_confidence
         m = Memory(
             id=prefixed_id("mem", self.state.owner_id, self.span.span_id, i, text),
             owner_id=self.state.owner_id,
@@ -351,7 +344,7 @@ class _Apply:
             scope=scope,
             memory_type=memory_type
             or memory_type_for(kind, scope, op.memory_type or self.o.memory_type),
-            confidence=clamp_confidence(confidence, self.rules),
+            confidence=clamp_confidence(confidence, self.params),
             event_ts=ts,
             valid_from=ts,
             created_at=self.t,
@@ -377,7 +370,7 @@ class _Apply:
             self.out,
             m,
             self.t,
-            self.rules,
+            self.params,
             reason,
             expiry=self.policy.default_expiry,
             source_ids=op.source_message_ids,
@@ -412,7 +405,7 @@ class _Apply:
                 tags=[*cur.tags, *op.tags],
                 reason=op.reason or f"supersedes {cur.id}",
             )
-            ctr.settle(self.out, cur, new, described, self.t, self.rules)
+            ctr.settle(self.out, cur, new, described, self.t, self.params)
             return
         old = cur.copy()
         cur.text = text
@@ -470,7 +463,7 @@ class _Apply:
                     self._index(hit)
                 self._reinforce(hit, op, "restated")
             return
-        scope = self.policy.scope_for(op.scope, self.o.scope)
+        scope = self.policy.scope_for(op.scope, self.params.default_scope)
         if not self.policy.can_write(scope):
             self._refuse_op(op, f"policy {self.policy.agent!r} may not write scope {scope!r}")
             return
@@ -495,7 +488,7 @@ class _Apply:
                     found[0],
                     found[1],
                     self.t,
-                    self.rules,
+                    self.params,
                     expiry=self.policy.default_expiry,
                 )
                 self.state.put(new)
@@ -506,6 +499,6 @@ class _Apply:
                     continue
                 described = ctr.conflict(c, m.text, m.kind, m.key, self._similarity(c, m.text))
                 if described:
-                    ctr.settle(self.out, c, m, described, self.t, self.rules)
+                    ctr.settle(self.out, c, m, described, self.t, self.params)
                     if m.status not in LIVE:
                         break

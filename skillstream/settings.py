@@ -11,8 +11,19 @@ and the key is what the user writes. Precedence, highest first:
 2. the environment variable ``SKILLSTREAM_<KEY>`` (upper case, e.g. ``SKILLSTREAM_SPAN_TOKENS``;
    an empty variable counts as unset; ``OPENAI_BASE_URL`` stands in for an unset
    ``SKILLSTREAM_LLM_BASE_URL``),
-3. the file ``<home>/skillstream.toml``: flat keys, plus ``[policies.<agent>]`` tables,
-4. the default.
+3. the activated controller, ``<home>/controller.json`` (written by ``skillstream memory-skills
+   activate``): ``memory_skill_scorer`` is its checkpoint, ``memory_skill_selection`` is
+   ``top_k`` and ``memory_skill_k`` the K it was trained with,
+4. the file ``<home>/skillstream.toml``: flat keys, plus ``[policies.<agent>]`` tables,
+5. the default.
+
+Why the activated controller sits there: activating is a deliberate act on this home, done after
+the file was written and instead of editing it, so it is the home's current choice of controller
+and beats the file; an environment variable or an option is set for one invocation, so it beats
+the activation (``--memory-skill-k 5`` runs once with K=5). The layer counts as a whole: a
+checkpoint and its K and selection belong together, so when any other layer (the file included)
+names a ``memory_skill_scorer``, that checkpoint is used and the activation adds nothing. A remote
+home has no local ``controller.json``, and ``memory-skills activate`` refuses one.
 
 Parsing is strict: booleans are true/false, 1/0, yes/no or on/off (any case); numbers are finite
 and in range; names come from a closed list; locations are text without control characters (the
@@ -49,10 +60,13 @@ from pydantic.fields import FieldInfo
 
 from skillstream.admit import TimeWindow
 from skillstream.errors import ConfigError
+from skillstream.vocab import MemoryType
 
 ENV_PREFIX = "SKILLSTREAM_"
 DEFAULT_HOME = "./.skillstream"
 CONFIG_FILE = "skillstream.toml"
+CONTROLLER_FILE = "controller.json"
+"""File in a local home naming the activated controller checkpoint (``memory-skills activate``)."""
 OPENAI_BASE_URL_ENV = "OPENAI_BASE_URL"
 API_KEY_ENV = ("SKILLSTREAM_LLM_API_KEY", "OPENAI_API_KEY")
 """Where the LLM API key is read, first set wins; a secret, so never part of ``Settings``."""
@@ -168,9 +182,9 @@ def _catalog(value: Any) -> Any:
         if lake_parts(value) is None:
             raise ValueError("not a DuckLake catalog")
         return value
-    if "://" in value:
+    if is_remote(value):
         raise ValueError("a DuckDB catalog file is local")
-    return value
+    return str(local_path(value)) if value else value
 
 
 CatalogSpec = Annotated[str, BeforeValidator(_catalog)]
@@ -186,10 +200,19 @@ RankRule = Literal["product", "weighted"]
 VectorIndex = Literal["ivf_flat", "ivf_pq", "ivf_hnsw_sq"]
 
 
-def _key(key: str, default: Any, doc: str, **limits: Any) -> Any:
-    """A field stored under its flat ``key`` (the alias), documented by ``doc``."""
+def _key(key: str, default: Any, doc: str, *, shown: str = "", **limits: Any) -> Any:
+    """A field stored under its flat ``key`` (the alias), documented by ``doc``.
+
+    ``doc`` says what the setting does; its environment variable and its default are not
+    repeated there: :func:`help_text` and :func:`settings_markdown` derive them from ``key`` and
+    ``default``. ``shown`` is the default in words when the declared one is a stand-in (an empty
+    location that means ``<home>/lancedb``).
+    """
     if isinstance(default, float):
         limits["allow_inf_nan"] = False
+    if shown:
+        extra = dict(limits.pop("json_schema_extra", None) or {})
+        limits["json_schema_extra"] = {**extra, "shown_default": shown}
     if default is dict:
         return Field(default_factory=dict, alias=key, description=doc, **limits)
     return Field(default, alias=key, description=doc, **limits)
@@ -216,95 +239,91 @@ class StorageSettings(_Group):
     home: Location = _key(
         "home",
         DEFAULT_HOME,
-        "Folder or URI holding the default stores. SKILLSTREAM_HOME.",
+        "Folder or URI holding the default stores.",
         min_length=1,
     )
-    lancedb_uri: Location = _key(
-        "lancedb_uri", "", "LanceDB URI. SKILLSTREAM_LANCEDB_URI; default <home>/lancedb."
-    )
+    lancedb_uri: Location = _key("lancedb_uri", "", "LanceDB URI.", shown="<home>/lancedb")
     catalog_spec: CatalogSpec = _key(
         "catalog",
         "",
         "The catalog: a local DuckDB file path (one writing process), or "
-        "ducklake:postgres://USER@HOST:PORT/DB (DuckLake, metadata in PostgreSQL, many writers). "
-        "SKILLSTREAM_CATALOG; default catalog_path.",
+        "ducklake:postgres://USER@HOST:PORT/DB (DuckLake, metadata in PostgreSQL, many writers); "
+        "empty uses the DuckDB file catalog_path.",
     )
     catalog_path: Location = _key(
         "catalog_path",
         "",
-        "DuckDB catalog file (always local), used when catalog is unset. SKILLSTREAM_CATALOG_PATH; "
-        "default <home>/catalog.duckdb, for a remote home "
-        "./.skillstream/remote/<scheme>/<bucket>/<prefix>/catalog.duckdb.",
+        "DuckDB catalog file (always local), used when catalog is empty.",
+        shown="<home>/catalog.duckdb; for a remote home "
+        "./.skillstream/remote/<scheme>/<bucket>/<prefix>/catalog.duckdb",
     )
     catalog_data: Location = _key(
         "catalog_data",
         "",
-        "Where a DuckLake catalog keeps its Parquet data files: a folder or an s3:// URI. "
-        "SKILLSTREAM_CATALOG_DATA; default <home>/catalog_data.",
+        "Where a DuckLake catalog keeps its Parquet data files: a folder or an s3:// URI.",
+        shown="<home>/catalog_data",
     )
     catalog_threads: Int = _key(
         "catalog_threads",
         1,
         "DuckDB threads of a process's writing connection to a DuckLake catalog (its commits are "
-        "small; one thread each keeps writers on several cores from crowding each other out). "
-        "SKILLSTREAM_CATALOG_THREADS; default 1; 0 DuckDB's own (one per core).",
+        "small; one thread each keeps writers on several cores from crowding each other out). 0: "
+        "DuckDB's own (one per core).",
         ge=0,
     )
     artifacts_uri: Location = _key(
         "artifacts_uri",
         "",
-        "fsspec URI of the artifact store. SKILLSTREAM_ARTIFACTS_URI; default <home>/artifacts.",
+        "fsspec URI of the artifact store.",
+        shown="<home>/artifacts",
     )
     storage_options: Map = _key(
         "storage_options",
         dict,
-        "Options for LanceDB and fsspec: JSON object in SKILLSTREAM_STORAGE_OPTIONS; default none.",
+        "Options for LanceDB and fsspec (a JSON object in the environment).",
         repr=False,
     )
     index_scalar_rows: Int = _key(
         "index_scalar_rows",
         20_000,
         "Rows of the memories table from which its key (id, for upserts) and filter columns "
-        "(owner_id, status, scope, session_id, event_ts) get scalar indexes; below, filters "
-        "scan. "
-        "SKILLSTREAM_INDEX_SCALAR_ROWS; default 20000; 0 never.",
+        "(owner_id, status, scope, session_id, event_ts) get scalar indexes; below, filters scan. "
+        "0: never.",
         ge=0,
     )
     index_vector_rows: Int = _key(
         "index_vector_rows",
         100_000,
         "Rows of the memories table from which its vectors get an approximate (ANN) index for "
-        "searches across many owners; below, and for searches within one owner, vector search "
-        "is exact. SKILLSTREAM_INDEX_VECTOR_ROWS; default 100000; 0 never.",
+        "searches across many owners; below, and for searches within one owner, vector search is "
+        "exact. 0: never.",
         ge=0,
     )
     index_vector_type: Annotated[VectorIndex, BeforeValidator(_name)] = _key(
         "index_vector_type",
         "ivf_flat",
-        "The ANN index of the memories' vectors: 'ivf_flat' (partitions of full vectors: quick "
-        "to build, exact distances, as large as the vectors), 'ivf_pq' (product-quantised: "
-        "small, slower to build, re-ranked by exact distance) or 'ivf_hnsw_sq'. "
-        "SKILLSTREAM_INDEX_VECTOR_TYPE; default ivf_flat.",
+        "The ANN index of the memories' vectors: 'ivf_flat' (partitions of full vectors: quick to "
+        "build, exact distances, as large as the vectors), 'ivf_pq' (product-quantised: small, "
+        "slower to build, re-ranked by exact distance) or 'ivf_hnsw_sq'.",
     )
     lance_cache_mb: Int = _key(
         "lance_cache_mb",
         512,
         "Megabytes a process gives LanceDB's caches of opened indexes and file metadata, shared "
-        "by all its reads (without them every search would load the indexes again). "
-        "SKILLSTREAM_LANCE_CACHE_MB; default 512.",
+        "by all its reads (without them every search would load the indexes again).",
         ge=1,
     )
     skills_uri: Location = _key(
         "skills_uri",
         "",
-        "fsspec URI where task-skill zips are published (local folder, s3://, oss://). "
-        "SKILLSTREAM_SKILLS_URI; default <artifacts>/task-skills.",
+        "fsspec URI where task-skill zips are published (local folder, s3://, oss://).",
+        shown="<artifacts>/task-skills",
     )
     skills_storage_options: Map = Field(
         default_factory=dict,
         alias="skills_storage_options",
-        description="Storage options for skills_uri when they differ from storage_options: JSON "
-        "object in SKILLSTREAM_SKILLS_STORAGE_OPTIONS; default none.",
+        description="Storage options for skills_uri when they differ from storage_options (a JSON "
+        "object in the environment).",
         repr=False,
     )
 
@@ -321,9 +340,14 @@ class StorageSettings(_Group):
             return self.catalog_spec
         if self.catalog_path:
             return self.catalog_path
-        if _is_remote(self.home):
+        if self.remote:
             return str(_local_mirror(self.home) / "catalog.duckdb")
-        return str(Path(self.home) / "catalog.duckdb")
+        return str(local_path(self.home) / "catalog.duckdb")
+
+    @property
+    def remote(self) -> bool:
+        """Whether the home is remote (:func:`is_remote`): nothing local is created for it."""
+        return is_remote(self.home)
 
     @property
     def shared_catalog(self) -> bool:
@@ -354,24 +378,21 @@ class EmbeddingSettings(_Group):
         "embed_model",
         "minilm",
         "Sentence-transformers model: 'minilm' (the bundled offline all-MiniLM-L6-v2) or a local "
-        "path. SKILLSTREAM_EMBED_MODEL; default minilm.",
+        "path.",
     )
-    batch: Int = _key(
-        "embed_batch", 64, "Texts per embedding batch. SKILLSTREAM_EMBED_BATCH; default 64.", ge=1
-    )
+    batch: Int = _key("embed_batch", 64, "Texts per embedding batch.", ge=1)
     prefetch: Bool = _key(
         "embed_prefetch",
         True,
         "With the rules backend, predict the memory texts of an owner's batch of spans and ask "
         "the model for them before applying the spans (texts not predicted are embedded as they "
         "come); false embeds each span's texts when it is applied. The memories are the same "
-        "either way. SKILLSTREAM_EMBED_PREFETCH; default true.",
+        "either way.",
     )
     threads: Int = _key(
         "embed_threads",
         0,
-        "Threads the local model runs batches on, one core each; 0 takes one per CPU. "
-        "SKILLSTREAM_EMBED_THREADS; default 0.",
+        "Threads the local model runs batches on, one core each; 0 takes one per CPU.",
         ge=0,
     )
     blas_threads: Int = _key(
@@ -379,7 +400,7 @@ class EmbeddingSettings(_Group):
         1,
         "Threads numpy's BLAS may use in a process once the local model's threads run there: they "
         "take a core each, and BLAS threads of the pipeline's matrix products would only contend "
-        "with them; 0 leaves BLAS as it is. SKILLSTREAM_EMBED_BLAS_THREADS; default 1.",
+        "with them; 0 leaves BLAS as it is.",
         ge=0,
     )
     backend: Annotated[EmbedBackend, BeforeValidator(_name)] = _key(
@@ -387,26 +408,27 @@ class EmbeddingSettings(_Group):
         "local",
         "Where vectors come from: 'local' (the sentence-transformers model embed_model names) or "
         "'openai' (an OpenAI-compatible /v1/embeddings endpoint; embed_model is then the model "
-        "name sent to it). SKILLSTREAM_EMBED_BACKEND; default local.",
+        "name sent to it).",
     )
     base_url: Url = _key(
         "embed_base_url",
         "",
         "The embeddings endpoint when embed_backend is openai, e.g. http://127.0.0.1:8080/v1. "
-        "SKILLSTREAM_EMBED_BASE_URL, else OPENAI_BASE_URL; default none (the OpenAI API). The key "
-        "comes from SKILLSTREAM_EMBED_API_KEY, else the LLM's key.",
+        "OPENAI_BASE_URL stands in when its variable is unset. The key comes from "
+        "SKILLSTREAM_EMBED_API_KEY, else the LLM's key.",
+        shown="none (the OpenAI API)",
     )
     dimensions: Int = _key(
         "embed_dimensions",
         0,
-        "Vector width asked of the endpoint (models that can shorten their vectors); 0 keeps "
-        "the model's own width. SKILLSTREAM_EMBED_DIMENSIONS; default 0.",
+        "Vector width asked of the endpoint (models that can shorten their vectors); 0 keeps the "
+        "model's own width.",
         ge=0,
     )
     timeout_s: Float = _key(
         "embed_timeout_s",
         60.0,
-        "Seconds one embeddings request may take. SKILLSTREAM_EMBED_TIMEOUT_S; default 60.",
+        "Seconds one embeddings request may take.",
         gt=0,
     )
 
@@ -417,61 +439,58 @@ class LLMSettings(_Group):
     backend: Annotated[Backend, BeforeValidator(_name)] = _key(
         "llm",
         "rules",
-        "LLM backend: 'rules' (offline) or 'openai'. SKILLSTREAM_LLM; default rules.",
+        "LLM backend: 'rules' (offline) or 'openai'.",
     )
     base_url: Url = _key(
         "llm_base_url",
         "",
-        "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1. SKILLSTREAM_LLM_BASE_URL, "
-        "else OPENAI_BASE_URL; default none.",
+        "OpenAI-compatible endpoint, e.g. http://127.0.0.1:8080/v1. OPENAI_BASE_URL stands in "
+        "when its variable is unset.",
     )
     model: str = _key(
         "llm_model",
         "gpt-4o-mini",
-        "Model name sent to the endpoint. SKILLSTREAM_LLM_MODEL; default gpt-4o-mini.",
+        "Model name sent to the endpoint.",
     )
     temperature: Float = _key(
         "llm_temperature",
         0.0,
-        "Sampling temperature. SKILLSTREAM_LLM_TEMPERATURE; default 0.",
+        "Sampling temperature.",
         ge=0,
     )
     timeout_s: Float = _key(
         "llm_timeout_s",
         60.0,
-        "Per-request timeout in seconds. SKILLSTREAM_LLM_TIMEOUT_S; default 60.",
+        "Per-request timeout in seconds.",
         gt=0,
     )
     max_retries: Int = _key(
         "llm_max_retries",
         3,
-        "Retries of a failed or unparsable request before the span is marked failed. "
-        "SKILLSTREAM_LLM_MAX_RETRIES; default 3.",
+        "Retries of a failed or unparsable request before the span is marked failed.",
         ge=0,
     )
     concurrency: Int = _key(
         "llm_concurrency",
         8,
-        "Requests in flight at once per process. SKILLSTREAM_LLM_CONCURRENCY; default 8.",
+        "Requests in flight at once per process.",
         ge=1,
     )
     response_format: Annotated[ResponseFormat, BeforeValidator(_name)] = _key(
         "llm_response_format",
         "json_schema",
         "Structured output: 'json_schema', 'json_object' (schema sent inside, for llama.cpp) or "
-        "'text'. SKILLSTREAM_LLM_RESPONSE_FORMAT; default json_schema.",
+        "'text'.",
     )
     cache: Bool = _key(
         "llm_cache",
         True,
-        "Cache responses by request in <home>/llm-cache.sqlite. SKILLSTREAM_LLM_CACHE; "
-        "default true.",
+        "Cache responses by request in <home>/llm-cache.sqlite.",
     )
     extract_max_tokens: Int = _key(
         "extract_max_tokens",
         1024,
-        "Completion token limit of one extraction call (0: no limit). "
-        "SKILLSTREAM_EXTRACT_MAX_TOKENS; default 1024.",
+        "Completion token limit of one extraction call (0: no limit).",
         ge=0,
     )
 
@@ -479,35 +498,31 @@ class LLMSettings(_Group):
 class SpanSettings(_Group):
     """How messages are cut into spans."""
 
-    span_tokens: Int = _key(
-        "span_tokens", 512, "Token budget of a span. SKILLSTREAM_SPAN_TOKENS; default 512.", ge=1
-    )
+    span_tokens: Int = _key("span_tokens", 512, "Token budget of a span.", ge=1)
     idle_gap_s: Float = _key(
         "idle_gap_s",
         1800.0,
-        "Event-time gap (seconds) that closes a span and a task segment. SKILLSTREAM_IDLE_GAP_S; "
-        "default 1800.",
+        "Event-time gap (seconds) that closes a span and a task segment.",
         gt=0,
     )
     max_message_chars: Int = _key(
         "max_message_chars",
         20000,
-        "Longer messages go to the dead letters. SKILLSTREAM_MAX_MESSAGE_CHARS; default 20000.",
+        "Longer messages go to the dead letters.",
         ge=1,
     )
 
     earliest_timestamp: Annotated[str, BeforeValidator(_instant)] = _key(
         "earliest_timestamp",
         "1970-01-01T00:00:00+00:00",
-        "Messages dated before this ISO 8601 time go to the dead letters (empty: no bound). "
-        "SKILLSTREAM_EARLIEST_TIMESTAMP; default 1970-01-01T00:00:00+00:00.",
+        "Messages dated before this ISO 8601 time go to the dead letters (empty: no bound).",
         json_schema_extra={"accepts": "an ISO 8601 time such as 2000-01-01T00:00:00Z, or empty"},
     )
     future_tolerance_s: Float = _key(
         "future_tolerance_s",
         86400.0,
         "Messages dated more than this many seconds after the wall clock go to the dead letters "
-        "(0: no bound). SKILLSTREAM_FUTURE_TOLERANCE_S; default 86400 (one day).",
+        "(0: no bound).",
         ge=0,
         le=100 * 365 * 86400,
     )
@@ -515,8 +530,7 @@ class SpanSettings(_Group):
         "late_tolerance_s",
         0.0,
         "Messages dated more than this many seconds before the latest message of their "
-        "conversation go to the dead letters (0: no bound). SKILLSTREAM_LATE_TOLERANCE_S; "
-        "default 0.",
+        "conversation go to the dead letters (0: no bound).",
         ge=0,
         le=100 * 365 * 86400,
     )
@@ -544,7 +558,7 @@ class ExtractionSettings(_Group):
     retrieve_k: Int = _key(
         "retrieve_k",
         20,
-        "Memories retrieved per span for the extractor. SKILLSTREAM_RETRIEVE_K; default 20.",
+        "Memories retrieved per span for the extractor.",
         ge=0,
     )
     memory_skill_selection: Annotated[Selection, BeforeValidator(_name)] = _key(
@@ -552,32 +566,30 @@ class ExtractionSettings(_Group):
         "auto",
         "How the controller picks memory skills per span: 'auto' (every skill for the rules "
         "backend, 'top_k' for an LLM), 'all', 'top_k' (deterministic) or 'gumbel' (Gumbel-Top-K "
-        "sampling seeded by memory_skill_seed). SKILLSTREAM_MEMORY_SKILL_SELECTION; default auto.",
+        "sampling seeded by memory_skill_seed).",
     )
     memory_skill_k: Int = _key(
         "memory_skill_k",
         3,
-        "Memory skills selected per span (K of Top-K). SKILLSTREAM_MEMORY_SKILL_K; default 3.",
+        "Memory skills selected per span (K of Top-K).",
         ge=1,
     )
     memory_skill_fusion: Annotated[Fusion, BeforeValidator(_name)] = _key(
         "memory_skill_fusion",
         "mean",
         "How the retrieved memories' embeddings are fused into the controller state: 'mean' or "
-        "'weighted' (softmax of their similarity to the span). SKILLSTREAM_MEMORY_SKILL_FUSION; "
-        "default mean.",
+        "'weighted' (softmax of their similarity to the span).",
     )
     memory_skill_scorer: Location = _key(
         "memory_skill_scorer",
         "",
         "Checkpoint of the trained torch scorer of the controller; empty scores by cosine "
-        "similarity of the state to the skill descriptions. SKILLSTREAM_MEMORY_SKILL_SCORER; "
-        "default empty.",
+        "similarity of the state to the skill descriptions.",
     )
     memory_skill_seed: Int = _key(
         "memory_skill_seed",
         0,
-        "Seed of Gumbel-Top-K exploration. SKILLSTREAM_MEMORY_SKILL_SEED; default 0.",
+        "Seed of Gumbel-Top-K exploration.",
     )
 
 
@@ -587,15 +599,14 @@ class FlowSettings(_Group):
     shards: Int = _key(
         "shards",
         0,
-        "Key shards of the extraction step; owners of one shard are processed concurrently "
-        "(0: one shard per worker). SKILLSTREAM_SHARDS; default 0.",
+        "Key shards of the extraction step; owners of one shard are processed concurrently (0: "
+        "one shard per worker).",
         ge=0,
     )
     concurrency: Int = _key(
         "concurrency",
         8,
-        "Owners processed at the same time per worker (LLM calls in flight). "
-        "SKILLSTREAM_CONCURRENCY; default 8.",
+        "Owners processed at the same time per worker (LLM calls in flight).",
         ge=1,
     )
     owner_state_max: Int = _key(
@@ -603,32 +614,50 @@ class FlowSettings(_Group):
         0,
         "Owners whose memories the extraction step keeps in memory per shard; past it the least "
         "recently seen owner is evicted and read back from the store when it returns, with the "
-        "same results (0: keep every owner). SKILLSTREAM_OWNER_STATE_MAX; default 0.",
+        "same results (0: keep every owner).",
         ge=0,
     )
     epoch_interval_s: Float = _key(
         "epoch_interval_s",
         5.0,
-        "Bytewax epoch (snapshot) interval in seconds. SKILLSTREAM_EPOCH_INTERVAL_S; default 5.",
+        "Bytewax epoch (snapshot) interval in seconds.",
         ge=0,
     )
     max_failed_spans: Int = _key(
         "max_failed_spans",
         -1,
-        "'skillstream run' exits with code 3 when more spans than this failed (-1: no limit). "
-        "SKILLSTREAM_MAX_FAILED_SPANS; default -1.",
+        "'skillstream run' exits with code 3 when more spans than this failed (-1: no limit).",
         ge=-1,
     )
     max_dead_letters: Int = _key(
         "max_dead_letters",
         -1,
-        "'skillstream run' exits with code 3 when more records than this went to the dead "
-        "letters (-1: no limit). SKILLSTREAM_MAX_DEAD_LETTERS; default -1.",
+        "'skillstream run' exits with code 3 when more records than this went to the dead letters "
+        "(-1: no limit).",
         ge=-1,
     )
 
 
 _DAY = 86400.0
+
+DEFAULT_CAPACITIES: dict[str, int] = {
+    MemoryType.WORKING: 20,
+    MemoryType.LONG_TERM: 1500,
+    MemoryType.USER: 480,
+    MemoryType.SKILL: 500,
+}
+"""Live memories per owner and memory type that ``memory_capacities`` overrides."""
+DEFAULT_RANK_WEIGHTS: dict[str, float] = {
+    "relevance": 0.6,
+    "confidence": 0.2,
+    "recency": 0.1,
+    "reinforcement": 0.1,
+}
+"""Search ranking weights that ``rank_weights`` overrides."""
+
+
+def _listed(values: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} {v:g}" for k, v in values.items())
 
 
 class LifecycleSettings(_Group):
@@ -637,35 +666,33 @@ class LifecycleSettings(_Group):
     default_scope: Annotated[Scope, BeforeValidator(_name)] = _key(
         "default_scope",
         "private",
-        "Scope of new memories: 'private', 'fleet' or 'session'. SKILLSTREAM_DEFAULT_SCOPE; "
-        "default private.",
+        "Scope of new memories: 'private', 'fleet' or 'session'.",
     )
     default_confidence: Float = _key(
         "default_confidence",
         0.7,
-        "Confidence of a new memory. SKILLSTREAM_DEFAULT_CONFIDENCE; default 0.7.",
+        "Confidence of a new memory.",
         ge=0,
         le=1,
     )
     memory_capacities: Map = _key(
         "memory_capacities",
         dict,
-        "Live memories per owner and memory type over the defaults WorkingMemory 20, "
-        "LongTermMemory 1500, UserMemory 480, SkillMemory 500 (0: no limit); over capacity the "
-        "oldest, least valuable are archived. JSON object in SKILLSTREAM_MEMORY_CAPACITIES.",
+        "Live memories per owner and memory type, over the defaults (0: no limit); over capacity "
+        "the oldest, least valuable are archived. A JSON object in the environment.",
+        shown=f"none (the defaults: {_listed(DEFAULT_CAPACITIES)})",
     )
     merge_threshold: Float = _key(
         "merge_threshold",
         0.92,
         "Cosine similarity at or above which a new memory merges into an existing one "
-        "(near-duplicate); above 1 turns merging off. SKILLSTREAM_MERGE_THRESHOLD; default 0.92.",
+        "(near-duplicate); above 1 turns merging off.",
         ge=0,
     )
     contradiction_confidence_gap: Float = _key(
         "contradiction_confidence_gap",
         0.3,
-        "Confidence gap that decides a contradiction when recency does not. "
-        "SKILLSTREAM_CONTRADICTION_CONFIDENCE_GAP; default 0.3.",
+        "Confidence gap that decides a contradiction when recency does not.",
         ge=0,
         le=1,
     )
@@ -673,28 +700,26 @@ class LifecycleSettings(_Group):
         "contradiction_escalate_after_s",
         7 * _DAY,
         "Age (event time, seconds) after which `skillstream contradictions` lists an unresolved "
-        "contradiction. SKILLSTREAM_CONTRADICTION_ESCALATE_AFTER_S; default 7 days.",
+        "contradiction.",
         ge=0,
     )
     decay_after_s: Float = _key(
         "decay_after_s",
         90 * _DAY,
         "A memory not created, reinforced or accessed for this long (event time, seconds) starts "
-        "to lose confidence. SKILLSTREAM_DECAY_AFTER_S; default 90 days.",
+        "to lose confidence.",
         ge=0,
     )
     decay_period_s: Float = _key(
         "decay_period_s",
         30 * _DAY,
-        "One decay step per period after decay_after_s. SKILLSTREAM_DECAY_PERIOD_S; "
-        "default 30 days.",
+        "One decay step per period after decay_after_s.",
         gt=0,
     )
     decay_step: Float = _key(
         "decay_step",
         0.1,
-        "Confidence lost per decay step; at 0 the memory expires. SKILLSTREAM_DECAY_STEP; "
-        "default 0.1.",
+        "Confidence lost per decay step; at 0 the memory expires.",
         ge=0,
         le=1,
     )
@@ -702,99 +727,91 @@ class LifecycleSettings(_Group):
         "maintenance_interval_s",
         _DAY,
         "Event-time interval of the flow's maintenance ticks per owner (decay, expiry, capacity, "
-        "session summaries); 0 turns in-flow maintenance off. "
-        "SKILLSTREAM_MAINTENANCE_INTERVAL_S; default 1 day.",
+        "session summaries); 0 turns in-flow maintenance off.",
         ge=0,
     )
     policies: Map = _key(
         "policies",
         dict,
         "Memory policies by agent id ('*' is the default): readable_scopes, writable_scopes, "
-        "default_scope, max_items_per_scope, default_expiry, sensitive_patterns. JSON object in "
-        "SKILLSTREAM_POLICIES, or [policies.<agent>] tables in skillstream.toml; default none.",
+        "default_scope, max_items_per_scope, default_expiry, sensitive_patterns. A JSON object in "
+        "the environment, [policies.<agent>] tables in skillstream.toml.",
     )
     rank_weights: Map = _key(
         "rank_weights",
         dict,
-        "Search ranking weights over the defaults relevance 0.6, confidence 0.2, recency 0.1, "
-        "reinforcement 0.1. JSON object in SKILLSTREAM_RANK_WEIGHTS.",
+        "Search ranking weights, over the defaults. A JSON object in the environment.",
+        shown=f"none (the defaults: {_listed(DEFAULT_RANK_WEIGHTS)})",
     )
     recency_half_life_s: Float = _key(
         "recency_half_life_s",
         30 * _DAY,
-        "Age (event time, seconds) at which a memory's recency score halves. "
-        "SKILLSTREAM_RECENCY_HALF_LIFE_S; default 30 days.",
+        "Age (event time, seconds) at which a memory's recency score halves.",
         gt=0,
     )
     lesson_confidence: Float = _key(
         "lesson_confidence",
         0.6,
-        "Confidence of a lesson learned from an outcome record. SKILLSTREAM_LESSON_CONFIDENCE; "
-        "default 0.6.",
+        "Confidence of a lesson learned from an outcome record.",
         ge=0,
         le=1,
     )
     session_summaries: Bool = _key(
         "session_summaries",
         True,
-        "Write one summary memory per closed session. SKILLSTREAM_SESSION_SUMMARIES; default true.",
+        "Write one summary memory per closed session.",
     )
     decay_rule: Annotated[DecayRule, BeforeValidator(_name)] = _key(
         "decay_rule",
         "seed",
-        "Which memories decay: 'seed' (unused for decay_after_s AND confidence below "
-        "decay_below) or 'idle' (every memory unused for decay_after_s). SKILLSTREAM_DECAY_RULE; "
-        "default seed.",
+        "Which memories decay: 'seed' (unused for decay_after_s AND confidence below decay_below) "
+        "or 'idle' (every memory unused for decay_after_s).",
     )
     decay_below: Float = _key(
         "decay_below",
         0.3,
-        "With decay_rule 'seed', only memories less confident than this decay. "
-        "SKILLSTREAM_DECAY_BELOW; default 0.3.",
+        "With decay_rule 'seed', only memories less confident than this decay.",
         ge=0,
         le=1,
     )
     rank_rule: Annotated[RankRule, BeforeValidator(_name)] = _key(
         "rank_rule",
         "product",
-        "Search ranking: 'product' (relevance x confidence x recency x reinforcement factors) "
-        "or 'weighted' (a weighted sum with rank_weights). SKILLSTREAM_RANK_RULE; default product.",
+        "Search ranking: 'product' (relevance x confidence x recency x reinforcement factors) or "
+        "'weighted' (a weighted sum with rank_weights).",
     )
     archive_after_s: Float = _key(
         "archive_after_s",
         0.0,
         "A live memory unused (not created, reinforced or accessed) for this long (event time, "
         "seconds) is archived: out of default search, found with `search --archived`; 0 never "
-        "archives for idleness. SKILLSTREAM_ARCHIVE_AFTER_S; default 0.",
+        "archives for idleness.",
         ge=0,
     )
     expire_archived_after_s: Float = _key(
         "expire_archived_after_s",
         0.0,
         "An archived memory untouched for this long after it was archived (event time, seconds) "
-        "expires: it leaves the search index and only a minimal log row stays; 0 never. "
-        "SKILLSTREAM_EXPIRE_ARCHIVED_AFTER_S; default 0.",
+        "expires: it leaves the search index and only a minimal log row stays; 0 never.",
         ge=0,
     )
     reorganize: Bool = _key(
         "reorganize",
         True,
-        "Maintenance clusters each owner's long-term memories into abstract topic nodes linked "
-        "to their members (memory_relations). SKILLSTREAM_REORGANIZE; default true.",
+        "Maintenance clusters each owner's long-term memories into abstract topic nodes linked to "
+        "their members (memory_relations).",
     )
     reorganize_threshold: Float = _key(
         "reorganize_threshold",
         0.6,
-        "Cosine similarity to a cluster's centre at or above which a memory joins the cluster. "
-        "SKILLSTREAM_REORGANIZE_THRESHOLD; default 0.6.",
+        "Cosine similarity to a cluster's centre at or above which a memory joins the cluster.",
         ge=0,
         le=1,
     )
     reorganize_min_members: Int = _key(
         "reorganize_min_members",
         3,
-        "Smallest cluster that gets an abstract node. SKILLSTREAM_REORGANIZE_MIN_MEMBERS; "
-        "default 3.",
+        "Smallest cluster that gets an abstract node.",
         ge=2,
     )
 
@@ -805,43 +822,40 @@ class DistillationSettings(_Group):
     enabled: Bool = _key(
         "distill",
         True,
-        "Distil task skills from closed sessions in `run`. SKILLSTREAM_DISTILL; default true.",
+        "Distil task skills from closed sessions in `run`.",
     )
     full: Bool = _key(
         "distill_full",
         False,
-        "Full mode: also generate scripts, the tool list and reference documents (more LLM "
-        "calls). SKILLSTREAM_DISTILL_FULL; default false.",
+        "Full mode: also generate scripts, the tool list and reference documents (more LLM calls).",
     )
     min_steps: Int = _key(
         "distill_min_steps",
         2,
         "Procedural sentences a task segment needs before anything is distilled from it (0: no "
-        "gate). SKILLSTREAM_DISTILL_MIN_STEPS; default 2.",
+        "gate).",
         ge=0,
     )
     merge_threshold: Float = _key(
         "distill_merge_threshold",
         0.55,
         "Rules distiller: fit (affinity to the skill's draft and request centroids blended with "
-        "step overlap) at which "
-        "a segment updates a recalled task skill instead of creating one; also the fit at which "
-        "two task skills of an owner are consolidated into one; above 1 never updates or "
-        "consolidates. SKILLSTREAM_DISTILL_MERGE_THRESHOLD; default 0.55.",
+        "step overlap) at which a segment updates a recalled task skill instead of creating one; "
+        "also the fit at which two task skills of an owner are consolidated into one; above 1 "
+        "never updates or consolidates.",
         ge=0,
     )
     shift_threshold: Float = _key(
         "distill_shift_threshold",
         0.2,
-        "A new request below this similarity to the current task opens a new task segment. "
-        "SKILLSTREAM_DISTILL_SHIFT_THRESHOLD; default 0.2.",
+        "A new request below this similarity to the current task opens a new task segment.",
         ge=-1,
         le=1,
     )
     recall_k: Int = _key(
         "distill_recall_k",
         5,
-        "Related task skills recalled per segment. SKILLSTREAM_DISTILL_RECALL_K; default 5.",
+        "Related task skills recalled per segment.",
         ge=0,
     )
 
@@ -853,15 +867,14 @@ class KafkaSettings(_Group):
         default_factory=dict,
         alias="kafka_config",
         description="librdkafka properties for the Kafka source, the event sink and `produce` "
-        "(security, SASL, fetch tuning): JSON object in SKILLSTREAM_KAFKA_CONFIG, "
-        "`--kafka-config KEY=VALUE` adds; default none.",
+        "(security, SASL, fetch tuning; a JSON object in the environment); "
+        "`--kafka-config KEY=VALUE` adds to them.",
         repr=False,
     )
     events_partitions: Int = _key(
         "kafka_events_partitions",
         3,
-        "Partitions of a memory-event topic that `--events-to` creates. "
-        "SKILLSTREAM_KAFKA_EVENTS_PARTITIONS; default 3.",
+        "Partitions of a memory-event topic that `--events-to` creates.",
         ge=1,
     )
 
@@ -905,7 +918,8 @@ class Settings(BaseModel):
 
     @classmethod
     def load(cls, **explicit: Any) -> Settings:
-        """Settings from explicit values, the environment, ``<home>/skillstream.toml`` and defaults.
+        """Settings from explicit values, the environment, the activated controller,
+        ``<home>/skillstream.toml`` and defaults, in that order (see the module docstring).
 
         Args:
             **explicit: Flat keys; ``None`` counts as not given.
@@ -920,6 +934,10 @@ class Settings(BaseModel):
         if not isinstance(home, str):
             raise ConfigError(f"setting home: expected a folder or URI, got {home!r}")
         values, sources = _from_file(home)
+        if not any(layer.get("memory_skill_scorer") for layer in (values, env, explicit)):
+            active, active_sources = _from_controller(home)
+            values.update(active)
+            sources.update(active_sources)
         values.update(env)
         sources.update(env_sources)
         values.update(explicit)
@@ -1006,9 +1024,109 @@ def env_var(key: str) -> str:
     return ENV_PREFIX + key.upper()
 
 
+# ---------------------------------------------------------------------- documentation
+_DAY_S = 86400
+
+
+def default_text(key: str) -> str:
+    """The default of a flat key in words, from its declaration.
+
+    Example:
+        >>> default_text("span_tokens"), default_text("decay_after_s"), default_text("lancedb_uri")
+        ('512', '7776000 (90 days)', '<home>/lancedb')
+    """
+    group, name = KEYS[key]
+    info = GROUPS[group].model_fields[name]
+    extra = info.json_schema_extra
+    if isinstance(extra, dict) and extra.get("shown_default"):
+        return str(extra["shown_default"])
+    value = info.get_default(call_default_factory=True)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "none" if not value else json.dumps(value)
+    if isinstance(value, float):
+        text = str(int(value)) if value.is_integer() else f"{value:g}"
+        if key.endswith("_s") and value >= _DAY_S and value % _DAY_S == 0:
+            days = int(value // _DAY_S)
+            text += f" ({days} day{'s' if days > 1 else ''})"
+        return text
+    if value == "":
+        return "empty"
+    return str(value)
+
+
+def help_text(key: str) -> str:
+    """A flat key's description with its environment variable and default, derived.
+
+    Example:
+        >>> help_text("span_tokens")
+        'Token budget of a span. SKILLSTREAM_SPAN_TOKENS; default 512.'
+    """
+    group, name = KEYS[key]
+    doc = GROUPS[group].model_fields[name].description or ""
+    return f"{doc} {env_var(key)}; default {default_text(key)}."
+
+
+def settings_markdown() -> str:
+    """docs/settings.md: every setting by group, with its key, environment variable, default, what
+    it accepts and its description, all read from the declarations (``scripts/settings_doc.py``
+    writes the file, ``skillstream config --doc`` prints it; a test fails when the committed file
+    differs)."""
+    out = [
+        "# Settings",
+        "",
+        "<!-- Generated from skillstream/settings.py by scripts/settings_doc.py; do not edit. -->",
+        "",
+        "Every setting has a flat key: the key in `<home>/skillstream.toml`, a keyword of",
+        "`Settings.load` and `skillstream.open`, and, upper case after `SKILLSTREAM_`, its",
+        "environment variable. Precedence, highest first: an explicit value or CLI option, the",
+        "environment, the activated controller (`<home>/controller.json`), `skillstream.toml`, the",
+        "default. Map settings are JSON objects in the environment and tables in the file.",
+        "`skillstream config` prints the values in force.",
+    ]
+    for group, model in GROUPS.items():
+        out += ["", f"## {group}", "", (model.__doc__ or "").strip(), ""]
+        out += ["| Key | Environment variable | Default | Accepts | What it does |"]
+        out += ["|---|---|---|---|---|"]
+        for name, info in _fields(model):
+            key = info.alias or name
+            words = [accepted(key), info.description or ""]
+            cells = [f"`{key}`", f"`{env_var(key)}`", f"`{default_text(key)}`"]
+            cells += [w.replace("<", "\\<") for w in words]
+            out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 # ---------------------------------------------------------------------- locations
-def _is_remote(uri: str) -> bool:
-    return "://" in uri and not uri.startswith("file://")
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def is_remote(uri: str) -> bool:
+    """Whether a location is remote: it starts with a scheme ``xxx://`` other than ``file://``.
+
+    The one rule for every location (home, LanceDB, artifacts, inputs): ``s3://``, ``gs://``,
+    ``oss://``, ``memory://``, ``az://`` ... are remote and nothing local is created for them; a
+    plain path or a ``file://`` URI is local.
+
+    Example:
+        >>> [is_remote(u) for u in ("s3://b/p", "gs://b", "memory://x", "file:///tmp/h", "./h")]
+        [True, True, True, False, False]
+    """
+    m = _SCHEME.match(uri.strip())
+    return m is not None and m.group(1).lower() != "file"
+
+
+def local_path(uri: str) -> Path:
+    """The local path of a local location (a plain path, or a ``file://`` URI without its scheme).
+
+    Raises:
+        ValueError: for a remote location (see :func:`is_remote`).
+    """
+    if is_remote(uri):
+        raise ValueError(f"{uri!r} is a remote location, not a local path")
+    m = _SCHEME.match(uri.strip())
+    return Path(uri.strip()[m.end() :]) if m else Path(uri)
 
 
 def _local_mirror(uri: str) -> Path:
@@ -1023,7 +1141,7 @@ def _local_mirror(uri: str) -> Path:
 
 
 def _join(base: str, name: str) -> str:
-    if _is_remote(base):
+    if _SCHEME.match(base.strip()):
         return base.rstrip("/") + "/" + name
     return str(Path(base) / name)
 
@@ -1052,9 +1170,9 @@ def _from_env() -> tuple[dict[str, Any], dict[str, str]]:
 
 
 def _from_file(home: str) -> tuple[dict[str, Any], dict[str, str]]:
-    if _is_remote(home):
+    if is_remote(home):
         return {}, {}
-    path = Path(home) / CONFIG_FILE
+    path = local_path(home) / CONFIG_FILE
     if not path.exists():
         return {}, {}
     try:
@@ -1065,6 +1183,29 @@ def _from_file(home: str) -> tuple[dict[str, Any], dict[str, str]]:
         raise ConfigError(f"{path}: not valid TOML: {e}") from e
     _check_known(data, f"{path}: ")
     return data, {k: f"{path}: key {k}" for k in data}
+
+
+def _from_controller(home: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The settings the home's activated controller gives (none for a remote home or none
+    activated)."""
+    if is_remote(home):
+        return {}, {}
+    path = local_path(home) / CONTROLLER_FILE
+    if not path.is_file():
+        return {}, {}
+    try:
+        record = json.loads(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ConfigError(f"{path}: not a JSON record of an activated controller: {e}") from e
+    if not isinstance(record, dict) or not record.get("checkpoint"):
+        raise ConfigError(f"{path}: names no checkpoint; run 'memory-skills activate' again")
+    values: dict[str, Any] = {
+        "memory_skill_selection": "top_k",
+        "memory_skill_scorer": str(record["checkpoint"]),
+    }
+    if record.get("k"):
+        values["memory_skill_k"] = record["k"]
+    return values, {k: f"{path}: {k} of the activated controller" for k in values}
 
 
 def _build(values: dict[str, Any], sources: dict[str, str]) -> Settings:

@@ -39,14 +39,14 @@ def history(ctx, memory_id, owner, agent, session, as_json):
     from skillstream.services import home_lifecycle as store
 
     settings = settings_from(ctx)
-    rules = LifecycleParams.from_settings(settings.lifecycle, settings.spans.idle_gap)
+    params = LifecycleParams.from_settings(settings)
     reader = _reader(owner, agent, session)
     cat = open_catalog(settings)
     try:
-        memory = store.get_memory(cat, memory_id, reader, rules)
+        memory = store.get_memory(cat, memory_id, reader, params)
         if memory is None:
             raise InputError(f"no memory {memory_id!r} (or the reader may not see it)")
-        events = store.history(cat, memory_id, reader, rules)
+        events = store.history(cat, memory_id, reader, params)
         contradictions = (
             cat.sql(
                 "SELECT contradiction_id, memory_a, memory_b, "
@@ -190,14 +190,14 @@ def _resolve(settings, resolve_id, resolution, text, now, as_json) -> None:
         raise InputError("settle a contradiction with both --resolve ID and --as RESOLUTION")
     if text is not None and resolution != "merge":
         raise InputError("--text goes with --as merge only")
-    rules = LifecycleParams.from_settings(settings.lifecycle, settings.spans.idle_gap)
+    params = LifecycleParams.from_settings(settings)
     embedder = get_embedder(settings.embedding)
     with open_stores(settings, embedder.dim) as stores:
         at = parse_time(now) or store.store_clock(stores.catalog)
         if at is None:
             raise InputError("the store has no events yet; pass --now")
         row = store.resolve_contradiction(
-            stores, resolve_id, resolution, at=at, text=text, embed=embedder.encode, rules=rules
+            stores, resolve_id, resolution, at=at, text=text, embed=embedder.encode, params=params
         )
     if as_json:
         click.echo(dumps(row))
@@ -239,7 +239,7 @@ def maintain(ctx, now, owners, close_sessions, freeze, unfreeze, forget, as_json
             f"no catalog at {settings.storage.catalog}; "
             f"run 'skillstream --home {settings.storage.home} run' first"
         )
-    rules = LifecycleParams.from_settings(settings.lifecycle, settings.spans.idle_gap)
+    params = LifecycleParams.from_settings(settings)
     embedder = get_embedder(settings.embedding)
     with open_stores(settings, embedder.dim) as stores:
         at = parse_time(now) or store.store_clock(stores.catalog)
@@ -257,7 +257,7 @@ def maintain(ctx, now, owners, close_sessions, freeze, unfreeze, forget, as_json
                 changed[to] = sum(len(r.memories) for r in results)
         report = store.maintain_home(
             stores,
-            rules,
+            params,
             now=at,
             only=owners or None,
             close_sessions=close_sessions,

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from skillstream.distill.package import (
@@ -36,7 +35,7 @@ from skillstream.distill.package import (
 )
 from skillstream.errors import InputError, MissingExtraError, SkillstreamError
 from skillstream.services.task_skills import TaskSkillAPI
-from skillstream.settings import Settings
+from skillstream.settings import Settings, is_remote, local_path
 
 INSTRUCTIONS = (
     "Task skills are reusable procedures distilled from this user's past conversations. Call "
@@ -188,7 +187,7 @@ def build_server(settings: Settings, owner: str, *, api: TaskSkillAPI | None = N
 def _require_home(settings: Settings) -> None:
     """A read of a home where nothing was stored yet is an error the agent can act on."""
     home = settings.storage.home
-    if "://" not in home and not Path(settings.storage.lancedb).exists():
+    if not is_remote(home) and not local_path(settings.storage.lancedb).exists():
         raise InputError(
             f"nothing is stored in {home} yet: add messages with memory_add, or run "
             "'skillstream run' on chat logs first"

@@ -337,7 +337,9 @@ def activate(ctx: click.Context, checkpoint: str) -> None:
 
     The checkpoint is checked against the embedder, copied into the home's artifact store under
     its version (hash), the memory skills it was trained with are added to the bank when missing,
-    and every span processed from now on records that version in the ledger's ``controller``.
+    and every span processed from now on records that version in the ledger's ``controller``:
+    ``<home>/controller.json`` is a layer of the settings (``Settings.load``), below the
+    environment and the options, above ``skillstream.toml``.
     """
     import json
     import shutil
@@ -345,15 +347,19 @@ def activate(ctx: click.Context, checkpoint: str) -> None:
     from skillstream.embed import get_embedder
     from skillstream.memskill.controller import checkpoint_meta, checkpoint_version, load_scorer
     from skillstream.memskill.versions import MemorySkillVersion
-    from skillstream.services.pipeline import ACTIVE_CONTROLLER
+    from skillstream.settings import CONTROLLER_FILE, is_remote, local_path
 
     settings = settings_from(ctx)
+    if settings.storage.remote:
+        raise click.UsageError(
+            f"activate records the controller in <home>/{CONTROLLER_FILE} and needs a local home"
+        )
     load_scorer(checkpoint, int(get_embedder(settings.embedding).dim))
     version = checkpoint_version(checkpoint)
     meta = checkpoint_meta(checkpoint)
-    if "://" in settings.storage.artifacts:
+    if is_remote(settings.storage.artifacts):
         raise click.UsageError("activate needs a local artifact store (SKILLSTREAM_ARTIFACTS_URI)")
-    folder = Path(settings.storage.artifacts) / "controllers"
+    folder = local_path(settings.storage.artifacts) / "controllers"
     folder.mkdir(parents=True, exist_ok=True)
     stored = folder / f"{version}.pt"
     shutil.copyfile(checkpoint, stored)
@@ -375,9 +381,9 @@ def activate(ctx: click.Context, checkpoint: str) -> None:
         "k": int(meta.get("k") or settings.extraction.memory_skill_k),
         "skills": skills,
     }
-    home = Path(settings.storage.home)
+    home = local_path(settings.storage.home)
     home.mkdir(parents=True, exist_ok=True)
-    (home / ACTIVE_CONTROLLER).write_text(json.dumps(record, indent=2) + "\n")
+    (home / CONTROLLER_FILE).write_text(json.dumps(record, indent=2) + "\n")
     click.echo(dumps({**record, "added_skills": added}))
 
 

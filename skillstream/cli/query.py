@@ -156,7 +156,18 @@ def stats(ctx, as_json):
 
 
 @click.command("config")
+@click.option(
+    "--doc",
+    is_flag=True,
+    help="Print every setting (key, environment variable, default, what it accepts, what it "
+    "does) as Markdown, from the declarations; docs/settings.md is this output.",
+)
 @click.pass_context
-def config_cmd(ctx):
+def config_cmd(ctx, doc):
     """Show the effective settings (no secrets are part of them)."""
+    if doc:
+        from skillstream.settings import settings_markdown
+
+        click.echo(settings_markdown(), nl=False)
+        return
     click.echo(dumps(settings_from(ctx).describe()))

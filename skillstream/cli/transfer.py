@@ -58,13 +58,13 @@ def import_memories_cmd(ctx, path, as_json):
     equal or higher version, so importing a file twice changes nothing.
     """
     from dataclasses import asdict
-    from pathlib import Path
 
+    from skillstream.settings import local_path
     from skillstream.storage.transfer import import_memories
 
     settings = settings_from(ctx)
-    if "://" not in settings.storage.home:
-        Path(settings.storage.home).mkdir(parents=True, exist_ok=True)
+    if not settings.storage.remote:
+        local_path(settings.storage.home).mkdir(parents=True, exist_ok=True)
     done = import_memories(settings, path)
     if as_json:
         click.echo(dumps(asdict(done)))

@@ -14,7 +14,7 @@ UPDATE, its target) when
 A refinement, which keeps every content word of the old text ("is a nurse" -> "is a nurse at
 St. Mary's"), is never a contradiction.
 
-Reported speech ("Maria said ...") is never taken as a contradiction. These are text rules: an LLM
+Reported speech ("Maria said ...") is never taken as a contradiction. These are text params: an LLM
 executor usually settles changes itself with UPDATE and DELETE operations; the rules catch what
 reaches the store unsettled, and an UPDATE that replaces a slot's value is recorded the same way, so
 the old value keeps its validity period instead of being overwritten.
@@ -23,7 +23,7 @@ Automatic resolution (``resolve``), in this order:
 
 1. the newer memory (later ``valid_from``) that was also confirmed more recently (created or
    reinforced later) wins;
-2. otherwise the one more than ``contradiction_gap`` (0.3) more confident wins;
+2. otherwise the one more than ``contradiction_confidence_gap`` (0.3) more confident wins;
 3. otherwise it stays ``unresolved`` and both memories stay live.
 
 A fourth resolution, ``merge``, is a person's (``skillstream contradictions --resolve ID --as merge
@@ -181,7 +181,7 @@ def confirmed_at(m: Memory) -> datetime | None:
     return latest(m.valid_from, m.created_at, m.last_reinforced_at)
 
 
-def resolve(a: Memory, b: Memory, rules: LifecycleParams) -> tuple[str, str | None]:
+def resolve(a: Memory, b: Memory, params: LifecycleParams) -> tuple[str, str | None]:
     """Settle ``a`` (existing) vs ``b`` (new): ``(resolution, rule)`` (see the module docstring)."""
     fa, fb = a.valid_from or a.created_at, b.valid_from or b.created_at
     ca, cb = confirmed_at(a), confirmed_at(b)
@@ -191,9 +191,9 @@ def resolve(a: Memory, b: Memory, rules: LifecycleParams) -> tuple[str, str | No
         if fa > fb and ca > cb:
             return KEEP_A, "newer"
     gap = round(a.confidence - b.confidence, 6)
-    if gap > rules.contradiction_gap:
+    if gap > params.contradiction_confidence_gap:
         return KEEP_A, "confidence"
-    if -gap > rules.contradiction_gap:
+    if -gap > params.contradiction_confidence_gap:
         return KEEP_B, "confidence"
     return UNRESOLVED, None
 
@@ -251,14 +251,14 @@ def settle(
     b: Memory,
     description: str,
     at: datetime,
-    rules: LifecycleParams,
+    params: LifecycleParams,
 ) -> str:
     """Record the contradiction between ``a`` and ``b`` detected at ``at`` and apply its resolution.
 
     Returns:
         The resolution (``keep-a``, ``keep-b`` or ``unresolved``).
     """
-    resolution, rule = resolve(a, b, rules)
+    resolution, rule = resolve(a, b, params)
     if resolution == KEEP_B:
         invalidate(log, a, b, rule or "", at)
     elif resolution == KEEP_A:
@@ -280,12 +280,13 @@ def settle(
     return resolution
 
 
-def escalate(log: ChangeLog, state: OwnerMemories, at: datetime, rules: LifecycleParams) -> int:
+def escalate(log: ChangeLog, state: OwnerMemories, at: datetime, params: LifecycleParams) -> int:
     """Escalate the owner's unresolved contradictions that fell due by ``at``; returns how many.
 
     A contradiction one of whose memories is no longer live is dropped from the open ones (it was
     settled, or will be by ``skillstream maintain``). Each escalation is an ``escalated`` event on
-    both memories at ``detected_at + escalate_after``; the memories themselves do not change.
+    both memories at ``detected_at + contradiction_escalate_after``; the memories themselves do not
+    change.
     """
     n = 0
     for cid, (a_id, b_id, detected) in sorted(state.open_contradictions.items()):
@@ -294,7 +295,7 @@ def escalate(log: ChangeLog, state: OwnerMemories, at: datetime, rules: Lifecycl
         if a is None or b is None or a.status not in live or b.status not in live:
             del state.open_contradictions[cid]
             continue
-        due = detected + rules.escalate_after
+        due = detected + params.contradiction_escalate_after
         if cid in state.escalated or due > at:
             continue
         why = f"contradiction {cid} unresolved since {detected:%Y-%m-%d}: needs a person"

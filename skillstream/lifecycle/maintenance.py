@@ -1,6 +1,6 @@
 """Maintenance of one owner's memories at an event time: expiry, decay, capacity, summaries.
 
-``maintain_owner(state, at, rules)`` is pure apart from mutating ``state``: given the same memories
+``maintain_owner(state, at, params)`` is pure apart from mutating ``state``: given the same memories
 and the same time it makes the same changes with the same event ids. The flow calls it on
 maintenance ticks (``flows/maintenance.py``: per owner, on fixed event-time boundaries, before the
 first span past each boundary); ``skillstream maintain [--now TIME]`` calls it for every owner.
@@ -62,7 +62,7 @@ class MaintenanceTick:
     span_id: str | None = None
 
 
-def steps_due(m: Memory, at: datetime, rules: LifecycleParams) -> int:
+def steps_due(m: Memory, at: datetime, params: LifecycleParams) -> int:
     """Decay steps that have fallen due for ``m`` by ``at`` since its last touch.
 
     ``idle`` rule: step k falls due once the memory has been unused for ``decay_after`` plus
@@ -71,33 +71,33 @@ def steps_due(m: Memory, at: datetime, rules: LifecycleParams) -> int:
     below ``decay_below``.
     """
     touch = touched_at(m)
-    if touch is None or rules.decay_step <= 0:
+    if touch is None or params.decay_step <= 0:
         return 0
-    idle = at - touch - rules.decay_after
-    if rules.decay_rule == "seed":
-        if m.confidence >= rules.decay_below or idle.total_seconds() <= 0:
+    idle = at - touch - params.decay_after
+    if params.decay_rule == "seed":
+        if m.confidence >= params.decay_below or idle.total_seconds() <= 0:
             return 0
-        return math.ceil(idle / rules.decay_period)
+        return math.ceil(idle / params.decay_period)
     if idle.total_seconds() < 0:
         return 0
-    return 1 + math.floor(idle / rules.decay_period)
+    return 1 + math.floor(idle / params.decay_period)
 
 
-def _step_time(m: Memory, k: int, rules: LifecycleParams) -> datetime:
+def _step_time(m: Memory, k: int, params: LifecycleParams) -> datetime:
     touch = touched_at(m)
     assert touch is not None
-    return touch + rules.decay_after + rules.decay_period * (k - 1)
+    return touch + params.decay_after + params.decay_period * (k - 1)
 
 
-def archive_time(m: Memory, rules: LifecycleParams) -> datetime | None:
+def archive_time(m: Memory, params: LifecycleParams) -> datetime | None:
     """When ``m`` is archived for idleness (``None``: never, or not a memory that idles)."""
     touch = touched_at(m)
-    if rules.archive_after is None or touch is None or m.kind == MemoryKind.TOPIC:
+    if params.archive_after is None or touch is None or m.kind == MemoryKind.TOPIC:
         return None
-    return touch + rules.archive_after
+    return touch + params.archive_after
 
 
-def expire_or_decay(log: ChangeLog, m: Memory, at: datetime, rules: LifecycleParams) -> None:
+def expire_or_decay(log: ChangeLog, m: Memory, at: datetime, params: LifecycleParams) -> None:
     """Steps 2 to 4 of the module docstring for one memory, in event-time order.
 
     Decay is applied up to the first of the expiry time and the archive time, then the earlier of
@@ -106,7 +106,7 @@ def expire_or_decay(log: ChangeLog, m: Memory, at: datetime, rules: LifecyclePar
     """
     expires = m.expires_at
     expiring = expires is not None and expires <= at
-    archives = archive_time(m, rules) if m.status in LIVE else None
+    archives = archive_time(m, params) if m.status in LIVE else None
     archiving = archives is not None and archives <= at and (not expiring or archives < expires)  # type: ignore[operator]
     if m.status in LIVE and m.kind != MemoryKind.TOPIC:
         until = min(
@@ -114,7 +114,7 @@ def expire_or_decay(log: ChangeLog, m: Memory, at: datetime, rules: LifecyclePar
             for t in (at, expires if expiring else None, archives if archiving else None)
             if t is not None
         )
-        _decay(log, m, until, rules)
+        _decay(log, m, until, params)
     if archiving and m.status in LIVE:
         assert archives is not None
         log.transition(
@@ -134,10 +134,10 @@ def expire_or_decay(log: ChangeLog, m: Memory, at: datetime, rules: LifecyclePar
             expires,
             valid_to=valid_to,
         )
-    if m.status == MemoryStatus.ARCHIVED and rules.expire_archived_after is not None:
+    if m.status == MemoryStatus.ARCHIVED and params.expire_archived_after is not None:
         since = m.updated_at
-        if since is not None and since + rules.expire_archived_after <= at:
-            when = since + rules.expire_archived_after
+        if since is not None and since + params.expire_archived_after <= at:
+            when = since + params.expire_archived_after
             log.transition(
                 m,
                 MemoryStatus.EXPIRED,
@@ -148,15 +148,15 @@ def expire_or_decay(log: ChangeLog, m: Memory, at: datetime, rules: LifecyclePar
             )
 
 
-def _decay(log: ChangeLog, m: Memory, at: datetime, rules: LifecycleParams) -> None:
-    due = steps_due(m, at, rules)
+def _decay(log: ChangeLog, m: Memory, at: datetime, params: LifecycleParams) -> None:
+    due = steps_due(m, at, params)
     if due <= m.decay_steps:
         return
-    left = round(m.confidence - rules.decay_step * (due - m.decay_steps), 6)
+    left = round(m.confidence - params.decay_step * (due - m.decay_steps), 6)
     touch = touched_at(m)
     if left <= 0:
-        k0 = m.decay_steps + max(1, math.ceil(round(m.confidence / rules.decay_step, 6)))
-        when = _step_time(m, k0, rules)
+        k0 = m.decay_steps + max(1, math.ceil(round(m.confidence / params.decay_step, 6)))
+        when = _step_time(m, k0, params)
         log.transition(
             m,
             MemoryStatus.EXPIRED,
@@ -168,7 +168,7 @@ def _decay(log: ChangeLog, m: Memory, at: datetime, rules: LifecycleParams) -> N
             valid_to=when if m.valid_to is None else m.valid_to,
         )
         return
-    when = _step_time(m, due, rules)
+    when = _step_time(m, due, params)
     old = m.copy()
     lost = round(m.confidence - left, 6)
     m.confidence = left
@@ -184,7 +184,7 @@ def enforce_capacity(
     log: ChangeLog,
     state: OwnerMemories,
     at: datetime,
-    rules: LifecycleParams,
+    params: LifecycleParams,
     *,
     live: list[Memory] | None = None,
 ) -> int:
@@ -200,7 +200,7 @@ def enforce_capacity(
     for m in live:
         by_type.setdefault(m.memory_type, []).append(m)
     for mtype in sorted(by_type):
-        cap = rules.capacity(mtype)
+        cap = params.capacity(mtype)
         for m in over_capacity(by_type[mtype], cap):
             log.transition(
                 m,
@@ -213,11 +213,11 @@ def enforce_capacity(
     by_scope: dict[tuple[str, str], list[Memory]] = {}
     for m in live:
         if m.status in LIVE:
-            policy = rules.policies.for_agent(m.agent_id)
+            policy = params.policy_set.for_agent(m.agent_id)
             if policy.max_items:
                 by_scope.setdefault((policy.agent, m.scope), []).append(m)
     for agent, scope in sorted(by_scope):
-        cap = rules.policies.for_agent(None if agent == "*" else agent).max_items_for(scope)
+        cap = params.policy_set.for_agent(None if agent == "*" else agent).max_items_for(scope)
         for m in over_capacity(by_scope[(agent, scope)], cap):
             log.transition(
                 m,
@@ -230,7 +230,7 @@ def enforce_capacity(
     return archived
 
 
-def next_change(m: Memory, rules: LifecycleParams) -> datetime | None:
+def next_change(m: Memory, params: LifecycleParams) -> datetime | None:
     """The earliest event time at which :func:`expire_or_decay` may change ``m`` (``None``: never,
     unless ``m`` changes first). Never later than the real time: maintenance that looks at a memory
     a little early finds nothing to do and looks again at the next tick."""
@@ -239,16 +239,16 @@ def next_change(m: Memory, rules: LifecycleParams) -> datetime | None:
     if (live or m.status == MemoryStatus.ARCHIVED) and m.expires_at is not None:
         times.append(m.expires_at)
     if live:
-        archives = archive_time(m, rules)
+        archives = archive_time(m, params)
         if archives is not None:
             times.append(archives)
         touch = touched_at(m)
-        if m.kind != MemoryKind.TOPIC and touch is not None and rules.decay_step > 0:
-            if rules.decay_rule != "seed" or m.confidence < rules.decay_below:
-                times.append(touch + rules.decay_after + rules.decay_period * m.decay_steps)
-    if m.status == MemoryStatus.ARCHIVED and rules.expire_archived_after is not None:
+        if m.kind != MemoryKind.TOPIC and touch is not None and params.decay_step > 0:
+            if params.decay_rule != "seed" or m.confidence < params.decay_below:
+                times.append(touch + params.decay_after + params.decay_period * m.decay_steps)
+    if m.status == MemoryStatus.ARCHIVED and params.expire_archived_after is not None:
         if m.updated_at is not None:
-            times.append(m.updated_at + rules.expire_archived_after)
+            times.append(m.updated_at + params.expire_archived_after)
     return min(times) if times else None
 
 
@@ -264,9 +264,9 @@ class Upkeep:
     of a memory goes through.
     """
 
-    def __init__(self, state: OwnerMemories, rules: LifecycleParams) -> None:
+    def __init__(self, state: OwnerMemories, params: LifecycleParams) -> None:
         self.index = state.index
-        self.rules = rules
+        self.params = params
         self._heap: list[tuple[datetime, str]] = []
         self._when: dict[str, datetime] = {}
         self.members: dict[str, dict[str, None]] = {}
@@ -278,11 +278,12 @@ class Upkeep:
         self.note(state.items.values())  # everything, once
 
     @classmethod
-    def of(cls, state: OwnerMemories, rules: LifecycleParams) -> Upkeep:
-        """The state's upkeep, made afresh when its index or the rules are not the ones it knew."""
-        got = state.derived("upkeep", lambda: cls(state, rules))
-        if got.index is not state.index or (got.rules is not rules and got.rules != rules):
-            got = state.keep("upkeep", cls(state, rules))
+    def of(cls, state: OwnerMemories, params: LifecycleParams) -> Upkeep:
+        """The state's upkeep, made afresh when its index or the parameters are not the ones it
+        knew."""
+        got = state.derived("upkeep", lambda: cls(state, params))
+        if got.index is not state.index or (got.params is not params and got.params != params):
+            got = state.keep("upkeep", cls(state, params))
         got.catch_up(state)
         return got
 
@@ -293,7 +294,7 @@ class Upkeep:
     def note(self, memories: Iterable[Memory]) -> None:
         """Learn what ``memories`` are now: when they next fall due, and their sessions."""
         for m in memories:
-            t = next_change(m, self.rules)
+            t = next_change(m, self.params)
             if t is None:
                 self._when.pop(m.id, None)
             elif self._when.get(m.id) != t:
@@ -369,22 +370,23 @@ class Upkeep:
 
 
 def enforce_capacity_of(
-    log: ChangeLog, state: OwnerMemories, at: datetime, rules: LifecycleParams
+    log: ChangeLog, state: OwnerMemories, at: datetime, params: LifecycleParams
 ) -> None:
     """:func:`enforce_capacity` without looking at every live memory: the index counts the live
     memories of each type, and ``Upkeep`` keeps them in eviction order, so a type over its capacity
     costs the memories it archives (every live memory is looked at when a policy caps a scope).
     The index must know every change made so far."""
-    if any(p.max_items for _, p in rules.policies.policies) or rules.policies.default.max_items:
-        enforce_capacity(log, state, at, rules)
+    policies = params.policy_set
+    if any(p.max_items for _, p in policies.policies) or policies.default.max_items:
+        enforce_capacity(log, state, at, params)
         return
     counts = state.index.live_by_type
-    over = [t for t in sorted(counts) if len(counts[t]) > (rules.capacity(t) or 1 << 62)]
+    over = [t for t in sorted(counts) if len(counts[t]) > (params.capacity(t) or 1 << 62)]
     if not over:
         return
-    upkeep = Upkeep.of(state, rules)
+    upkeep = Upkeep.of(state, params)
     for mtype in over:
-        cap = rules.capacity(mtype)
+        cap = params.capacity(mtype)
         for m in upkeep.over_capacity(state, mtype, cap):
             log.transition(
                 m,
@@ -398,7 +400,7 @@ def enforce_capacity_of(
 def maintain_owner(
     state: OwnerMemories,
     at: datetime,
-    rules: LifecycleParams,
+    params: LifecycleParams,
     *,
     embed: Embed | None = None,
     close_sessions: bool = False,
@@ -413,13 +415,13 @@ def maintain_owner(
     (nothing during maintenance or extraction reads them), not now.
     """
     log = ChangeLog(state.owner_id, "maintenance", None, actor, recorded_at or datetime.now(UTC))
-    upkeep = Upkeep.of(state, rules)
-    if rules.summaries:  # first, so a summary of an old session ages like its session did
+    upkeep = Upkeep.of(state, params)
+    if params.session_summaries:  # first, so a summary of an old session ages like its session did
         summarize(
             log,
             state,
             at,
-            rules,
+            params,
             embed,
             close_all=close_sessions,
             token_count=token_count,
@@ -430,16 +432,16 @@ def maintain_owner(
         upkeep.note(log.changed.values())  # a summary of an old session may fall due at once
     due = upkeep.due(state, at)
     for m in due:
-        expire_or_decay(log, m, at, rules)
+        expire_or_decay(log, m, at, params)
     upkeep.note(due)
     for m in log.changed.values():  # the index follows, for the capacity and the reorganizer
         state.touch(m)
-    enforce_capacity_of(log, state, at, rules)
-    escalate(log, state, at, rules)
-    if rules.reorganize:
+    enforce_capacity_of(log, state, at, params)
+    escalate(log, state, at, params)
+    if params.reorganize:
         for m in log.changed.values():
             state.touch(m)
-        reorganize(log, state, at, rules, embed, later)
+        reorganize(log, state, at, params, embed, later)
     if not log.events:
         return None
     return MaintenanceResult(
@@ -457,12 +459,12 @@ class Maintenance:
 
     def __init__(
         self,
-        rules: LifecycleParams,
+        params: LifecycleParams,
         embed: Embed | None = None,
         token_count: Callable[[str], int] | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
-        self.rules = rules
+        self.params = params
         self.embed = embed
         self.token_count = token_count
         self.clock = clock
@@ -473,7 +475,7 @@ class Maintenance:
         return maintain_owner(
             state,
             tick.at,
-            self.rules,
+            self.params,
             embed=self.embed,
             close_sessions=tick.close_sessions,
             recorded_at=self.clock(),

@@ -1,72 +1,58 @@
-"""The lifecycle's knobs in one frozen object, read from the ``lifecycle`` settings once."""
+"""The lifecycle parameters: the ``lifecycle`` settings group, parsed once.
+
+Every knob is declared once, as a field of :class:`~skillstream.settings.LifecycleSettings` (its
+key, default, range and description). :class:`LifecycleParams` *is* that group (a subclass, so each
+field is read under its own name, ``params.merge_threshold``) plus what is derived from it when it
+is built: durations as ``timedelta`` (``decay_after`` from ``decay_after_s``; ``None`` where 0
+means never), the parsed policies, the capacity of each memory type, the full ranking weights, and
+the session gap of the ``spans`` group. Build it with :meth:`LifecycleParams.of`; nothing else
+declares a lifecycle default.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import ClassVar
+
+from pydantic import PrivateAttr
 
 from skillstream.errors import ConfigError
 from skillstream.lifecycle.policy import PolicySet
 from skillstream.lifecycle.types import capacities
-from skillstream.settings import LifecycleSettings
+from skillstream.settings import DEFAULT_RANK_WEIGHTS, LifecycleSettings, Settings, SpanSettings
 
 CONFIDENCE_CAP = 0.95
 """No memory is ever more confident than this: leave room for doubt."""
 REINFORCE_STEP = 0.05
 """Confidence gained each time a memory is restated or confirmed."""
-DEFAULT_WEIGHTS = {"relevance": 0.6, "confidence": 0.2, "recency": 0.1, "reinforcement": 0.1}
+DEFAULT_WEIGHTS = DEFAULT_RANK_WEIGHTS
 
 
-@dataclass(frozen=True)
-class LifecycleParams:
-    """Every rule of the lifecycle (see ``LifecycleSettings`` for the meaning and the defaults)."""
+class LifecycleParams(LifecycleSettings):
+    """The ``lifecycle`` settings with the values derived from them (see the module docstring).
 
-    capacities: tuple[tuple[str, int], ...] = field(default_factory=capacities)
-    merge_threshold: float = 0.92
-    reinforce_step: float = REINFORCE_STEP
-    confidence_cap: float = CONFIDENCE_CAP
-    contradiction_gap: float = 0.3
-    escalate_after: timedelta = timedelta(days=7)
-    decay_after: timedelta = timedelta(days=90)
-    decay_period: timedelta = timedelta(days=30)
-    decay_step: float = 0.1
-    maintenance_interval: timedelta | None = timedelta(days=1)
-    lesson_confidence: float = 0.6
-    summaries: bool = True
-    idle_gap: timedelta = timedelta(minutes=30)
-    policies: PolicySet = field(default_factory=PolicySet)
-    default_scope: str = "private"
-    default_confidence: float = 0.7
-    rank_weights: tuple[tuple[str, float], ...] = tuple(DEFAULT_WEIGHTS.items())
-    recency_half_life: timedelta = timedelta(days=30)
-    decay_rule: str = "seed"
-    """``seed``: decay only memories unused for ``decay_after`` and below ``decay_below``;
-    ``idle``: decay every memory unused for ``decay_after``."""
-    decay_below: float = 0.3
-    rank_rule: str = "product"
-    """``product`` (relevance x confidence x recency x reinforcement) or ``weighted``."""
-    archive_after: timedelta | None = None
-    """Idle time after which a live memory is archived (``None``: never)."""
-    expire_archived_after: timedelta | None = None
-    """Time in the archive after which a memory expires (``None``: never)."""
-    reorganize: bool = True
-    reorganize_threshold: float = 0.6
-    reorganize_min_members: int = 3
+    The fields, their meaning and their defaults are ``LifecycleSettings``'s; the properties below
+    are derived from them in :meth:`of` and never set on their own.
+    """
 
-    def capacity(self, memory_type: str) -> int | None:
-        """Most live memories of one owner of this type (``None``: no limit)."""
-        for name, cap in self.capacities:
-            if name == memory_type:
-                return cap or None
-        return None
+    confidence_cap: ClassVar[float] = CONFIDENCE_CAP
+    reinforce_step: ClassVar[float] = REINFORCE_STEP
 
-    @property
-    def weights(self) -> dict[str, float]:
-        return dict(self.rank_weights)
+    _idle_gap: timedelta = PrivateAttr()
+    _policy_set: PolicySet = PrivateAttr()
+    _capacities: tuple[tuple[str, int], ...] = PrivateAttr()
+    _weights: tuple[tuple[str, float], ...] = PrivateAttr()
+    _escalate_after: timedelta = PrivateAttr()
+    _decay_after: timedelta = PrivateAttr()
+    _decay_period: timedelta = PrivateAttr()
+    _recency_half_life: timedelta = PrivateAttr()
+    _maintenance_interval: timedelta | None = PrivateAttr()
+    _archive_after: timedelta | None = PrivateAttr()
+    _expire_archived_after: timedelta | None = PrivateAttr()
 
     @classmethod
-    def from_settings(cls, lifecycle: LifecycleSettings, idle_gap: timedelta) -> LifecycleParams:
-        """Read the ``lifecycle`` settings group (its numbers were range-checked when read).
+    def of(cls, lifecycle: LifecycleSettings, idle_gap: timedelta) -> LifecycleParams:
+        """The parameters of the ``lifecycle`` group (its numbers were range-checked when read).
 
         Args:
             lifecycle: The ``lifecycle`` group.
@@ -75,35 +61,109 @@ class LifecycleParams:
         Raises:
             ConfigError: for a bad capacity, policy or weight.
         """
-        interval = lifecycle.maintenance_interval_s
+        params = cls.model_validate(lifecycle.keys())
         policies = PolicySet.from_config(lifecycle.policies)
         _check_default_scope_writable(policies, lifecycle.default_scope)
-        return cls(
-            capacities=capacities(lifecycle.memory_capacities),
-            merge_threshold=float(lifecycle.merge_threshold),
-            contradiction_gap=float(lifecycle.contradiction_confidence_gap),
-            escalate_after=timedelta(seconds=lifecycle.contradiction_escalate_after_s),
-            decay_after=timedelta(seconds=lifecycle.decay_after_s),
-            decay_period=timedelta(seconds=lifecycle.decay_period_s),
-            decay_step=float(lifecycle.decay_step),
-            maintenance_interval=timedelta(seconds=interval) if interval > 0 else None,
-            lesson_confidence=float(lifecycle.lesson_confidence),
-            summaries=bool(lifecycle.session_summaries),
-            idle_gap=idle_gap,
-            policies=policies,
-            default_scope=lifecycle.default_scope,
-            default_confidence=float(lifecycle.default_confidence),
-            rank_weights=rank_weights(lifecycle.rank_weights),
-            recency_half_life=timedelta(seconds=lifecycle.recency_half_life_s),
-            decay_rule=lifecycle.decay_rule,
-            decay_below=float(lifecycle.decay_below),
-            rank_rule=lifecycle.rank_rule,
-            archive_after=_seconds(lifecycle.archive_after_s),
-            expire_archived_after=_seconds(lifecycle.expire_archived_after_s),
-            reorganize=bool(lifecycle.reorganize),
-            reorganize_threshold=float(lifecycle.reorganize_threshold),
-            reorganize_min_members=int(lifecycle.reorganize_min_members),
-        )
+        params._idle_gap = idle_gap
+        params._policy_set = policies
+        params._capacities = capacities(lifecycle.memory_capacities)
+        params._weights = rank_weights(lifecycle.rank_weights)
+        params._escalate_after = timedelta(seconds=lifecycle.contradiction_escalate_after_s)
+        params._decay_after = timedelta(seconds=lifecycle.decay_after_s)
+        params._decay_period = timedelta(seconds=lifecycle.decay_period_s)
+        params._recency_half_life = timedelta(seconds=lifecycle.recency_half_life_s)
+        params._maintenance_interval = _seconds(lifecycle.maintenance_interval_s)
+        params._archive_after = _seconds(lifecycle.archive_after_s)
+        params._expire_archived_after = _seconds(lifecycle.expire_archived_after_s)
+        return params
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> LifecycleParams:
+        """The parameters of ``settings`` (its ``lifecycle`` group and the ``spans`` idle gap).
+
+        Raises:
+            ConfigError: for a bad capacity, policy or weight.
+        """
+        return cls.of(settings.lifecycle, settings.spans.idle_gap)
+
+    @classmethod
+    def defaults(cls) -> LifecycleParams:
+        """The parameters of the default settings (every value from its declaration)."""
+        return cls.of(LifecycleSettings(), SpanSettings().idle_gap)
+
+    def with_keys(self, **keys: object) -> LifecycleParams:
+        """A copy with lifecycle ``keys`` changed, parsed again (the session gap is kept).
+
+        Raises:
+            ConfigError: an unknown key or a bad value.
+        """
+        values = self.keys()
+        values.update(keys)
+        settings = Settings.from_keys(**values)
+        return LifecycleParams.of(settings.lifecycle, self.idle_gap)
+
+    # ------------------------------------------------------------------ derived values
+    @property
+    def idle_gap(self) -> timedelta:
+        """The gap that closes a session (``idle_gap_s`` of the ``spans`` group)."""
+        return self._idle_gap
+
+    @property
+    def policy_set(self) -> PolicySet:
+        """The ``policies`` setting, parsed (every policy may write its new memories' scope)."""
+        return self._policy_set
+
+    @property
+    def capacities(self) -> tuple[tuple[str, int], ...]:
+        """Capacity per memory type: the defaults with ``memory_capacities`` over them."""
+        return self._capacities
+
+    @property
+    def weights(self) -> dict[str, float]:
+        """The ranking weights: the defaults with ``rank_weights`` over them."""
+        return dict(self._weights)
+
+    @property
+    def contradiction_escalate_after(self) -> timedelta:
+        """``contradiction_escalate_after_s`` as a duration."""
+        return self._escalate_after
+
+    @property
+    def decay_after(self) -> timedelta:
+        """``decay_after_s`` as a duration."""
+        return self._decay_after
+
+    @property
+    def decay_period(self) -> timedelta:
+        """``decay_period_s`` as a duration."""
+        return self._decay_period
+
+    @property
+    def recency_half_life(self) -> timedelta:
+        """``recency_half_life_s`` as a duration."""
+        return self._recency_half_life
+
+    @property
+    def maintenance_interval(self) -> timedelta | None:
+        """``maintenance_interval_s`` as a duration (``None``: in-flow maintenance is off)."""
+        return self._maintenance_interval
+
+    @property
+    def archive_after(self) -> timedelta | None:
+        """``archive_after_s`` as a duration (``None``: never archived for idleness)."""
+        return self._archive_after
+
+    @property
+    def expire_archived_after(self) -> timedelta | None:
+        """``expire_archived_after_s`` as a duration (``None``: archived memories never expire)."""
+        return self._expire_archived_after
+
+    def capacity(self, memory_type: str) -> int | None:
+        """Most live memories of one owner of this type (``None``: no limit)."""
+        for name, cap in self._capacities:
+            if name == memory_type:
+                return cap or None
+        return None
 
 
 def _check_default_scope_writable(policies: PolicySet, default_scope: str) -> None:

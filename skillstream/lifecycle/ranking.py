@@ -36,7 +36,7 @@ from skillstream.lifecycle.params import LifecycleParams
 _LOG11 = math.log(11.0)
 
 
-def recency(hit: dict[str, Any], now: datetime | None, rules: LifecycleParams) -> float:
+def recency(hit: dict[str, Any], now: datetime | None, params: LifecycleParams) -> float:
     """``0.5 ** (age / half-life)``; 1 for a memory confirmed at or after ``now``."""
     t = latest(
         *(hit.get(c) for c in ("valid_from", "created_at", "updated_at", "last_reinforced_at"))
@@ -46,7 +46,7 @@ def recency(hit: dict[str, Any], now: datetime | None, rules: LifecycleParams) -
     age = (now - t).total_seconds()
     if age <= 0:
         return 1.0
-    return 0.5 ** (age / rules.recency_half_life.total_seconds())
+    return 0.5 ** (age / params.recency_half_life.total_seconds())
 
 
 def reinforcement_score(count: int | None) -> float:
@@ -54,25 +54,25 @@ def reinforcement_score(count: int | None) -> float:
 
 
 def rank(
-    hits: list[dict[str, Any]], now: datetime | None, rules: LifecycleParams, k: int
+    hits: list[dict[str, Any]], now: datetime | None, params: LifecycleParams, k: int
 ) -> list[dict[str, Any]]:
     """Score ``hits`` (each with the store's ``score`` as relevance) and return the best ``k``.
 
     Each returned hit keeps its relevance as ``relevance``, gets its combined ``score`` and the
     ``recency`` used; ties are broken by id.
     """
-    w = rules.weights
+    w = params.weights
     best = max((float(h.get("score") or 0.0) for h in hits), default=0.0)
     out = []
     for h in hits:
         rel = float(h.get("score") or 0.0)
         r = dict(h)
         r["relevance"] = rel
-        r["recency"] = round(recency(h, now, rules), 6)
+        r["recency"] = round(recency(h, now, params), 6)
         relative = rel / best if best > 0 else 0.0
         confidence = float(h.get("confidence") or 0.0)
         reinforced = reinforcement_score(h.get("reinforcement"))
-        if rules.rank_rule == "weighted":
+        if params.rank_rule == "weighted":
             score = (
                 w["relevance"] * relative
                 + w["confidence"] * confidence

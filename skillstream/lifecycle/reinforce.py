@@ -31,16 +31,16 @@ CONSOLIDATED_INTO = "consolidated_into"
 """The ``memory_relations`` relation from a merged memory to the version that replaced it."""
 
 
-def clamp_confidence(value: float, rules: LifecycleParams) -> float:
+def clamp_confidence(value: float, params: LifecycleParams) -> float:
     """A confidence within ``[0, cap]``, rounded to 6 digits."""
-    return round(min(rules.confidence_cap, max(0.0, float(value))), 6)
+    return round(min(params.confidence_cap, max(0.0, float(value))), 6)
 
 
 def reinforce(
     log: ChangeLog,
     m: Memory,
     at: datetime,
-    rules: LifecycleParams,
+    params: LifecycleParams,
     reason: str,
     *,
     expiry: timedelta | None = None,
@@ -49,7 +49,7 @@ def reinforce(
     """Reinforce ``m`` at event time ``at`` and log a ``reinforced`` event."""
     old = m.copy()
     m.reinforcement += 1
-    m.confidence = clamp_confidence(m.confidence + rules.reinforce_step, rules)
+    m.confidence = clamp_confidence(m.confidence + params.reinforce_step, params)
     m.last_reinforced_at = latest(m.last_reinforced_at, at)
     m.decay_steps = 0
     m.updated_at = at
@@ -121,7 +121,7 @@ def consolidate(
     into: Memory,
     similarity: float,
     at: datetime,
-    rules: LifecycleParams,
+    params: LifecycleParams,
     *,
     expiry: timedelta | None = None,
 ) -> Memory:
@@ -140,7 +140,7 @@ def consolidate(
         [into, dup],
         keep,
         at,
-        rules,
+        params,
         reason=f"cosine {similarity:.3f}",
         weight=similarity,
         expiry=expiry,
@@ -152,7 +152,7 @@ def merge_versions(
     olds: Sequence[Memory],
     keep: Memory,
     at: datetime,
-    rules: LifecycleParams,
+    params: LifecycleParams,
     *,
     text: str | None = None,
     reason: str,
@@ -181,7 +181,9 @@ def merge_versions(
         key=next((m.key for m in olds if m.key), None),
         subject=keep.subject or first.subject,
         tags=sorted({t for m in olds for t in m.tags}),
-        confidence=clamp_confidence(max(m.confidence for m in olds) + rules.reinforce_step, rules),
+        confidence=clamp_confidence(
+            max(m.confidence for m in olds) + params.reinforce_step, params
+        ),
         status=(
             MemoryStatus.ACTIVATED
             if any(m.status == MemoryStatus.ACTIVATED for m in olds)

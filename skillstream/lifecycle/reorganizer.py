@@ -202,7 +202,7 @@ def reorganize(
     log: ChangeLog,
     state: OwnerMemories,
     at: datetime,
-    rules: LifecycleParams,
+    params: LifecycleParams,
     embed: Embed | None = None,
     later: LaterVectors | None = None,
 ) -> int:
@@ -211,13 +211,13 @@ def reorganize(
     Nodes get the vectors of their texts (``embed``, or when the caller settles ``later``); with
     neither, a node's vector is its cluster's centre.
     """
-    threshold = rules.reorganize_threshold
+    threshold = params.reorganize_threshold
     kept = state.derived("reorganizer", lambda: Kept(threshold))
     if kept.clusters.threshold != threshold:
         kept = state.keep("reorganizer", Kept(threshold))
     kept.start_tick()
     found = kept.clusters.run(candidates(state, at))
-    groups = [g for g in found if len(g) >= rules.reorganize_min_members]
+    groups = [g for g in found if len(g) >= params.reorganize_min_members]
     built = [kept.node(state.owner_id, g) for g in groups]
     kept.end_tick()
     todo: list[tuple[Memory, list[tuple[Memory, float]], np.ndarray, Memory | None]] = []
@@ -265,7 +265,7 @@ def reorganize(
         members = ", ".join(m.id for m, _ in ranked)
         if current is None:
             node.vector = vector  # type: ignore[assignment]
-            node.confidence = min(node.confidence, rules.confidence_cap)
+            node.confidence = min(node.confidence, params.confidence_cap)
             state.put(node)
             log.log(node, LifecycleEvent.CREATED, f"topic of {len(ranked)}: {members}", at)
             target = node

@@ -193,7 +193,7 @@ def summarize(
     log: ChangeLog,
     state: OwnerMemories,
     at: datetime,
-    rules: LifecycleParams,
+    params: LifecycleParams,
     embed: Embed | None,
     *,
     close_all: bool = False,
@@ -209,7 +209,7 @@ def summarize(
     """
     todo: list[tuple[Memory, SessionSummaryRow, Memory | None]] = []
     for session_id, items in sorted(sessions(state, only).items()):
-        if not close_all and items[-1].created_at + rules.idle_gap > at:  # type: ignore[operator]
+        if not close_all and items[-1].created_at + params.idle_gap > at:  # type: ignore[operator]
             continue
         current = state.get(summary_id(state.owner_id, session_id))
         last = items[-1].created_at
@@ -231,7 +231,7 @@ def summarize(
         if vectors is not None:
             memory.vector = vectors[i]  # type: ignore[assignment]
         if current is None:
-            memory.confidence = rules.default_confidence
+            memory.confidence = params.default_confidence
             state.put(memory)
             log.log(
                 memory,

@@ -23,15 +23,10 @@ from datetime import datetime
 from skillstream.errors import ConfigError
 from skillstream.lifecycle.clock import latest
 from skillstream.model import Memory
+from skillstream.settings import DEFAULT_CAPACITIES
 from skillstream.vocab import MemoryKind, MemoryType
 
 MEMORY_TYPES: tuple[MemoryType, ...] = tuple(MemoryType)
-DEFAULT_CAPACITIES: dict[str, int] = {
-    MemoryType.WORKING: 20,
-    MemoryType.LONG_TERM: 1500,
-    MemoryType.USER: 480,
-    MemoryType.SKILL: 500,
-}
 USER_KINDS = frozenset({MemoryKind.PREFERENCE, MemoryKind.OPINION})
 SKILL_KINDS = frozenset({MemoryKind.SKILL, MemoryKind.TASK_SKILL})
 

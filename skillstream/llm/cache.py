@@ -25,7 +25,7 @@ from typing import Protocol, Self
 
 from skillstream.errors import ConfigError, TransientError
 from skillstream.redact import redact_answer
-from skillstream.settings import DEFAULT_HOME, LLMSettings
+from skillstream.settings import DEFAULT_HOME, LLMSettings, is_remote, local_path
 
 CACHE_FILE = "llm-cache.sqlite"
 
@@ -207,11 +207,7 @@ class SqliteCache:
 
 def cache_path(home: str) -> Path:
     """``<home>/llm-cache.sqlite``; for a remote home (``s3://...``), in the local default home."""
-    if home.startswith("file://"):
-        home = home[len("file://") :]
-    elif "://" in home:
-        home = DEFAULT_HOME
-    return Path(home) / CACHE_FILE
+    return (Path(DEFAULT_HOME) if is_remote(home) else local_path(home)) / CACHE_FILE
 
 
 def open_cache(llm: LLMSettings, home: str) -> SqliteCache | None:

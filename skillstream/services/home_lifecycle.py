@@ -70,7 +70,7 @@ def resolve_contradiction(
     at: datetime,
     text: str | None = None,
     embed: Any = None,
-    rules: LifecycleParams | None = None,
+    params: LifecycleParams,
     actor: str = "cli",
 ) -> dict[str, Any]:
     """Settle a contradiction by hand: ``keep-a``, ``keep-b``, ``discard-both`` or ``merge``.
@@ -85,7 +85,6 @@ def resolve_contradiction(
     """
     from skillstream.storage.writer import write_results
 
-    rules = rules or LifecycleParams()
     manual = (ctr.KEEP_A, ctr.KEEP_B, ctr.DISCARD_BOTH, ctr.MERGE)
     if resolution not in manual:
         raise InputError(f"resolution {resolution!r} is not one of {', '.join(manual)}")
@@ -124,7 +123,7 @@ def resolve_contradiction(
     else:
         olds = sorted([a, b], key=lambda m: (m.created_at or at, m.id))
         joined = text or merged_text([m.text for m in olds])
-        new = merge_versions(log, olds, olds[-1], at, rules, text=joined, reason=why)
+        new = merge_versions(log, olds, olds[-1], at, params, text=joined, reason=why)
         if embed is not None:
             new.vector = embed([new.text])[0]
         winner = new.id
@@ -172,7 +171,7 @@ class MaintainReport:
 
 def maintain_home(
     stores: Any,
-    rules: LifecycleParams,
+    params: LifecycleParams,
     *,
     now: datetime | None = None,
     only: Iterable[str] | None = None,
@@ -199,7 +198,7 @@ def maintain_home(
         r = maintain_owner(
             state,
             at,
-            rules,
+            params,
             embed=embed,
             close_sessions=close_sessions,
             actor=actor,
@@ -209,7 +208,7 @@ def maintain_home(
         if r is not None:
             results.append(r)
     report.owners = len(states)
-    results.extend(_recheck_contradictions(stores, states, at, rules, actor, recorded, report))
+    results.extend(_recheck_contradictions(stores, states, at, params, actor, recorded, report))
     for r in results:
         report.events.update(e.event for e in r.events)
     if results:
@@ -223,7 +222,7 @@ def _recheck_contradictions(
     stores: Any,
     states: dict[str, OwnerMemories],
     at: datetime,
-    rules: LifecycleParams,
+    params: LifecycleParams,
     actor: str,
     recorded: datetime,
     report: MaintainReport,
@@ -248,7 +247,7 @@ def _recheck_contradictions(
             b.status in (*LIVE, MemoryStatus.FROZEN),
         )
         if live_a and live_b:
-            resolution, rule = ctr.resolve(a, b, rules)
+            resolution, rule = ctr.resolve(a, b, params)
             if resolution == ctr.UNRESOLVED:
                 continue
             loser, winner = (a, b) if resolution == ctr.KEEP_B else (b, a)
@@ -339,14 +338,16 @@ def get_memory(
     catalog: Any,
     memory_id: str,
     reader: Reader | None = None,
-    rules: LifecycleParams | None = None,
+    params: LifecycleParams | None = None,
 ) -> dict[str, Any] | None:
     """One memory row (without vector) as ``reader`` may see it; ``None`` if missing or hidden."""
     rows = catalog.sql("SELECT * FROM memory_meta WHERE id = ?", [memory_id]).to_pylist()
     if not rows:
         return None
     if reader is not None:
-        policy = (rules or LifecycleParams()).policies.for_agent(reader.agent_id)
+        if params is None:
+            raise ValueError("a reader's policy comes from the lifecycle parameters: pass params")
+        policy = params.policy_set.for_agent(reader.agent_id)
         if not can_read(reader, policy, rows[0]):
             return None
     return rows[0]
@@ -356,10 +357,10 @@ def history(
     catalog: Any,
     memory_id: str,
     reader: Reader | None = None,
-    rules: LifecycleParams | None = None,
+    params: LifecycleParams | None = None,
 ) -> list[dict[str, Any]]:
     """The lifecycle events of a memory in order (empty when ``reader`` may not see it)."""
-    if reader is not None and get_memory(catalog, memory_id, reader, rules) is None:
+    if reader is not None and get_memory(catalog, memory_id, reader, params) is None:
         return []
     return catalog.sql(
         "SELECT event_ts, event, old_status, new_status, reason, actor, span_id, version, "

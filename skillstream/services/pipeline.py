@@ -26,36 +26,11 @@ from skillstream.pipeline import Hydrate, MemoryPipeline
 from skillstream.settings import Settings
 from skillstream.tokens import get_counter
 
-ACTIVE_CONTROLLER = "controller.json"
-"""File in the home naming the activated controller checkpoint (``memory-skills activate``)."""
-
-
-def active_controller(settings: Settings) -> dict[str, Any] | None:
-    """The activated controller of the home (checkpoint, version, k, skills), if any."""
-    import json
-
-    path = Path(settings.storage.home) / ACTIVE_CONTROLLER
-    if not path.is_file():
-        return None
-    return dict(json.loads(path.read_text()))
-
-
-def with_active_controller(settings: Settings) -> Settings:
-    """``settings`` using the home's activated checkpoint (Top-K with its K), unless a scorer is
-    set explicitly."""
-    active = active_controller(settings)
-    if active is None or settings.extraction.memory_skill_scorer:
-        return settings
-    return settings.with_keys(
-        memory_skill_selection="top_k",
-        memory_skill_scorer=str(active["checkpoint"]),
-        memory_skill_k=int(active.get("k") or settings.extraction.memory_skill_k),
-    )
-
 
 def checkpoint_skills(settings: Settings) -> list[str]:
-    """The memory skills the controller checkpoint in use (activated or set) was trained with."""
-    path = with_active_controller(settings).extraction.memory_skill_scorer
+    """The memory skills the controller checkpoint in use (``memory_skill_scorer``: activated or
+    set, see ``Settings.load``) was trained with."""
+    path = settings.extraction.memory_skill_scorer
     if not path or not Path(path).is_file():
         return []
     from skillstream.memskill.controller import checkpoint_meta
@@ -114,7 +89,7 @@ def apply_options(settings: Settings, embedder: TextEmbedder | None = None) -> A
 
 def make_maintenance(settings: Settings, embedder: TextEmbedder) -> Maintenance | None:
     """The pipeline's maintenance hook for ``settings`` (``None`` when maintenance is off)."""
-    params = LifecycleParams.from_settings(settings.lifecycle, settings.spans.idle_gap)
+    params = LifecycleParams.from_settings(settings)
     if params.maintenance_interval is None:
         return None
     return Maintenance(
@@ -141,7 +116,8 @@ def build_pipeline(
     controller, apply options, maintenance.
 
     Args:
-        settings: Backend, memory-skill selection, retrieval and lifecycle settings.
+        settings: Backend, memory-skill selection (the activated controller is part of it when
+            the settings were loaded with ``Settings.load``), retrieval and lifecycle settings.
         embedder: The embedding model (vectors, controller, near-duplicate merging).
         executor: The executor to use (default: :func:`make_executor`).
         hydrate: Reads an owner's stored memories when its state is first created.
@@ -159,7 +135,6 @@ def build_pipeline(
     Returns:
         The pipeline; its ``run_id`` is new.
     """
-    settings = with_active_controller(settings)
     executor = executor or make_executor(settings)
     if memory_skills is None:
         memory_skills = list(bank) if bank is not None else load_memory_skills(settings, catalog)

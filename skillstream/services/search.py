@@ -63,7 +63,7 @@ class MemorySearch:
         from skillstream.storage.home import open_index
 
         self.settings = settings
-        self.rules = LifecycleParams.from_settings(settings.lifecycle, settings.spans.idle_gap)
+        self.params = LifecycleParams.from_settings(settings)
         self.embedder = get_embedder(settings.embedding)
         self.index = index or open_index(settings, self.embedder.dim)
         self.redactor = redactor_for(settings.lifecycle.policies)
@@ -130,7 +130,7 @@ class MemorySearch:
         if not 1 <= k <= MAX_K:
             raise InputError(f"k must be between 1 and {MAX_K}, got {k}")
         reader = Reader(owner, agent, session)
-        policy = self.rules.policies.for_agent(agent)
+        policy = self.params.policy_set.for_agent(agent)
         text = query if strategy in ("keyword", "hybrid") else None
         vector = self.embedder.encode_one(query) if strategy in ("semantic", "hybrid") else None
         if archived:
@@ -147,7 +147,7 @@ class MemorySearch:
         )
         allowed = [h for h in found if can_read(reader, policy, h)]
         at = now or self.clock() or latest(*(h.get("updated_at") for h in allowed))
-        hits = rank(allowed, at, self.rules, k)
+        hits = rank(allowed, at, self.params, k)
         if expand:
 
             def fetch(ids: list[str]) -> list[dict[str, Any]]:

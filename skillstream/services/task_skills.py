@@ -43,7 +43,7 @@ from skillstream.distill.package import (
 from skillstream.distill.record import SECTIONS, TEXT_SECTIONS, TaskSkill, TaskSkillResult
 from skillstream.errors import InputError
 from skillstream.services.publishing import Publisher
-from skillstream.settings import Settings
+from skillstream.settings import Settings, local_path
 from skillstream.storage.home import storage_options
 from skillstream.storage.task_skills import TaskSkillIndex
 from skillstream.vocab import TaskSkillStatus
@@ -105,8 +105,8 @@ class TaskSkillAPI:
             if results and results[0].skill and results[0].skill.vector
             else 384
         )
-        if not self.settings.storage.home.startswith(("s3://", "oss://", "memory://")):
-            Path(self.settings.storage.home).mkdir(parents=True, exist_ok=True)
+        if not self.settings.storage.remote:
+            local_path(self.settings.storage.home).mkdir(parents=True, exist_ok=True)
         with open_stores(self.settings, dim) as stores:
             write_results(stores, results)
 

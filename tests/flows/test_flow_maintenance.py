@@ -117,12 +117,12 @@ def test_backfill_and_a_live_run_in_pieces_end_in_the_same_state(tmp_path):
     )
 
     # `maintain` at the same time on both ends in the same state too, and closes the last sessions
-    rules = LifecycleParams.from_settings(backfill.lifecycle, backfill.spans.idle_gap)
+    params = LifecycleParams.from_settings(backfill)
     at = T0 + timedelta(days=400)
     embed = get_embedder("minilm").encode
     for s in (backfill, live):
         with open_stores(s, 384) as stores:
-            maintain_home(stores, rules, now=at, close_sessions=True, embed=embed)
+            maintain_home(stores, params, now=at, close_sessions=True, embed=embed)
     assert _state(backfill) == _state(live)
     assert _sql(backfill, "SELECT count(*) AS n FROM session_summaries")[0]["n"] == 7
     # by day 400 every fact is past its 150-day expiry; summaries have none and only decayed

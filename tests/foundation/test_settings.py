@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from skillstream.errors import ConfigError
-from skillstream.settings import GROUPS, KEYS, Settings, env_var
+from skillstream.settings import GROUPS, KEYS, Settings, default_text, env_var, help_text
 
 
 @pytest.fixture(autouse=True)
@@ -264,11 +264,13 @@ def test_describe_is_flat_and_masks_credentials(monkeypatch):
     assert "s3cr3t" not in repr(Settings.load())
 
 
-def test_every_field_documents_its_variable_and_default():
+def test_every_field_is_described_without_repeating_its_variable_or_default():
     for key, (group, name) in KEYS.items():
         doc = GROUPS[group].model_fields[name].description
-        assert env_var(key) in doc, key
-        assert "default" in doc.lower(), key
+        assert doc and doc.endswith("."), key
+        assert env_var(key) not in doc, key
+        assert "; default" not in doc and "default none" not in doc, key
+        assert help_text(key).endswith(f" {env_var(key)}; default {default_text(key)}."), key
 
 
 def test_lifecycle_rules_are_named_and_checked(tmp_path):

@@ -1,4 +1,5 @@
-"""Factories for lifecycle tests: spans with sessions and agents, rules, a written home."""
+"""Factories for lifecycle tests: spans with sessions and agents, lifecycle parameters, a written
+home."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import pytest
 
 from skillstream.ids import stable_id
 from skillstream.lifecycle.params import LifecycleParams
-from skillstream.lifecycle.policy import PolicySet
 from skillstream.model import Message, Span
+from skillstream.settings import Settings
 
 T0 = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)
 DAY = timedelta(days=1)
@@ -59,11 +60,10 @@ def span(
     )
 
 
-def rules(**kw) -> LifecycleParams:
-    policies = kw.pop("policies", None)
-    if policies is not None:
-        kw["policies"] = PolicySet.from_config(policies)
-    return LifecycleParams(**kw)
+def lifecycle_params(**keys) -> LifecycleParams:
+    """The lifecycle parameters of the default settings with ``keys`` (flat setting keys, e.g.
+    ``session_summaries=False`` or ``idle_gap_s=3600``) over them."""
+    return LifecycleParams.from_settings(Settings.from_keys(**keys))
 
 
 @pytest.fixture

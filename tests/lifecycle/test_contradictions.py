@@ -15,7 +15,7 @@ from skillstream.services.home_lifecycle import maintain_home, set_status
 from skillstream.settings import Settings
 from skillstream.storage.home import open_stores
 from skillstream.storage.writer import write_results
-from tests.lifecycle.conftest import DAY, T0, rules, span
+from tests.lifecycle.conftest import DAY, T0, lifecycle_params, span
 
 
 @pytest.mark.parametrize(
@@ -195,7 +195,7 @@ def test_an_older_claim_loses_on_confidence_or_stays_unresolved(recorded):
 
 def test_what_did_we_believe_on_date_x_and_later_settlement(tmp_path, recorded, embedder):
     settings = Settings.load(home=str(tmp_path / "home"))
-    options = ApplyOptions(embed=embedder.encode, rules=rules(summaries=False))
+    options = ApplyOptions(embed=embedder.encode, params=lifecycle_params(session_summaries=False))
     state = OwnerMemories("o1")
     results = []
     for at, op in [
@@ -243,7 +243,7 @@ def test_what_did_we_believe_on_date_x_and_later_settlement(tmp_path, recorded, 
         set_status(
             stores, [vegetarian.id], "deleted", at=T0 + 60 * DAY, reason="forgotten on request"
         )
-        report = maintain_home(stores, rules(summaries=False), now=T0 + 61 * DAY)
+        report = maintain_home(stores, lifecycle_params(session_summaries=False), now=T0 + 61 * DAY)
         assert dict(report.contradictions) == {"keep-b": 1}
         row = stores.catalog.sql(
             "SELECT resolution, rule, resolved_at FROM contradictions WHERE memory_a = ?",

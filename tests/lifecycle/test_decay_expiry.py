@@ -9,15 +9,15 @@ from skillstream.lifecycle.maintenance import maintain_owner, steps_due
 from skillstream.memories import OwnerMemories
 from skillstream.model import MemoryOp
 from skillstream.vocab import Op
-from tests.lifecycle.conftest import DAY, T0, rules, span
+from tests.lifecycle.conftest import DAY, T0, lifecycle_params, span
 
-NO_SUMMARY = rules(summaries=False, decay_rule="idle")
+NO_SUMMARY = lifecycle_params(session_summaries=False, decay_rule="idle")
 """Today's alternative decay rule: every memory unused for 90 days decays."""
-SEED = rules(summaries=False)
+SEED = lifecycle_params(session_summaries=False)
 """The default (seed) decay rule: only memories unused for more than 90 days AND below 0.3."""
 
 
-NO_SUMMARY_OPTIONS = ApplyOptions(rules=NO_SUMMARY)
+NO_SUMMARY_OPTIONS = ApplyOptions(params=NO_SUMMARY)
 
 
 def _state(recorded, texts=("User likes tea", "User owns a bike"), options=NO_SUMMARY_OPTIONS):
@@ -76,7 +76,7 @@ def test_reinforcement_and_access_restart_decay(recorded):
         span(["I like tea"], at=T0 + 121 * DAY),
         [MemoryOp(Op.INSERT, "User likes tea")],
         recorded,
-        ApplyOptions(rules=NO_SUMMARY),
+        ApplyOptions(params=NO_SUMMARY),
     )
     assert (tea.confidence, tea.decay_steps, tea.reinforcement) == (0.55, 0, 1)
     bike.last_accessed_at = T0 + 121 * DAY  # what a search hit writes
@@ -87,8 +87,8 @@ def test_reinforcement_and_access_restart_decay(recorded):
 
 
 def test_ttl_from_the_policy_expires_and_reinforcement_extends_it(recorded):
-    policy = rules(summaries=False, policies={"*": {"default_expiry": "30d"}})
-    options = ApplyOptions(rules=policy)
+    policy = lifecycle_params(session_summaries=False, policies={"*": {"default_expiry": "30d"}})
+    options = ApplyOptions(params=policy)
     state = _state(recorded, texts=("User is in Paris this week",), options=options)
     (m,) = state.items.values()
     assert m.expires_at == T0 + 30 * DAY
@@ -135,10 +135,10 @@ def _fields(state):
 
 def test_maintaining_daily_or_once_ends_in_the_same_state(recorded):
     """The backfill promise: ticks every day, or one catch-up at the end, give the same memories."""
-    policy = rules(
-        policies={"*": {"default_expiry": "200d"}}, idle_gap=timedelta(hours=1), decay_rule="idle"
+    policy = lifecycle_params(
+        policies={"*": {"default_expiry": "200d"}}, idle_gap_s=3600, decay_rule="idle"
     )
-    options = ApplyOptions(rules=policy)
+    options = ApplyOptions(params=policy)
 
     def build():
         state = OwnerMemories("o1")

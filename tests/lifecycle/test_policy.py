@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from skillstream.apply import ApplyOptions, apply_ops
 from skillstream.errors import ConfigError
+from skillstream.lifecycle.params import LifecycleParams
 from skillstream.lifecycle.policy import SCOPES, Policy, PolicySet, Reader, can_read
 from skillstream.memories import OwnerMemories
 from skillstream.model import Memory, MemoryEvent, MemoryOp, Op
@@ -22,7 +23,7 @@ from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog
 from skillstream.storage.filters import read_filter
 from skillstream.storage.lance import MemoryIndex
-from tests.lifecycle.conftest import T0, rules, span
+from tests.lifecycle.conftest import T0, lifecycle_params, span
 
 
 @pytest.mark.parametrize(
@@ -60,7 +61,7 @@ def test_policies_from_settings(tmp_path):
             },
         },
     )
-    ps = rules().__class__.from_settings(s.lifecycle, s.spans.idle_gap).policies
+    ps = LifecycleParams.from_settings(s).policy_set
     default, bot = ps.for_agent(None), ps.for_agent("bot")
     assert (default.readable, default.writable, ps.for_agent("other") is default) == (
         ("private", "fleet"),
@@ -76,7 +77,7 @@ def test_policies_from_settings(tmp_path):
 
 
 def test_writes_outside_the_policy_are_refused_and_patterns_apply(recorded):
-    policy = rules(
+    policy = lifecycle_params(
         policies={
             "bot": {
                 "writable_scopes": ["private"],
@@ -97,7 +98,7 @@ def test_writes_outside_the_policy_are_refused_and_patterns_apply(recorded):
             MemoryOp(Op.INSERT, "User was diagnosed with flu"),
         ],
         recorded,
-        ApplyOptions(rules=policy),
+        ApplyOptions(params=policy),
     )
     assert [m.text for m in state.items.values()] == [
         "User opened ticket [REDACTED:ticket] about billing"
@@ -115,7 +116,7 @@ def test_writes_outside_the_policy_are_refused_and_patterns_apply(recorded):
         span(["y"], at=T0, agent="other"),
         [MemoryOp(Op.INSERT, "Shared note", scope="fleet")],
         recorded,
-        ApplyOptions(rules=policy),
+        ApplyOptions(params=policy),
     )
     assert sorted(m.scope for m in state.items.values()) == ["fleet", "private"]
 
@@ -311,7 +312,9 @@ def test_no_search_or_api_result_ever_violates_the_policy(
                 assert {h["id"] for h in hits} == want
             for m in memories:
                 ok = expected_visible(reader, policies, by_id[m.id])
-                assert (get_memory(catalog, m.id, reader, search.rules) is not None) == ok
-                assert bool(history(catalog, m.id, reader, search.rules)) == ok
-                assert can_read(reader, search.rules.policies.for_agent(reader.agent_id), m) == ok
+                assert (get_memory(catalog, m.id, reader, search.params) is not None) == ok
+                assert bool(history(catalog, m.id, reader, search.params)) == ok
+                assert (
+                    can_read(reader, search.params.policy_set.for_agent(reader.agent_id), m) == ok
+                )
     catalog.close()

@@ -19,7 +19,7 @@ from skillstream.settings import Settings
 from skillstream.storage.catalog import Catalog
 from skillstream.storage.home import open_stores
 from skillstream.storage.writer import write_results
-from tests.lifecycle.conftest import DAY, T0, rules, span
+from tests.lifecycle.conftest import DAY, T0, lifecycle_params, span
 
 
 def test_rank_combines_the_four_signals_exactly():
@@ -40,21 +40,16 @@ def test_rank_combines_the_four_signals_exactly():
             "valid_from": T0 - 60 * DAY,
         },
     ]
-    out = rank(hits, T0, rules(rank_rule="weighted"), k=3)
+    out = rank(hits, T0, lifecycle_params(rank_rule="weighted"), k=3)
     # a: .6*1 + .2*.7 + .1*.5 + 0 = .79 ; b: .6*.5 + .2*.95 + .1*1 + .1*1 = .69 ; c: .14 + .025
     assert [(h["id"], h["score"], h["relevance"], h["recency"]) for h in out] == [
         ("a", 0.79, 0.02, 0.5),
         ("b", 0.69, 0.01, 1.0),
         ("c", 0.165, 0.0, 0.25),
     ]
-    only_conf = rules(
+    only_conf = lifecycle_params(
         rank_rule="weighted",
-        rank_weights=(
-            ("relevance", 0.0),
-            ("confidence", 1.0),
-            ("recency", 0.0),
-            ("reinforcement", 0.0),
-        ),
+        rank_weights={"relevance": 0.0, "confidence": 1.0, "recency": 0.0, "reinforcement": 0.0},
     )
     assert [h["id"] for h in rank(hits, T0, only_conf, k=2)] == ["b", "a"]
 
@@ -71,7 +66,7 @@ def test_the_default_rank_multiplies_confidence_recency_and_reinforcement():
         {"id": "b", "score": 0.01, "confidence": 0.95, "reinforcement": 10, "valid_from": T0},
         {"id": "c", "score": 0.02, "confidence": 0.2, "reinforcement": 0, "valid_from": T0},
     ]
-    out = rank(hits, T0, rules(), k=3)
+    out = rank(hits, T0, lifecycle_params(), k=3)
     # a: 1 * .7 * (1 - .1 * (1 - .5)) * (1 - .1 * 1) = .7 * .95 * .9 = .5985
     # b: .5 * .95 * 1 * 1 = .475 ; c: 1 * .2 * 1 * .9 = .18
     assert [(h["id"], h["score"], h["recency"]) for h in out] == [
@@ -80,12 +75,12 @@ def test_the_default_rank_multiplies_confidence_recency_and_reinforcement():
         ("c", 0.18, 1.0),
     ]
     # a low confidence scales the whole score down: no relevance makes up for confidence 0
-    assert rank([{**hits[0], "confidence": 0.0}], T0, rules(), k=1)[0]["score"] == 0.0
+    assert rank([{**hits[0], "confidence": 0.0}], T0, lifecycle_params(), k=1)[0]["score"] == 0.0
 
 
 def test_rank_weights_are_configurable_and_checked(tmp_path):
     s = Settings.load(home=str(tmp_path), rank_weights={"recency": 0.5})
-    r = LifecycleParams.from_settings(s.lifecycle, s.spans.idle_gap)
+    r = LifecycleParams.from_settings(s)
     assert r.weights == {"relevance": 0.6, "confidence": 0.2, "recency": 0.5, "reinforcement": 0.1}
     with pytest.raises(ConfigError, match="unknown weight 'freshness'"):
         rank_weights({"freshness": 1})

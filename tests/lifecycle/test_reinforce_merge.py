@@ -9,7 +9,7 @@ from skillstream.lifecycle.reinforce import consolidated_id
 from skillstream.memories import OwnerMemories
 from skillstream.model import MemoryOp
 from skillstream.vocab import Op
-from tests.lifecycle.conftest import DAY, T0, rules, span
+from tests.lifecycle.conftest import DAY, T0, lifecycle_params, span
 
 
 def test_confidence_starts_at_default_and_restating_raises_it_to_the_cap(recorded):
@@ -46,7 +46,7 @@ def test_near_duplicates_are_consolidated_into_a_new_version(recorded, embedder)
     other = "Caroline adopted a cat named Miso."
     vecs = embedder.encode([older, dup, other])
     assert float(vecs[0] @ vecs[1]) >= 0.92 > float(vecs[0] @ vecs[2])
-    options = ApplyOptions(embed=embedder.encode, rules=rules())
+    options = ApplyOptions(embed=embedder.encode, params=lifecycle_params())
     state = OwnerMemories("o1")
     apply_ops(state, span(["first"], at=T0), [MemoryOp(Op.INSERT, older)], recorded, options)
     (first,) = state.items.values()
@@ -105,7 +105,9 @@ def test_merging_respects_scope_and_can_be_turned_off(recorded, embedder):
         (1.01, ("private", "private"), ["generated", "generated"]),  # merging off
     ]:
         state = OwnerMemories("o1")
-        options = ApplyOptions(embed=embedder.encode, rules=rules(merge_threshold=threshold))
+        options = ApplyOptions(
+            embed=embedder.encode, params=lifecycle_params(merge_threshold=threshold)
+        )
         apply_ops(
             state,
             span(["a"], at=T0),

@@ -11,6 +11,7 @@ import pytest
 
 from skillstream.apply import ApplyOptions, apply_ops
 from skillstream.lifecycle.maintenance import maintain_owner
+from skillstream.lifecycle.params import LifecycleParams
 from skillstream.lifecycle.reorganizer import MEMBER_OF, cluster
 from skillstream.memories import OwnerMemories
 from skillstream.model import MaintenanceResult, MemoryOp
@@ -21,7 +22,7 @@ from skillstream.storage.catalog import Catalog
 from skillstream.storage.home import open_stores
 from skillstream.storage.writer import write_results
 from skillstream.vocab import Op
-from tests.lifecycle.conftest import DAY, T0, rules, span
+from tests.lifecycle.conftest import DAY, T0, lifecycle_params, span
 
 HIKE = "Caroline loves hiking in the Alps"
 CELLO = "Caroline plays the cello"
@@ -59,7 +60,7 @@ def _home(tmp_path, embedder, recorded, texts, **keys):
 def _maintain(settings, embedder, at):
     from skillstream.lifecycle.params import LifecycleParams
 
-    params = LifecycleParams.from_settings(settings.lifecycle, settings.spans.idle_gap)
+    params = LifecycleParams.from_settings(settings)
     with open_stores(settings, embedder.dim) as stores:
         return store.maintain_home(stores, params, now=at, embed=embedder.encode)
 
@@ -246,7 +247,7 @@ def test_a_replay_or_a_crash_does_not_bring_an_expired_memory_back(tmp_path, emb
     created = apply_ops(state, span([HIKE], at=T0), [MemoryOp(Op.INSERT, HIKE)], recorded, options)
     (hike,) = created.changed.values()
     first = MaintenanceResult("o1", T0, [hike.copy()], created.events, created.rows)
-    params = LifecycleParams.from_settings(settings.lifecycle, settings.spans.idle_gap)
+    params = LifecycleParams.from_settings(settings)
     expiry = maintain_owner(state, T0 + 20 * DAY, params, recorded_at=recorded)
     assert expiry is not None and [e.event for e in expiry.events] == ["expired"]
     with open_stores(settings, embedder.dim) as stores:
@@ -288,10 +289,10 @@ def test_seed_decay_only_touches_unused_low_confidence_memories(recorded, confid
         span(["a"], at=T0),
         [MemoryOp(Op.INSERT, "User likes tea", confidence=confidence)],
         recorded,
-        ApplyOptions(rules=rules(summaries=False)),
+        ApplyOptions(params=lifecycle_params(session_summaries=False)),
     )
     (m,) = state.items.values()
-    seed = rules(summaries=False)
+    seed = lifecycle_params(session_summaries=False)
     r = maintain_owner(state, T0 + 120 * DAY, seed, recorded_at=recorded)
     events = [e for e in (r.events if r else []) if e.memory_id == m.id]
     assert (m.confidence, m.decay_steps, m.status, [e.event for e in events]) == expected
@@ -304,13 +305,13 @@ def test_seed_decay_only_touches_unused_low_confidence_memories(recorded, confid
 
 def test_seed_decay_steps_on_and_expires_at_zero(recorded):
     state = OwnerMemories("o1")
-    seed = rules(summaries=False)
+    seed = lifecycle_params(session_summaries=False)
     apply_ops(
         state,
         span(["a"], at=T0),
         [MemoryOp(Op.INSERT, "User likes tea", confidence=0.25)],
         recorded,
-        ApplyOptions(rules=seed),
+        ApplyOptions(params=seed),
     )
     (m,) = state.items.values()
     assert maintain_owner(state, T0 + 90 * DAY, seed, recorded_at=recorded) is None  # not > 90
@@ -323,7 +324,7 @@ def test_seed_decay_steps_on_and_expires_at_zero(recorded):
 
 def test_an_unresolved_contradiction_is_escalated_once_after_seven_days(recorded):
     state = OwnerMemories("o1")
-    opts = ApplyOptions(rules=rules(summaries=False))
+    opts = ApplyOptions(params=lifecycle_params(session_summaries=False))
     apply_ops(
         state,
         span(["a"], at=T0),
@@ -347,7 +348,7 @@ def test_an_unresolved_contradiction_is_escalated_once_after_seven_days(recorded
     )
     (c,) = r.rows.contradictions
     assert c.resolution == "unresolved"
-    params = rules(summaries=False)
+    params = lifecycle_params(session_summaries=False)
     assert (
         maintain_owner(state, T0 + 8 * DAY - timedelta(seconds=1), params, recorded_at=recorded)
         is None
@@ -379,7 +380,7 @@ def test_a_state_read_back_from_the_store_escalates_like_one_kept_in_memory(
     (cid,) = state.open_contradictions
     with open_stores(settings, embedder.dim) as stores:
         write_results(stores, results)
-    params = rules(summaries=False, reorganize=False)
+    params = lifecycle_params(session_summaries=False, reorganize=False)
 
     def hydrated() -> OwnerMemories:
         return Runner(settings, embedder=embedder).memory_pipeline().new_state("o1").memories
@@ -408,7 +409,9 @@ def test_escalation_reaches_the_kafka_event_records(recorded):
         [MemoryOp(Op.INSERT, "User does not like hiking", key="k|h", event_ts=T0 - DAY)],
         recorded,
     )
-    r = maintain_owner(state, T0 + 9 * DAY, rules(summaries=False), recorded_at=recorded)
+    r = maintain_owner(
+        state, T0 + 9 * DAY, lifecycle_params(session_summaries=False), recorded_at=recorded
+    )
     records = [rec for _, rec in result_events(r)]
     assert sorted(rec["event"] for rec in records) == ["escalated", "escalated"]
 
@@ -439,9 +442,16 @@ def test_a_contradiction_settled_by_merge_becomes_a_new_version(tmp_path, embedd
             at=T0 + 3 * DAY,
             text="User used to like hiking but no longer does",
             embed=embedder.encode,
+            params=LifecycleParams.from_settings(settings),
         )
         with pytest.raises(Exception, match="already settled"):
-            store.resolve_contradiction(stores, c["contradiction_id"], "keep-a", at=T0 + 4 * DAY)
+            store.resolve_contradiction(
+                stores,
+                c["contradiction_id"],
+                "keep-a",
+                at=T0 + 4 * DAY,
+                params=LifecycleParams.from_settings(settings),
+            )
     assert (row["resolution"], row["resolved_at"]) == ("merge", T0 + 3 * DAY)
     metas = {
         r["id"]: r for r in _rows(settings, "SELECT id, status, merged_into, text FROM memory_meta")
@@ -523,8 +533,8 @@ def test_the_reorganizer_writes_sentence_nodes_and_search_expands_them(
 
 
 def test_the_reorganizer_refreshes_only_the_node_that_changed(recorded, embedder):
-    opts = ApplyOptions(embed=embedder.encode, rules=rules(summaries=False))
-    params = rules(summaries=False)
+    opts = ApplyOptions(embed=embedder.encode, params=lifecycle_params(session_summaries=False))
+    params = lifecycle_params(session_summaries=False)
     state = OwnerMemories("o1")
     for i, text in enumerate([*TRIPS, *MUSIC]):
         apply_ops(state, span([text], at=T0 + i * DAY), [MemoryOp(Op.INSERT, text)], recorded, opts)

@@ -12,7 +12,7 @@ from skillstream.lifecycle.maintenance import maintain_owner
 from skillstream.memories import OwnerMemories
 from skillstream.model import MemoryOp
 from skillstream.vocab import LifecycleEvent, MemoryStatus, Op
-from tests.lifecycle.conftest import DAY, T0, rules, span
+from tests.lifecycle.conftest import DAY, T0, lifecycle_params, span
 
 
 def test_allowed_and_refused_transitions():
@@ -138,20 +138,20 @@ def test_frozen_memories_refuse_updates_deletes_and_restatements_and_log_it(reco
     ]
     assert r.changed == {} and m.row() == before.row()
     # maintenance leaves frozen memories alone, however old they get
-    assert maintain_owner(state, T0 + 2000 * DAY, rules(summaries=False)) is None
+    assert maintain_owner(state, T0 + 2000 * DAY, lifecycle_params(session_summaries=False)) is None
     log.transition(m, MemoryStatus.ACTIVATED, LifecycleEvent.UNFROZEN, "released", T0 + 3 * DAY)
     assert [e.event for e in log.events] == ["frozen", "unfrozen"] and m.status == "activated"
 
 
 def test_archived_memories_are_reactivated_by_restating(recorded):
     state = OwnerMemories("o1")
-    small = rules(capacities=(("LongTermMemory", 1),))
+    small = lifecycle_params(memory_capacities={"LongTermMemory": 1})
     _one(
         state,
         span(["I like jazz"], at=T0),
         [MemoryOp(Op.INSERT, "User likes jazz", kind="fact")],
         recorded,
-        rules=small,
+        params=small,
     )
     first = next(iter(state.items.values()))
     r = _one(
@@ -159,7 +159,7 @@ def test_archived_memories_are_reactivated_by_restating(recorded):
         span(["I own a red bike"], at=T0 + DAY),
         [MemoryOp(Op.INSERT, "User owns a red bike")],
         recorded,
-        rules=small,
+        params=small,
     )
     assert [(e.event, e.memory_id, e.reason) for e in r.events][1] == (
         "archived",
@@ -172,7 +172,7 @@ def test_archived_memories_are_reactivated_by_restating(recorded):
         span(["I like jazz, really"], at=T0 + 2 * DAY),
         [MemoryOp(Op.INSERT, "User likes jazz")],
         recorded,
-        rules=small,
+        params=small,
     )
     # restating the archived memory brings it back (and the least valuable other one goes)
     assert [(e.event, e.new_status) for e in r.events] == [
@@ -207,7 +207,9 @@ def test_the_latest_event_of_each_memory_names_its_status(recorded):
         ]
     ):
         events += _one(state, span([f"turn {i}"], at=at), ops, recorded).events
-    r = maintain_owner(state, T0 + 400 * DAY, rules(decay_rule="idle"), recorded_at=recorded)
+    r = maintain_owner(
+        state, T0 + 400 * DAY, lifecycle_params(decay_rule="idle"), recorded_at=recorded
+    )
     events += r.events
     latest = {}
     for e in events:

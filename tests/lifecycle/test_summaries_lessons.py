@@ -11,7 +11,7 @@ from skillstream.lifecycle.summaries import summary_id
 from skillstream.memories import OwnerMemories
 from skillstream.model import MemoryOp
 from skillstream.vocab import Op
-from tests.lifecycle.conftest import T0, rules, span
+from tests.lifecycle.conftest import T0, lifecycle_params, span
 
 MIN = timedelta(minutes=1)
 
@@ -51,9 +51,9 @@ def _session(recorded):
 def test_a_closed_session_gets_one_summary(recorded):
     state = _session(recorded)
     assert (
-        maintain_owner(state, T0 + 39 * MIN, rules(), recorded_at=recorded) is None
+        maintain_owner(state, T0 + 39 * MIN, lifecycle_params(), recorded_at=recorded) is None
     )  # still open (30 min gap)
-    r = maintain_owner(state, T0 + 40 * MIN, rules(), recorded_at=recorded)
+    r = maintain_owner(state, T0 + 40 * MIN, lifecycle_params(), recorded_at=recorded)
     s = state.get(summary_id("o1", "s1"))
     assert s.text == (
         "2024-01-01: Caroline and Melanie spoke. Caroline likes green tea; Melanie paints "
@@ -103,7 +103,7 @@ def test_a_closed_session_gets_one_summary(recorded):
     )
     assert row["emotional_context"] is None  # no word of this session carries a tone
     assert (
-        maintain_owner(state, T0 + 50 * MIN, rules(), recorded_at=recorded) is None
+        maintain_owner(state, T0 + 50 * MIN, lifecycle_params(), recorded_at=recorded) is None
     )  # one per session
     # summaries are not shown to the extractor
     assert s not in state.retrieve(None, 10)
@@ -120,7 +120,7 @@ def test_the_summary_row_names_the_tone_of_the_session(recorded):
         ]
     ):
         apply_ops(state, span([text], at=T0 + i * MIN), [MemoryOp(Op.INSERT, text)], recorded)
-    r = maintain_owner(state, T0 + 60 * MIN, rules(), recorded_at=recorded)
+    r = maintain_owner(state, T0 + 60 * MIN, lifecycle_params(), recorded_at=recorded)
     (row,) = r.rows.session_summaries
     assert row.emotional_context == "frustrated (frustrated, annoyed); grateful (thanks)"
     # the summary memory itself stays narrative and key facts; the tone is a column of the row
@@ -142,14 +142,14 @@ def test_tones_in_chinese_and_negation():
 
 def test_a_late_memory_refreshes_the_summary_and_scope_is_the_strictest(recorded):
     state = _session(recorded)
-    maintain_owner(state, T0 + 40 * MIN, rules(), recorded_at=recorded)
+    maintain_owner(state, T0 + 40 * MIN, lifecycle_params(), recorded_at=recorded)
     apply_ops(
         state,
         span(["late"], at=T0 + 2 * 60 * MIN),
         [MemoryOp(Op.INSERT, "Caroline is busy today", subject="Caroline", scope="session")],
         recorded,
     )
-    r = maintain_owner(state, T0 + 3 * 60 * MIN, rules(), recorded_at=recorded)
+    r = maintain_owner(state, T0 + 3 * 60 * MIN, lifecycle_params(), recorded_at=recorded)
     s = state.get(summary_id("o1", "s1"))
     assert [(e.event, e.reason) for e in r.events] == [
         ("updated", "session summary refreshed with later memories")
@@ -170,7 +170,7 @@ def test_chinese_sessions_get_chinese_summaries(recorded):
         [MemoryOp(Op.INSERT, "用户喜欢咖啡。", kind="preference", subject="用户", tags=("咖啡",))],
         recorded,
     )
-    maintain_owner(state, T0 + 60 * MIN, rules(), recorded_at=recorded)
+    maintain_owner(state, T0 + 60 * MIN, lifecycle_params(), recorded_at=recorded)
     assert (
         state.get(summary_id("o1", "s1")).text
         == "2024-01-01：用户 交谈。用户喜欢咖啡。\n要点：\n- 用户喜欢咖啡。"

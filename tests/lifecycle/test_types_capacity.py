@@ -11,7 +11,7 @@ from skillstream.lifecycle.types import DEFAULT_CAPACITIES, capacities, memory_t
 from skillstream.memories import OwnerMemories
 from skillstream.model import MemoryOp, Op
 from skillstream.settings import Settings
-from tests.lifecycle.conftest import DAY, T0, rules, span
+from tests.lifecycle.conftest import DAY, T0, lifecycle_params, span
 
 
 def test_types_by_kind_scope_and_request():
@@ -49,7 +49,7 @@ def test_types_by_kind_scope_and_request():
 
 def test_capacities_are_configurable_and_checked(tmp_path):
     s = Settings.load(home=str(tmp_path), memory_capacities={"WorkingMemory": 5, "UserMemory": 0})
-    r = LifecycleParams.from_settings(s.lifecycle, s.spans.idle_gap)
+    r = LifecycleParams.from_settings(s)
     assert (
         r.capacity("WorkingMemory"),
         r.capacity("UserMemory"),
@@ -62,8 +62,8 @@ def test_capacities_are_configurable_and_checked(tmp_path):
 
 
 def test_over_capacity_the_least_valuable_oldest_are_archived(recorded):
-    small = rules(capacities=(("WorkingMemory", 3), ("LongTermMemory", 1500), ("UserMemory", 480)))
-    options = ApplyOptions(rules=small)
+    small = lifecycle_params(memory_capacities={"WorkingMemory": 3})
+    options = ApplyOptions(params=small)
     state = OwnerMemories("o1")
     for d, text in enumerate(["step one", "step two", "step three"]):
         apply_ops(
@@ -111,8 +111,8 @@ def test_over_capacity_the_least_valuable_oldest_are_archived(recorded):
 
 
 def test_policy_maximum_per_scope(recorded):
-    capped = rules(policies={"bot": {"max_items_per_scope": {"fleet": 2}}})
-    options = ApplyOptions(rules=capped)
+    capped = lifecycle_params(policies={"bot": {"max_items_per_scope": {"fleet": 2}}})
+    options = ApplyOptions(params=capped)
     state = OwnerMemories("o1")
     for d in range(4):
         apply_ops(

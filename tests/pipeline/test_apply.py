@@ -2,6 +2,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 
 from skillstream.apply import ApplyOptions, apply_ops
+from skillstream.lifecycle.params import LifecycleParams
 from skillstream.memories import OwnerMemories
 from skillstream.model import MemoryOp
 from skillstream.vocab import Op
@@ -101,7 +102,8 @@ def test_invalid_targets_are_ignored_and_ids_deterministic():
         MemoryOp(Op.INSERT, "  "),
         MemoryOp(Op.INSERT, "A fact"),
     ]
-    a = apply_ops(st1, s, ops, NOW, ApplyOptions(scope="fleet"))
+    fleet = LifecycleParams.defaults().with_keys(default_scope="fleet")
+    a = apply_ops(st1, s, ops, NOW, ApplyOptions(params=fleet))
     b = apply_ops(st2, s, ops, NOW)
     assert list(a.changed) == list(b.changed) and len(a.changed) == 1
     assert next(iter(st1.items.values())).scope == "fleet"
