@@ -25,7 +25,7 @@ checks:
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
 	.venv/bin/python scripts/layout.py
-	.venv/bin/mypy build/layout/skillstream benchmarks scripts
+	.venv/bin/mypy build/layout/skillstream benchmarks scripts tests
 	cd build/layout && ../../.venv/bin/lint-imports --no-cache --no-logo
 
 setup:

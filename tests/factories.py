@@ -224,7 +224,7 @@ def locomo_sample(k: int, sessions: int = 3, turns: int = 8) -> dict:
                 text = FACTS[(k * 5 + s * 3 + t) % len(FACTS)]
             else:
                 text = REPLIES[(k + s + t) % len(REPLIES)]
-            turn = {"speaker": speaker, "dia_id": f"D{s}:{t}", "text": text}
+            turn: dict[str, Any] = {"speaker": speaker, "dia_id": f"D{s}:{t}", "text": text}
             if t == 4 and s == 1:
                 turn.update(
                     img_url=["https://example.org/p.jpg"],

@@ -70,8 +70,8 @@ def test_recovery_after_a_crash_resumes_where_the_snapshot_was(tmp_path):
     init_db_dir(tmp_path / "recovery", 1)
     crash = {"on": True}
 
-    def fail_once(m: Message) -> Message:
-        if crash["on"] and m.text.startswith("message number 12 "):
+    def fail_once(m: Message | DeadLetter) -> Message | DeadLetter:
+        if crash["on"] and isinstance(m, Message) and m.text.startswith("message number 12 "):
             raise RuntimeError("simulated crash")
         return m
 

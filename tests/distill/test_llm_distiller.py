@@ -59,7 +59,11 @@ def make(stub: OpenAIStub, tmp_path, **kw) -> tuple[TaskSkillDistiller, OpenAIBa
     )
     backend = OpenAIBackend(settings.llm, backoff_base_s=0.001, backoff_max_s=0.01)
     distiller = make_distiller(
-        settings.distillation, settings.llm, settings.storage.home, embed=None, backend=backend
+        settings.distillation,
+        settings.llm,
+        settings.storage.home,
+        embed=None,  # type: ignore[arg-type]  # never called: these drafts need no vectors
+        backend=backend,
     )
     assert isinstance(distiller, LLMDistiller)
     from skillstream.embed import get_embedder

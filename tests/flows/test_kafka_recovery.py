@@ -19,6 +19,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from bytewax.testing import run_main
@@ -77,7 +78,7 @@ def split_sessions(path: Path, first: int) -> tuple[Path, Path]:
     samples = json.loads(path.read_text())
     parts: list[list[dict]] = [[], []]
     for sample in samples:
-        halves = [{}, {}]
+        halves: list[dict[str, Any]] = [{}, {}]
         for key, value in sample["conversation"].items():
             if key.startswith("session_"):
                 n = int(key.split("_")[1])

@@ -187,7 +187,7 @@ def _rows(canary: str) -> list[dict[str, Any]]:
         "agent_id": f"bot-{corpus[14][1]}",
         "session_id": f"s1-{corpus[4][1]}",
     }
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             **ids,
             "role": "user",

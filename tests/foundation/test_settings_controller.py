@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,7 +27,7 @@ def clean_env(monkeypatch):
 def activate(home: Path, k: int | None = 3) -> str:
     home.mkdir(exist_ok=True)
     ckpt = str(home / "artifacts" / "controllers" / "abc.pt")
-    record = {"checkpoint": ckpt, "version": "torch:abc", "skills": []}
+    record: dict[str, Any] = {"checkpoint": ckpt, "version": "torch:abc", "skills": []}
     if k is not None:
         record["k"] = k
     (home / CONTROLLER_FILE).write_text(json.dumps(record))

@@ -171,7 +171,9 @@ def expected_visible(reader: Reader, policies: dict, m: dict) -> bool:
     """The policy, written out independently of skillstream.lifecycle.policy."""
     if reader.owner_id is None and reader.agent_id is None:
         return True
-    table = policies.get(reader.agent_id) if reader.agent_id in policies else policies.get("*", {})
+    table = (policies.get(reader.agent_id) if reader.agent_id in policies else None) or (
+        policies.get("*", {})
+    )
     if m["scope"] not in table.get("readable_scopes", SCOPES):
         return False
     if m["scope"] == "fleet":

@@ -29,7 +29,7 @@ from skillstream.memskill.seeds import PRIMITIVES
 from skillstream.settings import Settings
 from tests.memskill.conftest import make_memory
 
-E = np.eye(4, dtype=np.float32)
+E: np.ndarray = np.eye(4, dtype=np.float32)
 
 
 def skill(name: str, action: str = "INSERT") -> MemorySkill:

@@ -33,7 +33,7 @@ def _embed(texts):
 
 
 def _query(text: str, centre: int) -> Query:
-    v = np.zeros(DIM, dtype=np.float32)
+    v: np.ndarray = np.zeros(DIM, dtype=np.float32)
     v[centre] = 1.0
     v[(centre + 1) % DIM] = 0.1 * len(text) / 40
     return Query(text, ("D1:1",), v / np.linalg.norm(v))

@@ -34,7 +34,7 @@ def test_designer_prompts_parse_through_llama_cpp(tmp_path, llama_base_url) -> N
     assert backend is not None
     buf = HardCaseBuffer()
     for i, text in enumerate(["When did Ana move to Lisbon?", "What is Ben's cat called?"]):
-        v = np.zeros(4, dtype=np.float32)
+        v: np.ndarray = np.zeros(4, dtype=np.float32)
         v[i] = 1.0
         buf.add(Query(text, (f"D1:{i}",), v), 0.0, 0)
     designer = Designer(backend, max_changes=2)

@@ -22,7 +22,7 @@ from tests.servers.openai_stub import OpenAIStub
 
 
 def test_answer_score_splits_each_f1_over_the_memories_shown() -> None:
-    e = np.eye(3, dtype=np.float32)
+    e: np.ndarray = np.eye(3, dtype=np.float32)
     mems = [make_memory(1, "a", vector=e[0]), make_memory(2, "b", vector=e[1])]
     qs = [
         Query("q1", ("D1:1",), e[0], answer="x"),
@@ -77,7 +77,9 @@ def test_qa_reward_trains_through_an_openai_server(tmp_path, embedder, stub_sett
     skills = list(PRIMITIVES) + list(RULE_SKILLS)
     with OpenAIStub(first_memory) as stub:
         settings = stub_settings(stub.url)
-        grader = QAGrader(make_backend(settings.llm, settings.storage.home), judge=False)
+        backend = make_backend(settings.llm, settings.storage.home)
+        assert backend is not None  # the stub's settings name an LLM
+        grader = QAGrader(backend, judge=False)
         with pytest.raises(ConfigError, match="needs an LLM"):
             train_controller(opts, settings, embedder, RulesExecutor(True), skills, tmp_path / "x")
         report = train_controller(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import duckdb
 import pytest
@@ -69,7 +70,7 @@ def test_an_interrupted_run_resumes_to_the_same_checkpoint(tmp_path, embedder, o
     )
     skills = list(PRIMITIVES) + list(RULE_SKILLS)
 
-    def train(home: str, out: str, **kw: object) -> dict:
+    def train(home: str, out: str, **kw: Any) -> dict:
         settings = Settings.from_keys(home=str(tmp_path / home))
         ex = RulesExecutor(categories=True)
         return train_controller(opts, settings, embedder, ex, skills, tmp_path / out, **kw)
@@ -148,7 +149,7 @@ def test_evolve_snapshots_every_cycle_and_resumes(tmp_path, embedder, one_thread
     opts = TrainOptions(data=str(data), reward="unlabelled", k=2, updates=1, lr=3e-3, seed=2)
     skills = list(PRIMITIVES) + list(RULE_SKILLS)
 
-    def run(answers: list, **kw: object) -> tuple[dict, list]:
+    def run(answers: list, **kw: Any) -> tuple[dict, list]:
         designer = Designer(ScriptedLLM(answers), max_changes=3)
         ex = RulesExecutor(categories=True)
         return evolve_controller(
@@ -187,7 +188,7 @@ def test_several_runs_average_their_chosen_checkpoints(tmp_path, embedder, one_t
     data = write_locomo(tmp_path / "logs.json", samples=3, sessions=3, turns=8)
     skills = list(PRIMITIVES) + list(RULE_SKILLS)
 
-    def train(home: str, out: str, **kw: object) -> dict:
+    def train(home: str, out: str, **kw: Any) -> dict:
         opts = TrainOptions(
             data=str(data), reward="unlabelled", k=2, updates=2, lr=3e-3, select_every=1, **kw
         )

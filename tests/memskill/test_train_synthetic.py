@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any, cast
 
 import numpy as np
 import pytest
 import torch
 
-from skillstream.extract import Extraction, ExtractionInput, MemorySkill
+from skillstream.extract import Executor, Extraction, ExtractionInput, MemorySkill
 from skillstream.memskill.ppo import PPOConfig, Step
 from skillstream.memskill.rewards import Score, step_rewards
 from skillstream.memskill.train import CachedEmbed, RolloutController, Trainer, finish_episode
@@ -104,6 +105,11 @@ class OneSkillPays(ScriptedExecutor):
         return self.insert_if(inp, self.paying)
 
 
+def _info(step: Step) -> dict[str, Any]:
+    assert step.info is not None, "the pipeline records what each decision wrote"
+    return step.info
+
+
 class SyntheticEpisode:
     def __init__(self, seed: int, embed, executor: ScriptedExecutor | None = None) -> None:
         self.name = f"synthetic-{seed}"
@@ -113,7 +119,7 @@ class SyntheticEpisode:
 
     def run(self, controller: RolloutController) -> tuple[list[Step], dict[str, float]]:
         pipe = MemoryPipeline(
-            executor=self.executor,
+            executor=cast(Executor, self.executor),
             embed=self.embed,
             controller=controller,
             memory_skills=SKILLS,
@@ -123,12 +129,12 @@ class SyntheticEpisode:
         for span in self.spans:  # each span its own owner: a fresh memory per decision
             pipe.process_owner(pipe.new_state(span.owner_id), [span])
         steps = controller.steps[start:]
-        written = [s.info["written"] for s in steps]
+        written = [_info(s)["written"] for s in steps]
         credit = {mid: 1.0 / len(steps) for ids in written for mid in ids}
         rewards = step_rewards(
             len(steps),
             written,
-            [s.info["inserted"] for s in steps],
+            [_info(s)["inserted"] for s in steps],
             [0] * len(steps),
             Score(sum(credit.values()), credit, len(steps)),
         )

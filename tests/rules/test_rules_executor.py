@@ -179,7 +179,7 @@ def test_correction_updates_and_cancellation_deletes(chat) -> None:
         ]
     )
     apply_ops(state, day0, run(day0, state), NOW)
-    assert sorted(m.key for m in state.live()) == [
+    assert sorted(m.key or "" for m in state.live()) == [
         "caroline|fact|job",
         "caroline|preference|coffee",
         "melanie|fact|diet",
