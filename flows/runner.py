@@ -30,7 +30,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bytewax.dataflow import Dataflow
 from bytewax.inputs import Source
@@ -46,6 +46,9 @@ from skillstream.pipeline import MemoryPipeline
 from skillstream.settings import Settings, local_path
 from skillstream.spans import SpanBuilder
 from skillstream.tokens import get_counter
+
+if TYPE_CHECKING:
+    from skillstream.storage.tombstones import OpenContradictions, Tombstones
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +82,14 @@ class Cluster:
 class HomeRead:
     """What a run reads from the home before its flow is defined, in one visit to the catalog."""
 
-    done_spans: frozenset[str] = frozenset()
-    expired: Any = None
-    contradictions: Any = None
-    memory_skills: list[MemorySkill] | None = None
+    done_spans: frozenset[str]
+    """Span ids in the ledger (their spans are not extracted again)."""
+    expired: Tombstones
+    """The minimal rows of expired memories (LanceDB no longer holds them)."""
+    contradictions: OpenContradictions
+    """Open and escalated contradictions, per owner."""
+    memory_skills: list[MemorySkill]
+    """The memory-skill bank's active skills."""
 
 
 @dataclass
