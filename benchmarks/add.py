@@ -39,6 +39,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scale  # noqa: E402
+from llm_stub import write_results  # noqa: E402
 
 KNOWN = "owner-000007"
 
@@ -118,13 +119,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"Python {platform.python_version()}",
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
     rows = [(k, v) for k, v in result.items() if not isinstance(v, (dict, list))]
-    out.with_suffix(".md").write_text(
-        f"# add() of one message: an empty home and a home of {args.memories} memories\n\n"
-        "| measure | value |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in rows)
+    write_results(
+        args.out,
+        result,
+        [
+            f"# add() of one message: an empty home and a home of {args.memories} memories",
+            "",
+            "| measure | value |",
+            "|---|---|",
+            *(f"| {k} | {v} |" for k, v in rows),
+        ],
     )
     json.dump(result, sys.stdout, indent=2)
     print()

@@ -14,7 +14,10 @@ from skillstream.cli.common import dumps, format_option, map_option, settings_fr
 from skillstream.errors import InputError
 
 if TYPE_CHECKING:
+    from bytewax.inputs import Source
+
     from skillstream.flows.progress import Counters
+    from skillstream.flows.runner import Runner
 
 
 def parse_pairs(pairs: tuple[str, ...], what: str) -> dict[str, str]:
@@ -125,19 +128,27 @@ def run(
         source = str(default_sample())
         if not Path(source).exists():
             raise InputError(f"no --source given and the bundled sample {source} is missing")
-    summary = _run(
+    from skillstream.flows.runner import Cluster, Runner
+
+    runner = Runner(
         settings,
-        source,
-        fmt,
-        mapping,
-        kafka_pairs,
-        tail,
-        workers,
-        process_id,
-        addresses,
-        recovery_dir,
-        events_to,
+        cluster=Cluster(
+            process_id=process_id,
+            addresses=tuple(addresses.split(";")) if addresses else (),
+            workers_per_process=workers,
+        ),
+        recovery_dir=recovery_dir,
+        events_to=events_to,
+        signals=True,
     )
+    src = runner.source(
+        source,
+        format=fmt,
+        mapping=parse_pairs(mapping, "--map"),
+        kafka_config=kafka_pairs,
+        tail=tail,
+    )
+    summary = _run(runner, src)
     exceeded = over_limits(summary, settings.flow.max_failed_spans, settings.flow.max_dead_letters)
     summary["exceeded"] = exceeded
     if as_json:
@@ -173,45 +184,13 @@ def over_limits(summary: dict, max_failed_spans: int, max_dead_letters: int) -> 
     return out
 
 
-def _run(
-    settings,
-    source,
-    fmt,
-    mapping,
-    kafka_pairs,
-    tail,
-    workers,
-    process_id,
-    addresses,
-    recovery_dir,
-    events_to,
-) -> dict:
-    """Run the memory flow through the runner, with a progress display; the run's summary."""
-    from skillstream.flows.runner import Cluster, Runner
-
-    runner = Runner(
-        settings,
-        cluster=Cluster(
-            process_id=process_id,
-            addresses=tuple(addresses.split(";")) if addresses else (),
-            workers_per_process=workers,
-        ),
-        recovery_dir=recovery_dir,
-        events_to=events_to,
-        signals=True,
-    )
-    src = runner.source(
-        source,
-        format=fmt,
-        mapping=parse_pairs(mapping, "--map"),
-        kafka_config=kafka_pairs,
-        tail=tail,
-    )
+def _run(runner: Runner, source: Source) -> dict:
+    """Run the flow with a progress display (a bar on a terminal); the run's summary."""
     stop = threading.Event()
     watcher = threading.Thread(target=_watch, args=(runner.counters, stop), daemon=True)
     watcher.start()
     try:
-        summary = runner.run(src)
+        summary = runner.run(source)
     finally:
         stop.set()
         watcher.join(timeout=2)
