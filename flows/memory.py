@@ -47,7 +47,6 @@ class FlowParts:
         window: The timestamps a conversation admits.
         extraction: Spans and extraction (pipeline, span builder, shards).
         sink: The store sink.
-        dim: Embedding width of the memories table.
         distillation: Task-skill distillation, or ``None`` when it is off.
         events: A sink for memory change events (``--events-to``), or ``None``.
         counters: The run's counters.
@@ -57,7 +56,6 @@ class FlowParts:
     window: TimeWindow
     extraction: Extraction
     sink: Any
-    dim: int
     distillation: Distillation | None = None
     events: Sink | None = None
     counters: Counters = field(default_factory=Counters)

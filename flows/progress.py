@@ -34,11 +34,6 @@ class Counters:
         with self._lock:
             return dict(self._counts)
 
-    def get(self, name: str) -> int:
-        """One count (0 when never bumped)."""
-        with self._lock:
-            return self._counts.get(name, 0)
-
     def counter(self, name: str) -> Callable[[str, object], None]:
         """A pass-through function for ``op.inspect`` that counts the items it sees."""
 

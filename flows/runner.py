@@ -122,7 +122,6 @@ def open_source(
     mapping: Mapping[str, str] | None = None,
     kafka_config: Mapping[str, str] | None = None,
     tail: bool | None = None,
-    batch_size: int | None = None,
 ) -> Source:
     """The Bytewax source for a path, glob, list of them, fsspec URI or ``kafka://`` URI, with
     every option a run applies (message size limit, redaction, storage options)."""
@@ -140,7 +139,6 @@ def open_source(
         paths = str(source)
     else:
         paths = [str(p) for p in source]
-    extra: dict[str, Any] = {"batch_size": batch_size} if batch_size else {}
     return FileSource(
         paths,
         format=format,
@@ -148,7 +146,6 @@ def open_source(
         max_chars=settings.spans.max_message_chars,
         redactor=redactor_for(settings.lifecycle.policies),
         storage_options=storage_options(settings),
-        **extra,
     )
 
 
@@ -310,7 +307,6 @@ class Runner:
             window=settings.spans.time_window,
             extraction=extraction,
             sink=sink,
-            dim=embedder.dim,
             distillation=distillation,
             events=events,
             counters=self.counters,

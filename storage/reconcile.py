@@ -241,11 +241,8 @@ def _compare(
         fix = [d["id"] for d in diff if d["committed_version"] is not None]
         return diff, _committed_rows(cat, committed, fix)
     # Nothing committed yet: every LanceDB row is ahead of the catalog.
-    found = (
-        dataset.select(["id", "owner_id"]).to_pylist()
-        if scope != "true"
-        else (dataset.to_table(columns=["id", "owner_id"]).to_pylist())
-    )
+    rows = dataset if scope != "true" else dataset.to_table(columns=["id", "owner_id"])
+    found = rows.select(["id", "owner_id"]).to_pylist()
     return [
         {"id": r["id"], "owner_id": r["owner_id"], "lance_version": None, "committed_version": None}
         for r in found
