@@ -137,8 +137,11 @@ class OpenLogic(StatefulLogic[Any, Any, Any], Generic[S]):
             return out, StatefulLogic.RETAIN
         self.live.clock.see(value.ts, now)
         state.last_seen = now  # type: ignore[attr-defined]
-        if any(m.message_id == value.message_id for m in state.messages):  # type: ignore[attr-defined]
+        held: list[Message] = state.messages  # type: ignore[attr-defined]
+        if any(m.message_id == value.message_id for m in held):
             return out, StatefulLogic.RETAIN  # a replay of a message the state holds
+        if self.live.is_done(value) and any(not self.live.is_done(m) for m in held):
+            return out, StatefulLogic.RETAIN  # already in a done span: it joins no new one
         out.extend(self.accept(state, value))
         return out, StatefulLogic.RETAIN
 
@@ -161,11 +164,15 @@ class OpenLogic(StatefulLogic[Any, Any, Any], Generic[S]):
         return [], StatefulLogic.RETAIN
 
     def on_eof(self) -> tuple[Iterable[Any], bool]:
+        """Close the open state, or hold it in the home (a stop; ``Home.add`` unless the
+        conversation is quiet). A state of messages that are all in done spans is a replay: it
+        closes (the extraction skips it) and is never held."""
         state: Any = self.state
         if state is None or not state.messages:
             return [], StatefulLogic.DISCARD
-        holding = self.live.stop.is_set() or (
-            self.live.hold and not self._quiet(state, time.time())
+        fresh = any(not self.live.is_done(m) for m in state.messages)
+        holding = fresh and (
+            self.live.stop.is_set() or (self.live.hold and not self._quiet(state, time.time()))
         )
         if holding:
             first = state.messages[0]

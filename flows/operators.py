@@ -238,6 +238,10 @@ class ExtractLogic(StatefulBatchLogic[Span, SpanResult, dict]):
     after each batch the least recently seen ones are evicted (``MemoryPipeline.evict``) and read
     back from the store when they return (``MemoryPipeline.rehydrate``), so memory and snapshots
     stay bounded whatever the number of owners.
+
+    An owner restored from a snapshot is read again from the store when the replay cuts one of
+    its spans differently from the run before the crash (a span ``trimmed`` of messages already
+    inside done spans): the snapshot's state lacks what those done spans gave.
     """
 
     def __init__(
@@ -259,6 +263,12 @@ class ExtractLogic(StatefulBatchLogic[Span, SpanResult, dict]):
     def on_batch(self, values: list[Span]) -> tuple[Iterable[SpanResult], bool]:
         def run(owner: str, spans: list[Span]) -> tuple[OwnerState, list[SpanResult]]:
             state = self.owners.get(owner)
+            if state is not None and state.run_id != self.pipeline.run_id:
+                if any(getattr(s, "trimmed", False) for s in spans):
+                    # restored from a snapshot, and the replay cut a span differently: the
+                    # snapshot's state lacks what the done spans gave, the store has it
+                    state = None
+                    self.counters.bump("owners_read_again")
             if state is None:
                 gone = self.evicted.get(owner)
                 if gone is not None:

@@ -63,6 +63,8 @@ class Span:
     messages: tuple[Message, ...]
     n_tokens: int
     lang: str
+    trimmed: bool = False
+    """Cut without messages that were already inside a done span (``SpanBuilder.trim``)."""
 
     @property
     def start_ts(self) -> datetime:

@@ -7,12 +7,14 @@ message, so its open span also closes in *processing time*, once both of these h
 * **The conversation is quiet**: no message of it has arrived for ``idle_gap`` of wall-clock time.
 * **The stream's event time has moved on**: the stream's event time, as this process sees it,
   is more than ``idle_gap`` past the span's last message. That event time is the latest message
-  timestamp seen, advanced by the wall-clock time since the last message of any conversation
-  arrived (:class:`StreamClock`; Bytewax's event clock does the same with a system-time wait).
+  timestamp seen, advanced by the wall-clock time since that message arrived
+  (:class:`StreamClock`, the watermark of Bytewax's event clock with no wait).
 
 The second rule is what keeps a replay or a backfill through a live source cutting the spans event
 time cuts: while messages flow faster than real time, the stream's event time follows their
-timestamps and a conversation closes only when the data has passed its gap. On a live stream whose
+timestamps and a conversation closes only when the data has passed its gap. (Messages dated
+earlier than the latest one, as an unsorted backfill has, neither hold that time back nor move it:
+for their conversations the first rule decides.) On a live stream whose
 timestamps follow the wall clock both rules agree, and a span closes ``idle_gap`` after its last
 message arrived. A message of the conversation arriving after the close starts a new span; as its
 timestamp is then more than ``idle_gap`` past the span's last one, event time would have cut there
@@ -31,20 +33,19 @@ __all__ = ["IdleRule", "StreamClock"]
 @dataclass
 class StreamClock:
     """The stream's event time as one process sees it: the latest message timestamp, advanced by
-    the wall-clock time since the last arrival of any message. Shared by the process's workers."""
+    the wall-clock time since it arrived. Shared by the process's workers."""
 
     latest: datetime | None = None
     """The largest message timestamp seen."""
     arrived: float | None = None
-    """Wall-clock time (seconds since the epoch) of the last arrival."""
+    """Wall-clock time (seconds since the epoch) the latest message arrived."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def see(self, ts: datetime, now: float) -> None:
         """A message with timestamp ``ts`` arrived at wall-clock time ``now``."""
         with self._lock:
-            if self.latest is None or ts > self.latest:
+            if self.latest is None or ts >= self.latest:
                 self.latest = ts
-            if self.arrived is None or now > self.arrived:
                 self.arrived = now
 
     def event_time(self, now: float) -> datetime | None:

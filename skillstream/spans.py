@@ -117,7 +117,7 @@ class SpanBuilder:
         if not keep:
             return None
         tokens = sum(self.count_tokens(render_turn(m)) for m in keep)
-        return make_span(keep, span.seq, tokens)
+        return replace(make_span(keep, span.seq, tokens), trimmed=True)
 
 
 def make_span(messages: tuple[Message, ...], seq: int, tokens: int) -> Span:

@@ -90,6 +90,9 @@ def test_add_gives_the_ids_and_ledger_of_a_run(tmp_path):
     added = added_home.add(rows + [{"conversation_id": "x", "role": "narrator", "content": "?"}])
     assert added.messages == 13 and added.dead_letters == 1 and added.failed == []
     assert "narrator" in added.refused[0]
+    assert added.held > 0  # the conversation's last span waits for more, or for flush
+    flushed = added_home.flush()
+    assert flushed.held == 0 and flushed.results and added_home.held() == []
 
     def ids(home, sql):
         return home.sql(sql).pl().to_dicts()
@@ -100,7 +103,7 @@ def test_add_gives_the_ids_and_ledger_of_a_run(tmp_path):
     assert ids(added_home, extracted) == ids(ran, extracted)
     ledger = "select span_id, status, memory_ids from spans order by span_id"
     assert ids(added_home, ledger) == ids(ran, ledger)
-    assert sorted(added.memory_ids) == sorted(
+    assert sorted({*added.memory_ids, *flushed.memory_ids}) == sorted(
         {m for r in ids(added_home, ledger) for m in r["memory_ids"]}
     )
     assert "narrator" in ids(added_home, "select reason from dead_letters")[0]["reason"]
@@ -108,6 +111,7 @@ def test_add_gives_the_ids_and_ledger_of_a_run(tmp_path):
     # Message values go in as they are; a second add of the same messages stores nothing new
     again = added_home.add([Message(**_message_fields(r)) for r in rows])
     assert again.memory_ids == [] and all(r.status == "skipped" for r in again.results)
+    assert again.held == 0 and added_home.held() == []
 
     with pytest.raises(InputError, match="takes Message values or dicts"):
         added_home.add(["just text"])  # type: ignore[list-item]

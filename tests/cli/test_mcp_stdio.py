@@ -84,7 +84,11 @@ def test_every_tool_over_stdio_against_the_real_server(tmp_path):
             out["added"] = payload(
                 await client.call_tool(
                     "memory_add",
-                    {"messages": deploy_messages(), "conversation_id": "deploy-omar"},
+                    {
+                        "messages": deploy_messages(),
+                        "conversation_id": "deploy-omar",
+                        "flush": True,
+                    },
                 )
             )
             out["found"] = payload(
@@ -137,7 +141,7 @@ def test_every_tool_over_stdio_against_the_real_server(tmp_path):
 
     added = out["added"]
     assert added["messages"] == 13 and added["refused"] == []
-    assert added["memory_ids"] and added["task_skills"] >= 1
+    assert added["memory_ids"] and added["task_skills"] >= 1 and added["held"] == 0
     kinds = {(h["kind"], h["memory_type"]) for h in out["found"]}
     assert ("task_skill", "SkillMemory") in kinds, out["found"]
     assert any(h["id"] in added["memory_ids"] for h in out["found"])

@@ -113,6 +113,7 @@ def test_add_refuses_what_run_refuses(tmp_path):
     ran.run(src)
     added = skillstream.open(tmp_path / "add")
     out = added.add(rows)
+    added.flush()
     query = "select stage, reason from dead_letters order by reason"
     want = _rows(tmp_path / "run", query)
     assert len(want) == 2
@@ -138,6 +139,7 @@ def test_add_reads_only_its_owners(tmp_path):
     """An ``add`` reads and reconciles the ledger and tombstones of its messages' owners alone."""
     home = skillstream.open(tmp_path / "home")
     home.add([dict(r, user_id="ann") for r in conversation_rows("c1", 10)])
+    home.flush()
     runner = Runner(home.settings, owners=["bob"])
     read = runner.read_home()
     assert read.done_spans == frozenset()
