@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import bytewax.operators as op
-from bytewax.dataflow import Dataflow
+from bytewax.dataflow import Dataflow, Stream
 from bytewax.inputs import Source
 from bytewax.outputs import Sink
 
@@ -35,6 +35,7 @@ from skillstream.flows.distill import Distillation, distil_task_skills
 from skillstream.flows.operators import Extraction, admit_messages, extract_memories, store
 from skillstream.flows.progress import Counters
 from skillstream.model import DeadLetter, Message
+from skillstream.storage.erasure import ErasedMessages
 
 __all__ = ["FlowParts", "build_flow", "default_sample", "get_flow"]
 
@@ -45,6 +46,7 @@ class FlowParts:
 
     Attributes:
         window: The timestamps a conversation admits.
+        erased: Tombstones of forgotten messages, dropped before admission.
         extraction: Spans and extraction (pipeline, span builder, shards).
         sink: The store sink.
         distillation: Task-skill distillation, or ``None`` when it is off.
@@ -60,6 +62,7 @@ class FlowParts:
     events: Sink | None = None
     counters: Counters = field(default_factory=Counters)
     collect: Callable[[Any], None] | None = None
+    erased: ErasedMessages = field(default_factory=ErasedMessages)
 
 
 def build_flow(parts: FlowParts, source: Source, flow_id: str = "skillstream-memory") -> Dataflow:
@@ -72,6 +75,7 @@ def build_flow(parts: FlowParts, source: Source, flow_id: str = "skillstream-mem
     dead = op.filter("dead", split.falses, lambda x: isinstance(x, DeadLetter))
     op.inspect("count-messages", messages, counters.counter("messages"))
     op.inspect("count-dead", dead, counters.counter("dead_letters"))
+    messages = not_erased(messages, parts.erased, counters)
     admission = admit_messages("admit", messages, parts.window, counters=counters)
     messages = admission.admitted
     results = extract_memories("memories", messages, parts.extraction)
@@ -87,6 +91,18 @@ def build_flow(parts: FlowParts, source: Source, flow_id: str = "skillstream-mem
         changes = op.filter("changes", results, lambda r: not isinstance(r, DeadLetter))
         op.output("events", changes, parts.events)
     return flow
+
+
+def not_erased(
+    messages: Stream[Message], erased: ErasedMessages, counters: Counters
+) -> Stream[Message]:
+    """The messages that were not forgotten (``storage/erasure.py``); a forgotten one is dropped
+    and counted as ``erased``, never stored again."""
+    if not erased.hashes:
+        return messages
+    split = op.branch("not-erased", messages, erased.admits)
+    op.inspect("count-erased", split.falses, counters.counter("erased"))
+    return split.trues
 
 
 def get_flow(source: str | None = None, format: str = "auto", **overrides: Any) -> Dataflow:

@@ -45,6 +45,7 @@ from skillstream.flows.shards import shard_of
 from skillstream.pipeline import MemoryPipeline
 from skillstream.settings import Settings, local_path
 from skillstream.spans import SpanBuilder
+from skillstream.storage.erasure import ErasedMessages
 from skillstream.tokens import get_counter
 
 if TYPE_CHECKING:
@@ -90,6 +91,8 @@ class HomeRead:
     """Open and escalated contradictions, per owner."""
     memory_skills: list[MemorySkill]
     """The memory-skill bank's active skills."""
+    erased: ErasedMessages = field(default_factory=ErasedMessages)
+    """Tombstones of forgotten messages (a replay does not bring them back)."""
 
 
 @dataclass
@@ -232,6 +235,7 @@ class Runner:
                 Tombstones.read(cat, owner_ids=self.owners),
                 OpenContradictions.read(cat, owner_ids=self.owners),
                 MemorySkillBank(cat).active_skills(),
+                ErasedMessages.read(cat),
             )
         finally:
             cat.close()
@@ -305,6 +309,7 @@ class Runner:
             events = memory_events_sink(self.events_to, settings)
         return FlowParts(
             window=settings.spans.time_window,
+            erased=read.erased,
             extraction=extraction,
             sink=sink,
             distillation=distillation,
