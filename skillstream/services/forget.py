@@ -211,10 +211,14 @@ def _finish(settings: Settings, report: ForgetReport) -> None:
     try:
         rows = cat.sql("SELECT * FROM erasures WHERE erasure_id = ?", [report.erasure_id])
         row = rows.to_pylist()[0]
+        # the tombstones of this erasure, also those a killed earlier run of it wrote
+        messages = cat.sql(
+            "SELECT count(*) FROM erased_messages WHERE erasure_id = ?", [report.erasure_id]
+        )
         row.update(
             status=DONE,
             finished_at=datetime.now(UTC),
-            messages=report.counts.get("tombstones", {}).get("messages", 0),
+            messages=messages.column(0)[0].as_py(),
             counts=json.dumps(report.counts, sort_keys=True),
         )
         cat.run_transaction(lambda c: c.upsert("erasures", [row]))
