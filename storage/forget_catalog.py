@@ -24,9 +24,9 @@ from typing import Any
 
 import duckdb
 
-from skillstream.tables import OWNER_COLUMN
 from skillstream.storage.catalog import LAKE, Catalog
 from skillstream.storage.filters import ident, literal
+from skillstream.tables import OWNER_COLUMN
 
 _REWRITE = ".rewrite-"
 """Infix of the temporary name a catalog file is rewritten under."""
@@ -269,6 +269,8 @@ def purge_lake(cat: Catalog) -> dict[str, int]:
         "SELECT count(*) FROM ducklake_delete_orphaned_files(?, cleanup_all => true)", [LAKE]
     ).fetchone()
     return {
-        "snapshots_expired": max(0, snapshots - count(f"SELECT count(*) FROM {meta}.ducklake_snapshot")),
+        "snapshots_expired": max(
+            0, snapshots - count(f"SELECT count(*) FROM {meta}.ducklake_snapshot")
+        ),
         "files_deleted": int(deleted[0] if deleted else 0) + int(orphans[0] if orphans else 0),
     }

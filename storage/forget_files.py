@@ -221,4 +221,3 @@ def _holds(obj: Any, owner: str, depth: int = 0) -> bool:
         return _holds(attrs, owner, depth + 1)
     slots = getattr(type(obj), "__slots__", ())
     return any(_holds(getattr(obj, s, None), owner, depth + 1) for s in slots)
-

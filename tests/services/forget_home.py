@@ -223,7 +223,9 @@ def owner_content(settings: Any, owner: str) -> dict[str, Any]:
     with open_catalog(settings.storage, read_only=True) as cat:
         for table in owner_tables(cat):
             rows = cat.sql(f'SELECT * FROM "{table}" WHERE owner_id = ?', [owner]).to_pylist()
-            out[f"catalog:{table}"] = sorted(json.dumps(r, default=str, sort_keys=True) for r in rows)
+            out[f"catalog:{table}"] = sorted(
+                json.dumps(r, default=str, sort_keys=True) for r in rows
+            )
     store = Publisher.from_settings(settings.storage).store
     out["packages"] = {p: store.get(p) for p in store.list(owner_dir(owner) + "/")}
     return out

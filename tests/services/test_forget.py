@@ -12,9 +12,9 @@ import pytest
 from skillstream.settings import Settings
 from skillstream.storage.catalog import open_catalog
 from skillstream.storage.lock import HomeBusyError, run_lock
-from tests.services import forget_home as fh
 from tests.servers.openai_stub import OpenAIStub
 from tests.servers.processes import cli_env, run_cli
+from tests.services import forget_home as fh
 
 pytestmark = [
     pytest.mark.slow,
@@ -32,8 +32,14 @@ def stored(home: Path) -> dict[str, bytes]:
 
 def forget(home: Path, *args: str) -> dict:
     out = run_cli(
-        "forget", "--owner", fh.TARGET, "--recovery-dir", str(home / "recovery"), "--json",
-        *args, env=cli_env(home),
+        "forget",
+        "--owner",
+        fh.TARGET,
+        "--recovery-dir",
+        str(home / "recovery"),
+        "--json",
+        *args,
+        env=cli_env(home),
     )
     return json.loads(out.stdout)
 
@@ -46,9 +52,18 @@ def test_no_marker_is_left_in_any_byte_and_the_other_owner_is_unchanged(home, tm
     # cache, the recovery snapshots, the task-skill package inside its zip
     assert set(where) == set(fh.MARKERS), where
     hits = {w for ws in where.values() for w in ws}
-    for store in ("lance:memories", "lance:task_skills", "duckdb:memory_meta", "duckdb:spans",
-                  "duckdb:dead_letters", "duckdb:queries", "duckdb:task_skill_versions",
-                  "sqlite:llm-cache.sqlite", "sqlite:part-", "SKILL.md"):
+    for store in (
+        "lance:memories",
+        "lance:task_skills",
+        "duckdb:memory_meta",
+        "duckdb:spans",
+        "duckdb:dead_letters",
+        "duckdb:queries",
+        "duckdb:task_skill_versions",
+        "sqlite:llm-cache.sqlite",
+        "sqlite:part-",
+        "SKILL.md",
+    ):
         assert any(store in h for h in hits), store
     other = fh.owner_content(settings, fh.OTHER)
     assert other["lance:memories"] and other["packages"]
@@ -93,9 +108,11 @@ def test_a_replay_stays_forgotten_and_new_messages_of_the_owner_are_taken(home, 
         new = dict(fh.rows()[0], message_id=f"{fh.TARGET}-new", content="I adopted a dog.")
         run_cli("run", "--source", str(fh.write(tmp_path / "new.jsonl", [new])), env=e)
     with open_catalog(settings.storage, read_only=True) as cat:
-        texts = cat.sql(
-            "SELECT text FROM memory_meta WHERE owner_id = ?", [fh.TARGET]
-        ).column(0).to_pylist()
+        texts = (
+            cat.sql("SELECT text FROM memory_meta WHERE owner_id = ?", [fh.TARGET])
+            .column(0)
+            .to_pylist()
+        )
     assert texts == ["Qzspeaker said: I adopted a dog."]
 
 
@@ -111,5 +128,8 @@ def test_refused_while_a_run_holds_the_home(home):
     from skillstream.services.forget import forget_owner
 
     settings = Settings.load(home=str(home))
-    with run_lock(settings.storage.catalog, str(home)), pytest.raises(HomeBusyError, match="in use"):
+    with (
+        run_lock(settings.storage.catalog, str(home)),
+        pytest.raises(HomeBusyError, match="in use"),
+    ):
         forget_owner(settings, fh.TARGET)

@@ -16,8 +16,8 @@ import pytest
 from skillstream.settings import Settings
 from skillstream.storage.catalog import open_catalog
 from skillstream.storage.erasure import message_hash, owner_hash, read_salt
-from tests.services import forget_home as fh
 from tests.servers.processes import cli_env, run_cli
+from tests.services import forget_home as fh
 
 pytestmark = [
     pytest.mark.slow,
@@ -48,7 +48,12 @@ forget_owner(Settings.load(home=home), owner, recovery_dirs=[os.path.join(home, 
 
 def forget(home: Path) -> None:
     run_cli(
-        "forget", "--owner", fh.TARGET, "--yes", "--recovery-dir", str(home / "recovery"),
+        "forget",
+        "--owner",
+        fh.TARGET,
+        "--yes",
+        "--recovery-dir",
+        str(home / "recovery"),
         env=cli_env(home),
     )
 
@@ -72,9 +77,12 @@ def end_state(home: Path) -> dict[str, Any]:
     snaps = []
     for part in sorted((home / "recovery").glob("*.sqlite3")):
         con = sqlite3.connect(part)
-        snaps += [(part.name, *r) for r in con.execute(
-            "SELECT step_id, state_key, snap_epoch, ser_change FROM snaps ORDER BY 1, 2, 3"
-        )]
+        snaps += [
+            (part.name, *r)
+            for r in con.execute(
+                "SELECT step_id, state_key, snap_epoch, ser_change FROM snaps ORDER BY 1, 2, 3"
+            )
+        ]
         con.close()
     out["recovery"] = snaps
     con = sqlite3.connect(home / "llm-cache.sqlite")

@@ -17,9 +17,9 @@ import pytest
 
 from skillstream.settings import Settings
 from skillstream.storage.catalog import open_catalog
-from tests.services import forget_home as fh
 from tests.servers.processes import cli_env, run_cli
 from tests.servers.s3 import fresh_bucket
+from tests.services import forget_home as fh
 
 pytestmark = [
     pytest.mark.slow,
@@ -62,9 +62,19 @@ def lake_rows(settings: Settings, postgres: Any) -> dict[str, bytes]:
         out = fh.duckdb_rows(cat.con, [(f'lake.main."{t}"', f"lake:{t}") for (t,) in names])
     database = settings.storage.catalog.rsplit("/", 1)[1]
     dump = subprocess.run(
-        [str(postgres.bin / "pg_dump"), "-h", "127.0.0.1", "-p", str(postgres.port), "-U",
-         "postgres", database],
-        capture_output=True, check=True, timeout=120,
+        [
+            str(postgres.bin / "pg_dump"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(postgres.port),
+            "-U",
+            "postgres",
+            database,
+        ],
+        capture_output=True,
+        check=True,
+        timeout=120,
     )
     out["pg_dump"] = dump.stdout
     return out
@@ -100,15 +110,27 @@ def test_a_shared_catalog_on_s3_keeps_no_marker(tmp_path, postgres, lake_catalog
     assert set(where) == set(fh.MARKERS), where
     hits = {w for ws in where.values() for w in ws}
     assert "pg_dump" in hits
-    for store in ("parquet:", "lance:memories", "lance:task_skills", "lake:memory_meta",
-                  "s3:forget-shared/artifacts/task-skills/", "sqlite:llm-cache", "sqlite:part-"):
+    for store in (
+        "parquet:",
+        "lance:memories",
+        "lance:task_skills",
+        "lake:memory_meta",
+        "s3:forget-shared/artifacts/task-skills/",
+        "sqlite:llm-cache",
+        "sqlite:part-",
+    ):
         assert any(h.startswith(store) for h in hits), store
     other = fh.owner_content(settings, fh.OTHER)
     assert other["lance:memories"] and other["packages"]
 
     out = run_cli(
-        "forget", "--owner", fh.TARGET, "--yes", "--json",
-        "--recovery-dir", str(home / "recovery"),
+        "forget",
+        "--owner",
+        fh.TARGET,
+        "--yes",
+        "--json",
+        "--recovery-dir",
+        str(home / "recovery"),
         env=cli_env(home, **env),
     )
     counts = json.loads(out.stdout)["counts"]

@@ -89,11 +89,20 @@ def test_a_rewritten_file_no_longer_holds_deleted_rows(tmp_path):
     path = tmp_path / "c.duckdb"
     marker = "Qzdeleted-" + "x9" * 40
     with Catalog(str(path)) as cat:
-        cat.upsert("dead_letters", [
-            {"id": f"d{i}", "source": "s", "position": str(i), "stage": "parse",
-             "reason": "r", "payload": f"{marker}-{i}" if i == 0 else f"kept {i}"}
-            for i in range(50)
-        ])
+        cat.upsert(
+            "dead_letters",
+            [
+                {
+                    "id": f"d{i}",
+                    "source": "s",
+                    "position": str(i),
+                    "stage": "parse",
+                    "reason": "r",
+                    "payload": f"{marker}-{i}" if i == 0 else f"kept {i}",
+                }
+                for i in range(50)
+            ],
+        )
     with Catalog(str(path)) as cat:
         cat.con.execute("DELETE FROM dead_letters WHERE id = 'd0'")
     assert marker.encode() in path.read_bytes()  # DuckDB keeps the deleted row in its blocks
@@ -120,15 +129,18 @@ def test_recovery_snapshots_lose_the_owner_and_keep_the_rest(tmp_path):
         ("flow.read", "file.jsonl", 1, pickle.dumps(42)),
     ]
     con = sqlite3.connect(part)
-    con.executemany("INSERT INTO snaps (step_id, state_key, snap_epoch, ser_change) "
-                    "VALUES (?, ?, ?, ?)", rows)
+    con.executemany(
+        "INSERT INTO snaps (step_id, state_key, snap_epoch, ser_change) VALUES (?, ?, ?, ?)", rows
+    )
     con.commit()
     con.close()
     assert scrub_recovery(tmp_path, "u1", set(), dry_run=True) == 3
     assert scrub_recovery(tmp_path, "u1", set(), dry_run=False) == 3
     con = sqlite3.connect(part)
-    left = {(s, k): pickle.loads(b) for s, k, b in con.execute(
-        "SELECT step_id, state_key, ser_change FROM snaps")}
+    left = {
+        (s, k): pickle.loads(b)
+        for s, k, b in con.execute("SELECT step_id, state_key, ser_change FROM snaps")
+    }
     con.close()
     assert left == {
         ("flow.spans", "c-u2"): (Msg("u2", "m1"),),
