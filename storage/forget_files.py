@@ -163,6 +163,43 @@ def scrub_recovery(folder: Path, owner: str, conversations: set[str], *, dry_run
     return changed
 
 
+def recovery_message_ids(folder: Path, owner: str) -> set[str]:
+    """Ids of the owner's messages that snapshots hold (open spans and task-skill blocks, not
+    yet in the catalog), so they get tombstones too."""
+    found: set[str] = set()
+    for file in recovery_files(folder):
+        con = sqlite3.connect(file)
+        try:
+            for (blob,) in con.execute("SELECT ser_change FROM snaps"):
+                if blob is not None:
+                    _collect_ids(_load(blob), owner, found)
+        finally:
+            con.close()
+    return found
+
+
+def _collect_ids(obj: Any, owner: str, found: set[str], depth: int = 0) -> None:
+    if depth > 12 or isinstance(obj, str | bytes | int | float | bool) or obj is None:
+        return
+    if getattr(obj, "owner_id", None) == owner and isinstance(
+        getattr(obj, "message_id", None), str
+    ):
+        found.add(obj.message_id)
+        return
+    if isinstance(obj, dict):
+        items: Iterable[Any] = obj.values()
+    elif isinstance(obj, list | tuple | set | frozenset):
+        items = obj
+    elif is_dataclass(obj) and not isinstance(obj, type):
+        items = [getattr(obj, f.name, None) for f in fields(obj)]
+    elif isinstance(getattr(obj, "__dict__", None), dict):
+        items = obj.__dict__.values()
+    else:
+        items = [getattr(obj, s, None) for s in getattr(type(obj), "__slots__", ())]
+    for x in items:
+        _collect_ids(x, owner, found, depth + 1)
+
+
 _DROP = object()
 
 

@@ -5,8 +5,9 @@ order so that a run killed at any point can be run again and finishes the job (e
 what is left through stores a later step erases, and each is idempotent):
 
 1. **Tombstones and audit**: the home's salt is made on first use; every message id the catalog
-   knows for the owner becomes a salted hash in ``erased_messages`` (``storage/erasure.py``), and
-   an ``erasures`` row (status ``started``) names the owner by a salted hash only.
+   (or a recovery snapshot: open spans) knows for the owner becomes a salted hash in
+   ``erased_messages`` (``storage/erasure.py``), and an ``erasures`` row (status ``started``)
+   names the owner by a salted hash only.
 2. **Recovery snapshots** in the folders given (``storage/forget_files.py``).
 3. **The LLM answer cache**: answers to requests made for the owner only.
 4. **Artifacts**: every task-skill package version of the owner; training state naming it.
@@ -126,6 +127,8 @@ def _forget(
     try:
         if cat is not None:
             traces = forget_catalog.read_traces(cat, owner)
+            for folder in recovery_dirs:  # messages of open spans are not in the catalog yet
+                traces.message_ids |= forget_files.recovery_message_ids(Path(folder), owner)
             if not dry_run:
                 report.erasure_id = _start(cat, owner, traces, counts)
             else:

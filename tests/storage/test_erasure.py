@@ -24,7 +24,7 @@ from skillstream.storage.forget_catalog import (
     read_traces,
     rewrite_file,
 )
-from skillstream.storage.forget_files import scrub_recovery
+from skillstream.storage.forget_files import recovery_message_ids, scrub_recovery
 from skillstream.storage.home import open_stores
 from skillstream.storage.writer import write_results
 from tests.storage.conftest import DIM, make_result
@@ -134,6 +134,7 @@ def test_recovery_snapshots_lose_the_owner_and_keep_the_rest(tmp_path):
     )
     con.commit()
     con.close()
+    assert recovery_message_ids(tmp_path, "u1") == {"m1"}
     assert scrub_recovery(tmp_path, "u1", set(), dry_run=True) == 3
     assert scrub_recovery(tmp_path, "u1", set(), dry_run=False) == 3
     con = sqlite3.connect(part)
