@@ -83,8 +83,10 @@ def markdown(r: dict[str, Any]) -> str:
     return (
         f"# forget of one owner ({r['when']}, {r['machine']})\n\n"
         "Written by `python benchmarks/forget.py "
-        f"--memories {r['memories']} --owners {r['owners']} --json benchmarks/results/forget.json`.\n\n"
-        "| memories in the home | of the owner | forget (s) | disk before (MB) | disk after (MB) |\n"
+        f"--memories {r['memories']} --owners {r['owners']} "
+        "--json benchmarks/results/forget.json`.\n\n"
+        "| memories in the home | of the owner | forget (s) "
+        "| disk before (MB) | disk after (MB) |\n"
         "|---|---|---|---|---|\n"
         f"| {r['memories']:,} | {r['owner_memories']:,} | {r['forget_s']} | "
         f"{r['disk_mb_before']} | {r['disk_mb_after']} |\n"
