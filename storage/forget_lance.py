@@ -9,7 +9,8 @@ task skills' ``SkillMemory`` items are too, and ``task_skills``):
 1. the owner's rows are deleted;
 2. the data files are compacted with deletions materialised (every file with a deleted row is
    written anew without it);
-3. every index is built again from the remaining rows (same column, same kind);
+3. every index is built again from the remaining rows (same column, same kind; an index of a
+   kind not known here is dropped, and the next ``optimize`` makes it again);
 4. every older version is removed, with the files only it used.
 
 Steps 2 to 4 run on every owner table at each erasure, whether or not step 1 found rows, so a
@@ -26,12 +27,16 @@ from typing import Any
 import lancedb
 
 from skillstream.storage.filters import eq
-from skillstream.storage.lance import _vector_index, retry_conflicts
+from skillstream.storage.lance import retry_conflicts, vector_index
 from skillstream.tables import OWNER_COLUMN
 
 log = logging.getLogger(__name__)
 
-_SCALAR = {"BTree": "BTREE", "Bitmap": "BITMAP", "LabelList": "LABEL_LIST"}
+_SCALAR = {
+    "BTree": lancedb.index.BTree,
+    "Bitmap": lancedb.index.Bitmap,
+    "LabelList": lancedb.index.LabelList,
+}
 _VECTOR = {"IvfPq": "ivf_pq", "IvfFlat": "ivf_flat", "IvfHnswSq": "ivf_hnsw_sq"}
 
 
@@ -96,15 +101,16 @@ def _rewrite(tbl: Any, name: str, *, unverified: bool) -> int:
         if kind == "FTS":
             config = lancedb.index.FTS()
         elif kind in _SCALAR:
-            config = {
-                "BTREE": lancedb.index.BTree(),
-                "BITMAP": lancedb.index.Bitmap(),
-                "LABEL_LIST": lancedb.index.LabelList(),
-            }[_SCALAR[kind]]
+            config = _SCALAR[kind]()
         elif kind in _VECTOR and dim is not None:
-            config = _vector_index(_VECTOR[kind], dim)
+            config = vector_index(_VECTOR[kind], dim)
         else:
-            log.warning("%s: index %s of kind %s is kept as it is", name, ix.name, kind)
+            # an index this code cannot build again would keep the deleted rows' entries: it
+            # goes, and the table's next optimize makes the indexes its policy asks for
+            log.warning(
+                "%s: index %s of kind %s dropped (built again by optimize)", name, ix.name, kind
+            )
+            tbl.drop_index(ix.name)
             continue
         tbl.create_index(column, config=config, replace=True)
     ds = tbl.to_lance()
