@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import pickle
 import sqlite3
 import zipfile
@@ -43,8 +44,10 @@ def delete_files(store: ArtifactStore, paths: Iterable[str]) -> int:
 
 # ---------------------------------------------------------------------- training state
 def training_files(store: ArtifactStore, owner: str) -> list[str]:
-    """The files of every training run (``memskill/<kind>/<key>/``) whose files name the owner."""
-    needle = owner.encode("utf-8")
+    """The files of every training run (``memskill/<kind>/<key>/``) whose files name the owner:
+    hold its id as a JSON string (a run's state keeps its options and data as JSON text, inside
+    ``torch.save``'s zip), so a short id does not match inside other words."""
+    needle = json.dumps(owner, ensure_ascii=False).encode("utf-8")
     runs: dict[str, list[str]] = {}
     for rel in store.list(TRAINING_PREFIX):
         parts = rel.split("/")

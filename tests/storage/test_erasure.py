@@ -3,6 +3,7 @@ the owner taken out of real Bytewax recovery files."""
 
 from __future__ import annotations
 
+import json
 import pickle
 import sqlite3
 from dataclasses import dataclass
@@ -150,3 +151,29 @@ def test_recovery_snapshots_lose_the_owner_and_keep_the_rest(tmp_path):
     }
     assert b"u1" not in part.read_bytes()
     assert scrub_recovery(tmp_path, "u1", set(), dry_run=False) == 0
+
+
+def test_training_runs_that_name_the_owner_are_found_whole(tmp_path):
+    import io
+
+    import torch
+
+    from skillstream.storage.artifacts import ArtifactStore
+    from skillstream.storage.forget_files import training_files
+
+    store = ArtifactStore(str(tmp_path / "artifacts"))
+
+    def state(meta: dict) -> bytes:
+        buf = io.BytesIO()
+        torch.save({"net": {"w": torch.zeros(2)}, "meta": json.dumps(meta)}, buf)
+        return buf.getvalue()
+
+    store.put("memskill/train/k1/trainer.pt", state({"conversations": ["conv-of-u1"], "who": "u1"}))
+    store.put("memskill/train/k1/curve.json", b"[]")
+    store.put("memskill/train/k2/trainer.pt", state({"who": "u2"}))
+    store.put("controllers/abc.pt", state({"who": "u1"}))  # weights, not a run's state: kept
+    assert training_files(store, "u1") == [
+        "memskill/train/k1/curve.json",
+        "memskill/train/k1/trainer.pt",
+    ]
+    assert training_files(store, "u3") == [] and training_files(store, "u") == []
