@@ -60,48 +60,41 @@ def owner_tables(cat: Catalog) -> list[str]:
     return [r[0] for r in rows]
 
 
+def _columns_of(cat: Catalog, table: str) -> list[str]:
+    return _column(
+        cat,
+        "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+        "AND table_schema = 'main' AND table_catalog = current_database()",
+        [table],
+    )
+
+
 def _column(cat: Catalog, sql: str, params: list[Any]) -> list[Any]:
     return [r[0] for r in cat.con.execute(sql, params).fetchall() if r[0] is not None]
 
 
 def read_traces(cat: Catalog, owner: str) -> OwnerTraces:
-    """Everything the other stores are searched with, for ``owner``."""
+    """Everything the other stores are searched with, for ``owner``, read generically from every
+    owner table: message ids (columns ``message_id``, ``message_ids``, ``source_message_ids``,
+    and the JSON ``messages`` of failed spans), conversation ids (``conversation_id``), and what
+    ``llm_calls`` rows name (``span_id``, ``segment_id``, ``skill_id``, a task skill's ``id``)."""
     t = OwnerTraces()
-    have = set(owner_tables(cat))
-    if "spans" in have:
-        for span_id, conv, mids in cat.con.execute(
-            "SELECT span_id, conversation_id, message_ids FROM spans WHERE owner_id = ?", [owner]
-        ).fetchall():
-            t.work_ids.add(span_id)
-            t.conversation_ids.add(conv)
-            t.message_ids.update(mids or [])
-    if "memory_meta" in have:
-        for conv, mids in cat.con.execute(
-            "SELECT conversation_id, source_message_ids FROM memory_meta WHERE owner_id = ?",
-            [owner],
-        ).fetchall():
-            if conv:
-                t.conversation_ids.add(conv)
-            t.message_ids.update(mids or [])
-    if "failed_spans" in have:
-        for span_id, conv, messages in cat.con.execute(
-            "SELECT span_id, conversation_id, messages FROM failed_spans WHERE owner_id = ?",
-            [owner],
-        ).fetchall():
-            t.work_ids.add(span_id)
-            t.conversation_ids.add(conv)
-            t.message_ids.update(_message_ids(messages))
-    if "task_skill_versions" in have:
-        for skill, segment, conv in cat.con.execute(
-            "SELECT skill_id, segment_id, conversation_id FROM task_skill_versions "
-            "WHERE owner_id = ?",
-            [owner],
-        ).fetchall():
-            t.work_ids.update(x for x in (skill, segment) if x)
-            if conv:
-                t.conversation_ids.add(conv)
-    if "task_skills" in have:
-        t.work_ids.update(_column(cat, "SELECT id FROM task_skills WHERE owner_id = ?", [owner]))
+    for table in owner_tables(cat):
+        columns = set(_columns_of(cat, table))
+        for col in _ID_COLUMNS & columns:
+            values = _column(
+                cat, f"SELECT DISTINCT {ident(col)} FROM {ident(table)} WHERE owner_id = ?", [owner]
+            )
+            if col == "conversation_id":
+                t.conversation_ids.update(values)
+            elif col == "message_id":
+                t.message_ids.update(values)
+            elif col in ("message_ids", "source_message_ids"):
+                t.message_ids.update(m for ids in values for m in ids or [])
+            elif col == "messages":
+                t.message_ids.update(m for text in values for m in _message_ids(text))
+            elif table in _WORK_TABLES or col != "id":
+                t.work_ids.update(values)
     t.conversation_ids.discard("")
     if cat.has("dead_letters"):
         for dl_id, payload in cat.con.execute("SELECT id, payload FROM dead_letters").fetchall():
@@ -120,6 +113,23 @@ def read_traces(cat: Catalog, owner: str) -> OwnerTraces:
             )
         )
     return t
+
+
+_ID_COLUMNS = {
+    "conversation_id",
+    "message_id",
+    "message_ids",
+    "source_message_ids",
+    "messages",
+    "span_id",
+    "segment_id",
+    "skill_id",
+    "id",
+}
+"""The columns of an owner table that :func:`read_traces` reads."""
+
+_WORK_TABLES = {"task_skills"}
+"""Tables whose ``id`` is what an ``llm_calls`` row names (a task skill's distillation)."""
 
 
 def _llm_calls(cat: Catalog, owner: str, t: OwnerTraces) -> list[str]:

@@ -73,10 +73,13 @@ def test_every_table_with_an_owner_column_is_erased_a_new_one_too(settings):
         cat = stores.catalog
         assert {"memory_meta", "spans", "queries", "llm_calls"} <= set(owner_tables(cat))
         assert not {"erasures", "erased_messages", "dead_letters"} & set(owner_tables(cat))
-        cat.con.execute("CREATE TABLE open_spans (span_id VARCHAR, owner_id VARCHAR)")
-        cat.con.execute("INSERT INTO open_spans VALUES ('a', 'u1'), ('b', 'u2')")
+        cat.con.execute(
+            "CREATE TABLE open_spans (span_id VARCHAR, owner_id VARCHAR, message_id VARCHAR)"
+        )
+        cat.con.execute("INSERT INTO open_spans VALUES ('a', 'u1', 'held'), ('b', 'u2', 'x')")
         traces = read_traces(cat, "u1")
-        assert traces.message_ids == {f"u1-s{n}-m{j}" for n in range(2) for j in range(2)}
+        ids = {f"u1-s{n}-m{j}" for n in range(2) for j in range(2)}
+        assert traces.message_ids == ids | {"held"}
         assert traces.conversation_ids == {"c-u1"}
         erased = erase_rows(cat, "u1", traces)
         assert erased["open_spans"] == 1 and erased["spans"] == 2
