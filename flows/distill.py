@@ -10,9 +10,10 @@
 :func:`distil_task_skills` is that chain as one Bytewax operator; ``flows.memory.build_flow`` gives
 its output to the store sink when distillation is on, and your own flow can do the same.
 
-Event time only, as for spans: a backfill closes exactly the blocks a live run would. With a Kafka
-source that never ends, a conversation's last block closes when its next message arrives after the
-idle gap (or when the flow stops with end of input).
+Blocks close as spans do (``flows.live``): on event time, so a backfill closes exactly the blocks a
+live run would; on a live stream also when the conversation has been quiet for the idle gap; and
+an open block is held in the home when the input ends without closing it (``Home.add``, a stopped
+run).
 """
 
 from __future__ import annotations
@@ -22,17 +23,20 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 import bytewax.operators as op
 from bytewax.dataflow import Stream, operator
-from bytewax.operators import StatefulBatchLogic, StatefulLogic
+from bytewax.operators import StatefulBatchLogic
 
 from skillstream.distill.distiller import OwnerTaskSkills, TaskSkillDistiller
 from skillstream.distill.record import ConversationBlock, TaskSkillResult
+from skillstream.flows.live import OpenLogic, OpenSpans
 from skillstream.flows.progress import Counters
 from skillstream.flows.shards import per_owner, shard_key, shard_of
+from skillstream.held import BLOCKS, OpenState, Released, Wake
 from skillstream.model import Message
+from skillstream.quiet import IdleRule
 
 log = logging.getLogger(__name__)
 
@@ -45,39 +49,59 @@ class BlockState:
     """Open block of one conversation (small and picklable for snapshots)."""
 
     messages: list[Message] = field(default_factory=list)
+    last_seen: float = 0.0
+    """Wall-clock time (seconds since the epoch) the conversation was last heard from."""
+    held: list[str] = field(default_factory=list)
+    """Ids of its messages given back from the home."""
 
     def copy(self) -> BlockState:
-        return BlockState(list(self.messages))
+        return BlockState(list(self.messages), self.last_seen, list(getattr(self, "held", [])))
 
 
-class BlockLogic(StatefulLogic[Message, ConversationBlock, BlockState]):
-    """Collects a conversation's messages until its session or task segment closes."""
+class BlockLogic(OpenLogic[BlockState]):
+    """Collects a conversation's messages until its session or task segment closes, with the
+    open-state rules of ``flows.live`` (a quiet conversation's block closes on a live stream; an
+    open block is held in the home when the input ends that way)."""
 
-    def __init__(self, gap: timedelta, resume: BlockState | None) -> None:
+    stage = BLOCKS
+
+    def __init__(
+        self, gap: timedelta, resume: BlockState | None, live: OpenSpans | None = None
+    ) -> None:
         self.gap = gap
-        self.state = resume.copy() if resume is not None else BlockState()
+        if live is None:
+            live = OpenSpans(IdleRule(gap))
+        super().__init__(resume, live)
 
-    def on_item(self, value: Message) -> tuple[Iterable[ConversationBlock], bool]:
+    def copy(self, state: BlockState) -> BlockState:
+        return state.copy()
+
+    def fresh(self, now: float) -> BlockState:
+        return BlockState(last_seen=now)
+
+    def give_back(self, held: OpenState, messages: list[Message], last_seen: float) -> BlockState:
+        return BlockState(list(messages), last_seen, [m.message_id for m in messages])
+
+    def accept(self, state: BlockState, message: Message) -> list[Any]:
         out = []
-        if self.state.messages:
-            last = self.state.messages[-1]
+        if state.messages:
+            last = state.messages[-1]
             if (
-                value.session_id != last.session_id
-                or value.ts - last.ts > self.gap
-                or len(self.state.messages) >= MAX_BLOCK_MESSAGES
+                message.session_id != last.session_id
+                or message.ts - last.ts > self.gap
+                or len(state.messages) >= MAX_BLOCK_MESSAGES
             ):
-                out.append(ConversationBlock.of(self.state.messages))
-                self.state.messages = []
-        self.state.messages.append(value)
-        return out, StatefulLogic.RETAIN
+                out = self.close(state)
+        state.messages.append(message)
+        return out
 
-    def on_eof(self) -> tuple[Iterable[ConversationBlock], bool]:
-        out = [ConversationBlock.of(self.state.messages)] if self.state.messages else []
-        self.state.messages = []
-        return out, StatefulLogic.DISCARD
-
-    def snapshot(self) -> BlockState:
-        return self.state.copy()
+    def close(self, state: BlockState) -> list[Any]:
+        if not state.messages:
+            return []
+        block = ConversationBlock.of(state.messages, getattr(state, "held", ()))
+        state.messages = []
+        state.held = []
+        return [block]
 
 
 class DistillLogic(StatefulBatchLogic[ConversationBlock, TaskSkillResult, dict]):
@@ -104,12 +128,16 @@ class DistillLogic(StatefulBatchLogic[ConversationBlock, TaskSkillResult, dict])
                 # the store, which is never behind a snapshot (and may be ahead of it: segments
                 # written after the snapshot are recognised by their ids and skipped)
                 state = self.core.new_state(owner)
-            out: list[TaskSkillResult] = []
+            out: list[Any] = []
             for block in blocks:
-                out.extend(self.core.distill_block(state, block))
+                results = self.core.distill_block(state, block)
+                out.extend(results)
+                if block.held and not any(r.action == "failed" for r in results):
+                    # distilled: its messages held in the home are no longer open
+                    out.append(Released(BLOCKS, owner, block.conversation_id, block.held))
             return state, out
 
-        results: list[TaskSkillResult] = []
+        results: list[Any] = []
         for owner, (state, out) in per_owner(self.pool, values, lambda b: b.owner_id, run):
             self.owners[owner] = state
             results.extend(out)
@@ -130,6 +158,8 @@ class Distillation:
         shards: Owner shards (setting ``shards``; 0: one per worker).
         concurrency: Owners of a shard distilled at once (setting ``concurrency``).
         counters: The run's counters.
+        live: Open blocks across time and runs (``flows.live``); default: blocks close on
+            event time and at the input's end only.
     """
 
     distiller: TaskSkillDistiller
@@ -138,12 +168,16 @@ class Distillation:
     shards: int = 0
     concurrency: int = 4
     counters: Counters = field(default_factory=Counters)
+    live: OpenSpans | None = None
 
 
 @operator
 def distil_task_skills(
-    step_id: str, messages: Stream[Message], distillation: Distillation
-) -> Stream[TaskSkillResult]:
+    step_id: str,
+    messages: Stream[Message],
+    distillation: Distillation,
+    wakes: Stream[Wake] | None = None,
+) -> Stream[Any]:
     """Task-skill distillation for a stream of admitted messages.
 
     Args:
@@ -151,10 +185,11 @@ def distil_task_skills(
         messages: ``skillstream.model.Message`` values (one conversation's messages in order).
         distillation: The distiller, the idle gap and the shards
             (``Runner.parts().distillation``).
+        wakes: A ``Wake`` per conversation whose open block is held in the home.
 
     Returns:
-        The results the store sink writes: every changed task skill, and failures (their LLM
-        calls are accounted).
+        The results the store sink writes: every changed task skill, failures (their LLM
+        calls are accounted), and the ``Held`` and ``Released`` records of open blocks.
     """
     step = distillation.distiller
     gap, counters = distillation.idle_gap, distillation.counters
@@ -163,16 +198,22 @@ def distil_task_skills(
     pool = ThreadPoolExecutor(
         max_workers=max(1, distillation.concurrency), thread_name_prefix="distill"
     )
-    by_conv = op.key_on("by-conversation", messages, lambda m: m.conversation_id)
-    keyed_blocks = op.stateful("blocks", by_conv, lambda resume: BlockLogic(gap, resume))
-    blocks = op.key_rm("blocks-unkeyed", keyed_blocks)
+    live = distillation.live
+    arriving: Stream[Any] = messages
+    if wakes is not None:
+        arriving = op.merge("with-wakes", messages, wakes)
+    by_conv = op.key_on("by-conversation", arriving, lambda m: m.conversation_id)
+    keyed_blocks = op.stateful("blocks", by_conv, lambda resume: BlockLogic(gap, resume, live))
+    closed = op.branch("closed", op.key_rm("blocks-unkeyed", keyed_blocks), _is_block)
+    blocks = cast("Stream[ConversationBlock]", closed.trues)
     by_shard = op.key_on(
         "by-owner-shard", blocks, lambda b: shard_key(shard_of(b.owner_id, shards), workers)
     )
     keyed_results = op.stateful_batch(
         "distill", by_shard, lambda resume: DistillLogic(step, pool, resume)
     )
-    results = op.key_rm("distill-unkeyed", keyed_results)
+    out = op.branch("released", op.key_rm("distill-unkeyed", keyed_results), _is_result)
+    results = cast("Stream[TaskSkillResult]", out.trues)
 
     def count(step_id: str, r: TaskSkillResult) -> None:
         counters.bump(f"task_skills_{r.action}")
@@ -184,6 +225,16 @@ def distil_task_skills(
             )
 
     op.inspect("count-task-skills", results, count)
-    return op.filter(
+    written = op.filter(
         "written", results, lambda r: r.changed or bool(r.llm_calls) or r.action == "failed"
     )
+    # held and released open blocks go to the store as they are
+    return op.merge("with-open", written, out.falses, closed.falses)
+
+
+def _is_block(item: Any) -> bool:
+    return isinstance(item, ConversationBlock)
+
+
+def _is_result(item: Any) -> bool:
+    return isinstance(item, TaskSkillResult)

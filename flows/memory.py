@@ -32,8 +32,10 @@ from bytewax.outputs import Sink
 
 from skillstream.admit import TimeWindow
 from skillstream.flows.distill import Distillation, distil_task_skills
+from skillstream.flows.live import WakeSource
 from skillstream.flows.operators import Extraction, admit_messages, extract_memories, store
 from skillstream.flows.progress import Counters
+from skillstream.held import Held, Released, Wake
 from skillstream.model import DeadLetter, Message
 from skillstream.storage.erasure import ErasedMessages
 
@@ -53,6 +55,7 @@ class FlowParts:
         events: A sink for memory change events (``--events-to``), or ``None``.
         counters: The run's counters.
         collect: Called with every span and task-skill result (``Home.add`` keeps them).
+        wakes: A ``Wake`` per conversation with an open span or block held in the home.
     """
 
     window: TimeWindow
@@ -62,6 +65,7 @@ class FlowParts:
     events: Sink | None = None
     counters: Counters = field(default_factory=Counters)
     collect: Callable[[Any], None] | None = None
+    wakes: list[Wake] = field(default_factory=list)
     erased: ErasedMessages = field(default_factory=ErasedMessages)
 
 
@@ -78,17 +82,20 @@ def build_flow(parts: FlowParts, source: Source, flow_id: str = "skillstream-mem
     messages = not_erased(messages, parts.erased, counters)
     admission = admit_messages("admit", messages, parts.window, counters=counters)
     messages = admission.admitted
-    results = extract_memories("memories", messages, parts.extraction)
+    wakes = op.input("held", flow, WakeSource(parts.wakes))
+    results = extract_memories("memories", messages, parts.extraction, wakes)
     streams = [results, dead, admission.refused]
     if parts.distillation is not None:
-        streams.append(distil_task_skills("task-skills", messages, parts.distillation))
+        streams.append(distil_task_skills("task-skills", messages, parts.distillation, wakes))
     collect = parts.collect
     if collect is not None:
         for i, stream in enumerate([results, *streams[2:]]):  # not the source's dead letters
             op.inspect(f"collect-{i}", stream, lambda _step, r: collect(r))
     store("store", *streams, sink=parts.sink)
     if parts.events is not None:
-        changes = op.filter("changes", results, lambda r: not isinstance(r, DeadLetter))
+        changes = op.filter(
+            "changes", results, lambda r: not isinstance(r, DeadLetter | Held | Released)
+        )
         op.output("events", changes, parts.events)
     return flow
 

@@ -42,11 +42,14 @@ from bytewax.operators import StatefulBatchLogic, StatefulLogic
 
 from skillstream.admit import Admitted, TimeWindow, admit, refusal, refused
 from skillstream.flows.distill import Distillation, distil_task_skills
+from skillstream.flows.live import OpenLogic, OpenSpans
 from skillstream.flows.maintenance import maintenance_clock
 from skillstream.flows.progress import Counters
 from skillstream.flows.shards import per_owner, shard_key, shard_of
+from skillstream.held import SPANS, OpenState, Wake
 from skillstream.model import DeadLetter, Message, Span, SpanResult
 from skillstream.pipeline import EvictedOwner, MemoryPipeline, OwnerState
+from skillstream.quiet import IdleRule
 from skillstream.spans import SpanBuilder, SpanState
 
 __all__ = [
@@ -86,30 +89,61 @@ class AdmitLogic(StatefulLogic[Message, Message | DeadLetter, Admitted]):
         return self.state.copy()
 
 
-class SpanLogic(StatefulLogic[Message, Span | DeadLetter, SpanState]):
-    """Per-conversation span builder; flushes the open span at end of input.
+class SpanLogic(OpenLogic[SpanState]):
+    """Per-conversation span builder (``skillstream.spans``) with the open-state rules of
+    ``flows.live``: a quiet conversation's span closes on a live stream, an open span is held in
+    the home when the input ends that way, and a closed span drops the messages that are already
+    inside a done span.
 
     A message that the span builder cannot take (its text cannot be tokenised, say) leaves as a
     ``DeadLetter``; the conversation goes on without it.
     """
 
-    def __init__(self, builder: SpanBuilder, resume: SpanState | None) -> None:
-        self.builder = builder
-        self.state = resume.copy() if resume is not None else SpanState()
+    stage = SPANS
 
-    def on_item(self, value: Message) -> tuple[Iterable[Span | DeadLetter], bool]:
+    def __init__(
+        self, builder: SpanBuilder, resume: SpanState | None, live: OpenSpans | None = None
+    ) -> None:
+        self.builder = builder
+        super().__init__(
+            resume, live if live is not None else OpenSpans(IdleRule(builder.idle_gap))
+        )
+
+    def copy(self, state: SpanState) -> SpanState:
+        return state.copy()
+
+    def fresh(self, now: float) -> SpanState:
+        return SpanState(last_seen=now)
+
+    def give_back(self, held: OpenState, messages: list[Message], last_seen: float) -> SpanState:
+        return self.builder.resume(messages, held.seq, last_seen)
+
+    def accept(self, state: SpanState, message: Message) -> list[Any]:
         try:  # the builder changes its state only once the message's tokens are counted
-            out: list[Span | DeadLetter] = list(self.builder.add(self.state, value))
+            spans = self.builder.add(state, message)
         except Exception as e:  # noqa: BLE001 - one message must not stop its conversation
             reason = f"could not be added to a span ({type(e).__name__}: {e})"
-            return [refused(value, reason, stage="spans")], StatefulLogic.RETAIN
-        return out, StatefulLogic.RETAIN
+            return [refused(message, reason, stage="spans")]
+        return self._final(spans)
 
-    def on_eof(self) -> tuple[Iterable[Span | DeadLetter], bool]:
-        return self.builder.flush(self.state), StatefulLogic.DISCARD
+    def close(self, state: SpanState) -> list[Any]:
+        return self._final(self.builder.flush(state))
 
-    def snapshot(self) -> SpanState:
-        return self.state.copy()
+    def _final(self, spans: list[Span]) -> list[Any]:
+        """Spans as they leave: a span already in the ledger whole (the extraction skips it),
+        any other without the messages that are already inside a done span."""
+        live = self.live
+        if not len(live.done):
+            return list(spans)
+        out: list[Any] = []
+        for span in spans:
+            if span.span_id in live.done_spans:
+                out.append(span)
+                continue
+            trimmed = self.builder.trim(span, live.is_done)
+            if trimmed is not None:
+                out.append(trimmed)
+        return out
 
 
 @dataclass(frozen=True)
@@ -153,8 +187,12 @@ def _is_message(item: Message | DeadLetter) -> bool:
     return isinstance(item, Message)
 
 
-def _is_span(item: Span | DeadLetter) -> bool:
+def _is_span(item: Any) -> bool:
     return isinstance(item, Span)
+
+
+def _is_dead_letter(item: Any) -> bool:
+    return isinstance(item, DeadLetter)
 
 
 @dataclass(frozen=True)
@@ -170,6 +208,9 @@ class Extraction:
         concurrency: Owners of a shard extracted at once (setting ``concurrency``).
         max_owners: Owners kept in memory per shard (setting ``owner_state_max``; 0: all).
         counters: The run's counters.
+        live: Open spans across time and runs (``flows.live``): the quiet close of a live
+            stream, spans held in the home, messages already done. Default: spans close on
+            event time and at the input's end only.
     """
 
     pipeline: MemoryPipeline
@@ -179,6 +220,7 @@ class Extraction:
     concurrency: int = 4
     max_owners: int = 0
     counters: Counters = field(default_factory=Counters)
+    live: OpenSpans | None = None
 
     @property
     def shard_count(self) -> int:
@@ -252,7 +294,10 @@ _EVICTED = "\x00evicted"
 
 @operator
 def extract_memories(
-    step_id: str, messages: Stream[Message], extraction: Extraction
+    step_id: str,
+    messages: Stream[Message],
+    extraction: Extraction,
+    wakes: Stream[Wake] | None = None,
 ) -> Stream[Any]:
     """Spans and memory extraction for a stream of admitted messages.
 
@@ -264,11 +309,14 @@ def extract_memories(
         step_id: Unique id of this step in your flow.
         messages: ``skillstream.model.Message`` values (one conversation's messages in order).
         extraction: The pipeline, span builder and shards (``Runner.parts().extraction``).
+        wakes: A ``Wake`` per conversation whose open span is held in the home
+            (``Runner.parts().wakes``), so that it closes even if the conversation sends nothing.
 
     Returns:
         ``SpanResult`` values, one per span (``status`` ``done``, ``skipped`` or ``failed``),
-        ``MaintenanceResult`` values, and a ``DeadLetter`` for a message the span builder could
-        not take; give them to :func:`store`.
+        ``MaintenanceResult`` values, a ``DeadLetter`` for a message the span builder could
+        not take, and the ``Held`` and ``Released`` records of open spans; give them to
+        :func:`store`.
     """
     core = extraction.pipeline
     builder = extraction.spans
@@ -277,12 +325,18 @@ def extract_memories(
     pool = ThreadPoolExecutor(
         max_workers=max(1, extraction.concurrency), thread_name_prefix="extract"
     )
-    by_conv = op.key_on("by-conversation", messages, lambda m: m.conversation_id)
-    keyed_spans = op.stateful("spans", by_conv, lambda resume: SpanLogic(builder, resume))
-    # a message the span builder cannot take (its text cannot be tokenised) is a dead letter
+    live = extraction.live
+    arriving: Stream[Any] = messages
+    if wakes is not None:
+        arriving = op.merge("with-wakes", messages, wakes)
+    by_conv = op.key_on("by-conversation", arriving, lambda m: m.conversation_id)
+    keyed_spans = op.stateful("spans", by_conv, lambda resume: SpanLogic(builder, resume, live))
+    # a message the span builder cannot take (its text cannot be tokenised) is a dead letter;
+    # held and released open spans go to the store as they are
     built = op.branch("built", op.key_rm("spans-unkeyed", keyed_spans), _is_span)
     spans = cast("Stream[Span]", built.trues)
-    op.inspect("count-refused", built.falses, counters.counter("dead_letters"))
+    refused_letters = op.filter("refused", built.falses, _is_dead_letter)
+    op.inspect("count-refused", refused_letters, counters.counter("dead_letters"))
     by_shard = op.key_on(
         "by-owner-shard", spans, lambda s: shard_key(shard_of(s.owner_id, shards), workers)
     )

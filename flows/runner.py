@@ -24,6 +24,9 @@ rules, take the same lock and count the same way:
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
@@ -33,16 +36,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bytewax.dataflow import Dataflow
-from bytewax.inputs import Source
+from bytewax.inputs import FixedPartitionedSource, Source
 
 from skillstream.embed import TextEmbedder, get_embedder
 from skillstream.extract import Executor, MemorySkill
 from skillstream.flows.distill import Distillation
+from skillstream.flows.live import OpenSpans, Stoppable
 from skillstream.flows.memory import FlowParts, build_flow
 from skillstream.flows.operators import Extraction
 from skillstream.flows.progress import Counters
 from skillstream.flows.shards import shard_of
+from skillstream.held import BLOCKS, SPANS, OpenState, Wake, open_states
+from skillstream.ledger import DoneMessages
 from skillstream.pipeline import MemoryPipeline
+from skillstream.quiet import IdleRule, StreamClock
 from skillstream.settings import Settings, local_path
 from skillstream.spans import SpanBuilder
 from skillstream.storage.erasure import ErasedMessages
@@ -91,6 +98,10 @@ class HomeRead:
     """Open and escalated contradictions, per owner."""
     memory_skills: list[MemorySkill]
     """The memory-skill bank's active skills."""
+    done_messages: DoneMessages = field(default_factory=DoneMessages)
+    """Messages inside done spans (a span cut differently drops them)."""
+    held: dict[str, dict[str, OpenState]] = field(default_factory=dict)
+    """Open spans and blocks held in the home: stage -> conversation id -> state."""
     erased: ErasedMessages = field(default_factory=ErasedMessages)
     """Tombstones of forgotten messages (a replay does not bring them back)."""
 
@@ -102,6 +113,8 @@ class Summary:
     counts: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     home: str = ""
+    stopped: bool = False
+    """The run was stopped (a signal) before its input ended; its open spans are held."""
 
     def as_dict(self) -> dict[str, Any]:
         c = self.counts
@@ -114,6 +127,7 @@ class Summary:
             "memory_changes": c.get("memory_changes", 0),
             "seconds": round(self.seconds, 2),
             "home": self.home,
+            "stopped": self.stopped,
         }
 
 
@@ -166,8 +180,13 @@ class Runner:
             reconciled for them alone.
         flow_id: The Bytewax flow id (recovery snapshots are kept per flow id).
         lock: Take the home's run lock while the flow runs (a DuckDB-file home, process 0).
-        signals: Run with Bytewax's ``cli_main`` (which stops cleanly on Ctrl-C) even in one
-            process without recovery, as the command line does.
+        signals: Stop cleanly on SIGTERM and SIGINT, as the command line does: the source stops
+            reading, the open spans are held in the home, what is in flight is written, and
+            the run returns (``stop_timeout_s`` bounds it). Runs with Bytewax's ``cli_main``.
+        live: Close a quiet conversation's open span in processing time (``skillstream.quiet``);
+            default: for a source that never ends (a Kafka topic followed).
+        hold: Hold open spans in the home at the input's end instead of closing them, except
+            those whose conversation is already quiet (``Home.add``).
     """
 
     def __init__(
@@ -183,6 +202,8 @@ class Runner:
         flow_id: str = "skillstream-memory",
         lock: bool = True,
         signals: bool = False,
+        live: bool | None = None,
+        hold: bool = False,
     ) -> None:
         self.settings = settings
         self.executor = executor
@@ -193,6 +214,11 @@ class Runner:
         self.flow_id = flow_id
         self.lock = lock
         self.signals = signals
+        self.live = live
+        self.hold = hold
+        self.stopping = threading.Event()
+        """Set when the run was asked to stop (a signal, or :meth:`stop`)."""
+        self.started = time.time()
         self.counters = Counters()
         """This run's counters (the progress bar reads them while the run goes on)."""
         self.collect: Callable[[Any], None] | None = None
@@ -235,6 +261,8 @@ class Runner:
                 Tombstones.read(cat, owner_ids=self.owners),
                 OpenContradictions.read(cat, owner_ids=self.owners),
                 MemorySkillBank(cat).active_skills(),
+                DoneMessages(cat.done_messages(self.owners)),
+                open_states(cat.open_messages(self.owners)),
                 ErasedMessages.read(cat),
             )
         finally:
@@ -280,7 +308,16 @@ class Runner:
         )
         self._reconcile(sink)
         counter = get_counter(settings.embedding.model)
-        spans = SpanBuilder(counter.count, settings.spans.span_tokens, settings.spans.idle_gap)
+        gap = settings.spans.idle_gap
+        spans = SpanBuilder(counter.count, settings.spans.span_tokens, gap)
+        rule = IdleRule(gap, live=bool(self.live) or self.hold)
+        clock = StreamClock()
+        floor = 0.0 if self.hold else self.started
+
+        def open_spans(stage: str, done: DoneMessages, done_spans: frozenset[str]) -> OpenSpans:
+            held = dict(read.held.get(stage, {}))
+            return OpenSpans(rule, clock, held, done, done_spans, self.stopping, self.hold, floor)
+
         extraction = Extraction(
             pipeline,
             spans,
@@ -289,6 +326,7 @@ class Runner:
             concurrency=flow.concurrency,
             max_owners=flow.owner_state_max,
             counters=self.counters,
+            live=open_spans(SPANS, read.done_messages, read.done_spans),
         )
         distillation = None
         if settings.distillation.enabled:
@@ -301,7 +339,18 @@ class Runner:
                 shards=flow.shards,
                 concurrency=flow.concurrency,
                 counters=self.counters,
+                live=open_spans(BLOCKS, DoneMessages(), frozenset()),
             )
+        stages = [SPANS, BLOCKS] if distillation is not None else [SPANS]
+        wakes = sorted(
+            {
+                Wake(state.messages[0].owner_id, conversation)
+                for stage in stages
+                for conversation, state in read.held.get(stage, {}).items()
+                if state.messages
+            },
+            key=lambda w: (w.owner_id, w.conversation_id),
+        )
         events = None
         if self.events_to:
             from skillstream.connectors.kafka import memory_events_sink
@@ -316,6 +365,7 @@ class Runner:
             events=events,
             counters=self.counters,
             collect=self.collect,
+            wakes=wakes,
         )
 
     def _reconcile(self, sink: Any) -> None:
@@ -339,6 +389,8 @@ class Runner:
 
     def dataflow(self, source: Source) -> Dataflow:
         """The memory dataflow of this run over ``source`` (reads the home; see :meth:`parts`)."""
+        if self.live is None:
+            self.live = bool(getattr(source, "tail", False))
         self.prepare()
         return build_flow(self.parts(), source, flow_id=self.flow_id)
 
@@ -360,12 +412,68 @@ class Runner:
     def run(self, source: Source) -> Summary:
         """Lock the home, read it, run the flow over ``source`` and finish; the run's summary."""
         with self.locked():
+            if self.live is None:
+                self.live = bool(getattr(source, "tail", False))
+            if self.signals and isinstance(source, FixedPartitionedSource):
+                source = Stoppable(source, self.stopping)
             flow = self.dataflow(source)
             t0 = time.perf_counter()
-            self.execute(flow)
+            with self._stop_on_signals():
+                self.execute(flow)
             seconds = time.perf_counter() - t0
             self.finish()
-        return Summary(self.counters.snapshot(), seconds, self.settings.storage.home)
+        return Summary(
+            self.counters.snapshot(),
+            seconds,
+            self.settings.storage.home,
+            stopped=self.stopping.is_set(),
+        )
+
+    def stop(self) -> None:
+        """Ask the run to stop cleanly (what SIGTERM does): its source stops reading, open spans
+        are held in the home, and what is in flight is written."""
+        self.stopping.set()
+
+    @contextmanager
+    def _stop_on_signals(self) -> Iterator[None]:
+        """SIGTERM and SIGINT stop the run cleanly (:meth:`stop`); if it has not stopped
+        ``stop_timeout_s`` later, the process exits with code 1 (what was written stays written,
+        and the next run goes on from the ledger and the held spans). A second signal stops at
+        once."""
+        if not self.signals or threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        timeout = self.settings.flow.stop_timeout_s
+
+        def overdue() -> None:
+            log.error(
+                "the run did not stop within %.0f s (setting stop_timeout_s); exiting now: "
+                "the next run goes on from what was written",
+                timeout,
+            )
+            logging.shutdown()
+            os._exit(1)
+
+        def handle(signum: int, frame: Any) -> None:
+            if self.stopping.is_set():
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                raise KeyboardInterrupt
+            log.warning(
+                "%s: stopping (open spans are held in the home; at most %.0f s)",
+                signal.Signals(signum).name,
+                timeout,
+            )
+            self.stop()
+            watchdog = threading.Timer(timeout, overdue)
+            watchdog.daemon = True
+            watchdog.start()
+
+        previous = {s: signal.signal(s, handle) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            yield
+        finally:
+            for s, h in previous.items():
+                signal.signal(s, h)
 
     def execute(self, flow: Dataflow) -> None:
         """Run ``flow`` with Bytewax: ``cli_main`` for the command line, a cluster or a recovery

@@ -103,6 +103,7 @@ class Added:
         dead: builtins.list[DeadLetter],
         results: builtins.list[Any],
         skills: int,
+        held: int = 0,
     ) -> None:
         self.messages = messages
         """Valid messages taken."""
@@ -114,6 +115,9 @@ class Added:
         """One ``SpanResult`` per span, in the order the flow finished them."""
         self.task_skills = skills
         """Task-skill versions written."""
+        self.held = held
+        """Messages held in open spans after the call (their memories come when the spans
+        close: see :meth:`Home.add`)."""
 
     @property
     def memory_ids(self) -> builtins.list[str]:
@@ -133,7 +137,7 @@ class Added:
         return (
             f"Added(messages={self.messages}, dead_letters={self.dead_letters}, "
             f"spans={len(self.results)}, memories={len(self.memory_ids)}, "
-            f"task_skills={self.task_skills})"
+            f"task_skills={self.task_skills}, held={self.held})"
         )
 
 
@@ -311,23 +315,29 @@ class Home:
         return runner.run(src).as_dict()
 
     def add(self, messages: Iterable[Message | Mapping[str, Any]]) -> Added:
-        """Extract and store memories from ``messages`` now, and return when they are stored.
+        """Add messages to the home's memory, one or many at a time, and return what they closed.
 
         The messages go through the same runner and flow as ``skillstream run`` (admission,
-        spans, extraction, task skills, the store sink, under the home's run lock), so the ids,
-        the ledger and the dead letters are the ones a run of the same messages gives. Only the
-        messages' owners are read and reconciled, so a call costs what its messages cost. Each
-        call closes its conversations' open spans at its end: call it with a whole exchange (or
-        session), not one message at a time, for the spans a backfill cuts.
+        spans, extraction, task skills, the store sink, under the home's run lock), and spans
+        close by the same rules: the token budget, a session change, an idle gap between two
+        messages. A conversation's open span is **held in the home** between calls (durably: a
+        process that dies between two calls loses nothing), so adding messages one at a time
+        gives the spans, memories and ids of one run over the same messages.
+
+        When memories become visible: when their span closes, that is in the call whose message
+        closes it, in a call of the same owner once the conversation has been quiet for the idle
+        gap (wall clock), or at :meth:`flush`. Only the messages' owners are read and
+        reconciled, so a call costs what its messages cost.
 
         Args:
             messages: ``Message`` values, or records with the fields of a JSONL chat log
                 (``conversation_id``, ``user_id``, ``role``, ``content``, ``timestamp``, ...).
 
         Returns:
-            What was stored (see :class:`Added`). Invalid records, and messages a conversation
-            does not admit (outside the time window, a duplicate id with other content), become
-            dead letters with their reason.
+            What the call stored (see :class:`Added`): the spans it closed, their memories, and
+            how many messages stay held in open spans. Invalid records, and messages a
+            conversation does not admit (outside the time window, a duplicate id with other
+            content), become dead letters with their reason.
 
         Raises:
             HomeBusyError: another run holds the home.
@@ -335,7 +345,6 @@ class Home:
         from bytewax.testing import TestingSource
 
         from skillstream.connectors.records import parse_record
-        from skillstream.flows.runner import Runner
         from skillstream.redact import redactor_for
 
         redactor = redactor_for(self.settings.lifecycle.policies)
@@ -358,17 +367,88 @@ class Home:
                     f"add() takes Message values or dicts, not {type(m).__name__} (item {i})"
                 )
         valid = [m for m in items if isinstance(m, Message)]
+        return self._add(TestingSource(items), [m.owner_id for m in valid], items, hold=True)
+
+    def flush(self, owner: str | None = None) -> Added:
+        """Close the open spans (and task segments) held in the home now, and store what they
+        give: of ``owner``, or of every owner.
+
+        Returns:
+            What was stored, as :meth:`add` returns it.
+        """
+        from bytewax.testing import TestingSource
+
+        owners = self._held_owners()
+        if owner is not None:
+            owners = [o for o in owners if o == owner]
+        if not owners:
+            return Added(0, [], [], 0)
+        return self._add(TestingSource([]), owners, [], hold=False)
+
+    def held(self) -> builtins.list[dict[str, Any]]:
+        """The open spans held in the home: one row per conversation (``owner_id``,
+        ``conversation_id``, ``messages``, ``last_seen`` in seconds since the epoch)."""
+        from skillstream.storage.catalog import catalog_exists, open_catalog
+
+        if not catalog_exists(self.settings.storage):
+            return []
+        with open_catalog(self.settings.storage, read_only=True) as cat:
+            if not cat.has("open_messages"):
+                return []
+            cur = cat.con.execute(
+                "SELECT owner_id, conversation_id, count(*) AS messages, "
+                "epoch(max(last_seen)) AS last_seen FROM open_messages WHERE stage = 'spans' "
+                "GROUP BY ALL ORDER BY owner_id, conversation_id"
+            )
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    def _held_owners(self) -> builtins.list[str]:
+        return sorted({row["owner_id"] for row in self.held()} | self._held_block_owners())
+
+    def _held_block_owners(self) -> set[str]:
+        from skillstream.storage.catalog import catalog_exists, open_catalog
+
+        if not catalog_exists(self.settings.storage):
+            return set()
+        with open_catalog(self.settings.storage, read_only=True) as cat:
+            if not cat.has("open_messages"):
+                return set()
+            rows = cat.con.execute(
+                "SELECT DISTINCT owner_id FROM open_messages WHERE stage = 'blocks'"
+            ).fetchall()
+        return {r[0] for r in rows}
+
+    def _add(
+        self,
+        source: Any,
+        owners: builtins.list[str],
+        items: builtins.list[Message | DeadLetter],
+        *,
+        hold: bool,
+    ) -> Added:
+        from skillstream.flows.runner import Runner
+        from skillstream.held import SPANS, Held
+
         results: builtins.list[Any] = []
         runner = Runner(
-            self.settings, owners=[m.owner_id for m in valid], flow_id="skillstream-add"
+            self.settings, owners=owners, flow_id="skillstream-add", live=False, hold=hold
         )
         runner.collect = results.append
-        runner.run(TestingSource(items))
+        runner.run(source)
         refused = [r for r in results if isinstance(r, DeadLetter)]
         spans = [r for r in results if hasattr(r, "span")]
         skills = [r for r in results if hasattr(r, "action")]
+        held = [r for r in results if isinstance(r, Held) and r.stage == SPANS]
         dead = [d for d in items if isinstance(d, DeadLetter)] + refused
-        return Added(len(valid) - len(refused), dead, spans, sum(1 for r in skills if r.changed))
+        valid = sum(1 for m in items if isinstance(m, Message))
+        return Added(
+            valid - len(refused),
+            dead,
+            spans,
+            sum(1 for r in skills if r.changed),
+            held=sum(len(h.state.messages) for h in held),
+        )
 
     # ------------------------------------------------------------------ reading
     def forget(

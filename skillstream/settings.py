@@ -502,7 +502,8 @@ class SpanSettings(_Group):
     idle_gap_s: Float = _key(
         "idle_gap_s",
         1800.0,
-        "Event-time gap (seconds) that closes a span and a task segment.",
+        "Gap (seconds) that closes a span and a task segment: between two messages in event "
+        "time, and on a live stream also since a conversation's last message in wall-clock time.",
         gt=0,
     )
     max_message_chars: Int = _key(
@@ -622,6 +623,13 @@ class FlowSettings(_Group):
         5.0,
         "Bytewax epoch (snapshot) interval in seconds.",
         ge=0,
+    )
+    stop_timeout_s: Float = _key(
+        "stop_timeout_s",
+        30.0,
+        "After SIGTERM or SIGINT, how long a run may take to stop cleanly (hold its open spans, "
+        "write what is in flight) before it exits with code 1.",
+        gt=0,
     )
     max_failed_spans: Int = _key(
         "max_failed_spans",

@@ -5,16 +5,19 @@ A span is a run of consecutive messages of one conversation. The open span is cl
 * adding the next message would pass the token budget (a single longer message forms its own span),
 * the session id changes,
 * the next message comes more than ``idle_gap`` after the previous one, in *event time*,
-* the input ends (``flush``).
+* the input ends (``flush``),
+* on a live stream, its conversation has gone quiet (``skillstream.quiet``: processing time,
+  consistent with event time).
 
-Event time only: a backfill of last year's logs cuts exactly the spans a live run would have cut.
-Span ids hash the conversation and the message ids, so a replay gives the same ids.
+A backfill of last year's logs cuts exactly the spans a live run would have cut. Span ids hash the
+conversation and the message ids, so a replay gives the same ids; a message already inside a done
+span is dropped from a span cut differently (:meth:`SpanBuilder.trim`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
@@ -30,9 +33,15 @@ class SpanState:
     messages: list[Message] = field(default_factory=list)
     tokens: int = 0
     seq: int = 0
+    last_seen: float = 0.0
+    """Wall-clock time (seconds since the epoch) the conversation was last heard from."""
 
     def copy(self) -> SpanState:
         return replace(self, messages=list(self.messages))
+
+    def holds(self, message_id: str) -> bool:
+        """Whether the open span already holds a message with this id."""
+        return any(m.message_id == message_id for m in self.messages)
 
 
 def render_turn(message: Message) -> str:
@@ -88,20 +97,40 @@ class SpanBuilder:
         """Close the open span, if any."""
         if not state.messages:
             return []
-        msgs = tuple(state.messages)
-        first = msgs[0]
-        text = " ".join(m.text for m in msgs)
-        span = Span(
-            span_id=prefixed_id("spn", first.conversation_id, [m.message_id for m in msgs]),
-            owner_id=first.owner_id,
-            conversation_id=first.conversation_id,
-            session_id=first.session_id,
-            seq=state.seq,
-            messages=msgs,
-            n_tokens=state.tokens,
-            lang=detect_language(text),
-        )
+        span = make_span(tuple(state.messages), state.seq, state.tokens)
         state.messages = []
         state.tokens = 0
         state.seq += 1
         return [span]
+
+    def resume(self, messages: Sequence[Message], seq: int, last_seen: float) -> SpanState:
+        """The open state of a span held in the home (``skillstream.held``)."""
+        tokens = sum(self.count_tokens(render_turn(m)) for m in messages)
+        return SpanState(list(messages), tokens, seq, last_seen)
+
+    def trim(self, span: Span, done: Callable[[Message], bool]) -> Span | None:
+        """``span`` without the messages ``done`` says are already in a done span: the span
+        itself when none is, ``None`` when all are."""
+        keep = tuple(m for m in span.messages if not done(m))
+        if len(keep) == len(span.messages):
+            return span
+        if not keep:
+            return None
+        tokens = sum(self.count_tokens(render_turn(m)) for m in keep)
+        return make_span(keep, span.seq, tokens)
+
+
+def make_span(messages: tuple[Message, ...], seq: int, tokens: int) -> Span:
+    """The span of ``messages`` (one conversation's, in order)."""
+    first = messages[0]
+    text = " ".join(m.text for m in messages)
+    return Span(
+        span_id=prefixed_id("spn", first.conversation_id, [m.message_id for m in messages]),
+        owner_id=first.owner_id,
+        conversation_id=first.conversation_id,
+        session_id=first.session_id,
+        seq=seq,
+        messages=messages,
+        n_tokens=tokens,
+        lang=detect_language(text),
+    )

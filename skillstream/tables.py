@@ -197,6 +197,23 @@ LLM_CALLS = _schema(
     "Every LLM request: purpose, tokens, latency, outcome, and the owner it was made for.",
 )
 
+OPEN_MESSAGES = _schema(
+    [
+        pa.field("open_id", pa.string(), nullable=False),
+        pa.field("stage", pa.string(), nullable=False),
+        pa.field("owner_id", pa.string(), nullable=False),
+        pa.field("conversation_id", pa.string(), nullable=False),
+        pa.field("message_id", pa.string(), nullable=False),
+        pa.field("position", pa.int32()),
+        pa.field("seq", pa.int64()),
+        pa.field("last_seen", TS),
+        pa.field("message", pa.string(), nullable=False),
+        pa.field("held_at", TS),
+    ],
+    "open_id",
+    "Messages of open spans and task segments held between runs (Home.add, a stopped live run).",
+)
+
 # ---------------------------------------------------------------- memory skills
 MEMORY_SKILLS = _schema(
     [
@@ -343,6 +360,7 @@ CATALOG: tuple[Table, ...] = (
     Table("memory_meta", MEMORY_META),
     Table("memory_events", MEMORY_EVENTS),
     Table("spans", SPANS),
+    Table("open_messages", OPEN_MESSAGES),
     Table("dead_letters", DEAD_LETTERS),
     Table("llm_calls", LLM_CALLS),
     Table("memory_skills", MEMORY_SKILLS),

@@ -608,6 +608,38 @@ class Catalog:
             ).fetchall()
         return {r[0] for r in rows}
 
+    def done_messages(self, owners: Sequence[str] | None = None) -> list[tuple[str, str]]:
+        """``(conversation_id, message_id)`` of every message inside a done span, of every owner
+        or of ``owners`` only."""
+        if not self.has("spans"):
+            return []
+        query = "SELECT conversation_id, unnest(message_ids) FROM spans WHERE status = 'done'"
+        if owners is None:
+            rows = self.con.execute(query).fetchall()
+        else:
+            rows = self.con.execute(
+                query + " AND owner_id IN (SELECT unnest(?::VARCHAR[]))", [list(owners)]
+            ).fetchall()
+        return [(c, m) for c, m in rows]
+
+    def open_messages(self, owners: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """Held messages of open spans and task segments (``skillstream.held``), in the order
+        they were held (times as seconds since the epoch)."""
+        if not self.has("open_messages"):
+            return []
+        cols = (
+            "stage, conversation_id, message_id, position, seq, epoch(last_seen) AS last_seen, "
+            "message, epoch(held_at) AS held_at"
+        )
+        query = f"SELECT {cols} FROM open_messages"
+        params: list[Any] = []
+        if owners is not None:
+            query += " WHERE owner_id IN (SELECT unnest(?::VARCHAR[]))"
+            params.append(list(owners))
+        cur = self.con.execute(query + " ORDER BY held_at, position", params)
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
     # ------------------------------------------------------------------ LanceDB and views
     def attach_lance(
         self,

@@ -15,7 +15,9 @@ Order of a write (one call, any number of results):
    events of expired memories lose their old and new values: only the minimal ``memory_meta`` row
    and the ``expired`` event stay), ``llm_calls`` upsert, the typed ``rows`` of the results (each
    row class to its table, see ``skillstream.tables``) and the task-skill tables,
-   ``dead_letters``, and last the span ledger (``spans``).
+   ``dead_letters``, the open spans' held messages (``open_messages``: written for ``Held``
+   records, deleted for ``Released`` records and for the messages of the done spans of this
+   write), and last the span ledger (``spans``).
 
 An expired memory lives on only as its minimal ``memory_meta`` row and its events; readers of an
 owner's state add those rows back from the catalog (``storage.tombstones``), and the crash
@@ -35,6 +37,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from skillstream.errors import InputError
+from skillstream.held import SPANS, Held, Released, held_rows, open_id
 from skillstream.lifecycle.querylog import TABLE as QUERIES_TABLE
 from skillstream.lifecycle.states import indexed
 from skillstream.model import DeadLetter, MaintenanceResult, Memory, QueryRow, SpanResult
@@ -43,6 +46,8 @@ from skillstream.storage.home import Stores
 from skillstream.storage.rows import as_dict, latest_indices
 from skillstream.tables import table_of
 from skillstream.vocab import LifecycleEvent, MemoryStatus
+
+OPEN_TABLE = "open_messages"
 
 
 @dataclass
@@ -114,6 +119,8 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
     maintained: list[MaintenanceResult] = []
     dead: list[DeadLetter] = []
     task_skills: list[Any] = []  # TaskSkillResult
+    held: list[Held] = []
+    released: list[str] = []  # open_messages keys
     for item in items:
         if isinstance(item, tuple) and len(item) == 2:
             item = item[1]
@@ -126,6 +133,10 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
             maintained.append(item)
         elif task_skill_writer.is_result(item):
             task_skills.append(item)
+        elif isinstance(item, Held):
+            held.append(item)
+        elif isinstance(item, Released):
+            released += [open_id(item.stage, item.conversation_id, m) for m in item.message_ids]
         else:
             raise InputError(
                 "the store sink writes SpanResult and DeadLetter values (and MaintenanceResult "
@@ -133,7 +144,15 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
             )
     summary = WriteSummary()
     if not results and not dead and not maintained and not task_skills:
+        if held or released:
+            stores.catalog.run_transaction(lambda cat: _write_open(cat, held, released))
         return summary
+    released += [
+        open_id(SPANS, r.span.conversation_id, m)
+        for r in results
+        if r.status == "done"
+        for m in r.span.message_ids
+    ]
 
     changes: list[SpanResult | MaintenanceResult] = [*results, *maintained]
     stored_skills = task_skill_writer.write_lance(stores, task_skills)
@@ -170,11 +189,29 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
         for table, rows in by_table.items():
             summary.tables[table] = cat.upsert(table, rows)
         summary.dead_letters = cat.upsert("dead_letters", [as_dict(d) for d in dead])
+        _write_open(cat, held, released)
         summary.spans = cat.upsert("spans", [ledger_row(r) for r in results])
 
     # One transaction; on a shared catalog it runs again if its commit meets another writer's.
     stores.catalog.run_transaction(commit)
     return summary
+
+
+def _write_open(cat: Any, held: list[Held], released: list[str]) -> None:
+    """Keep the held open states and forget the released messages (``skillstream.held``)."""
+    if held:
+        at = datetime.now(UTC)
+        cat.upsert(OPEN_TABLE, [row for h in held for row in held_rows(h, at)])
+    if released and cat.has(OPEN_TABLE):
+        present = cat.con.execute(
+            f"SELECT open_id FROM {OPEN_TABLE} WHERE open_id IN (SELECT unnest(?::VARCHAR[]))",
+            [released],
+        ).fetchall()
+        if present:
+            cat.con.execute(
+                f"DELETE FROM {OPEN_TABLE} WHERE open_id IN (SELECT unnest(?::VARCHAR[]))",
+                [[r[0] for r in present]],
+            )
 
 
 def record_query(

@@ -13,7 +13,7 @@ It needs the SDK's 2.x line (``mcp.server.mcpserver.MCPServer``; the ``mcp`` ext
 * ``skill_search``: task skills by name, description and triggers;
 * ``memory_search``: hybrid search over the owner's memories (task skills come back too, marked
   ``memory_type`` ``SkillMemory``);
-* ``memory_add``: store messages of a conversation now (spans, extraction, task skills), as the
+* ``memory_add``: add messages of a conversation (spans, extraction, task skills), as the
   owner.
 
 Errors (an unknown name, an invalid section, a home with nothing stored yet, a bad message) come
@@ -149,10 +149,15 @@ def build_server(settings: Settings, owner: str, *, api: TaskSkillAPI | None = N
         ]
 
     @tool
-    def memory_add(messages: list[dict[str, Any]], conversation_id: str = "mcp") -> dict[str, Any]:
-        """Remember a conversation: extract memories (and task skills) from its messages now.
-        Each message needs 'role' (user or assistant) and 'content'; 'timestamp' (ISO 8601,
-        default now), 'session_id' and 'message_id' are optional. Send a whole exchange at once."""
+    def memory_add(
+        messages: list[dict[str, Any]], conversation_id: str = "mcp", flush: bool = False
+    ) -> dict[str, Any]:
+        """Remember messages of a conversation, one or many at a time. Each message needs 'role'
+        (user or assistant) and 'content'; 'timestamp' (ISO 8601, default now), 'session_id'
+        and 'message_id' are optional. Memories are extracted span by span: a span stays open
+        (held, nothing lost) until its token budget fills, the session changes or the
+        conversation has been quiet for the idle gap; 'held' says how many messages wait.
+        Set flush to close the open spans now and make their memories searchable at once."""
         from skillstream.api import Home
 
         if not messages:
@@ -170,15 +175,29 @@ def build_server(settings: Settings, owner: str, *, api: TaskSkillAPI | None = N
                     "timestamp": m.get("timestamp") or now,
                 }
             )
-        added = Home(settings, owner).add(records)
+        home = Home(settings, owner)
+        added = home.add(records)
         if added.dead_letters and not added.messages:
             raise InputError("no message could be stored: " + "; ".join(added.refused))
+        spans, memory_ids, task_skills, held = (
+            len(added.results),
+            added.memory_ids,
+            added.task_skills,
+            added.held,
+        )
+        if flush:
+            flushed = home.flush(owner)
+            spans += len(flushed.results)
+            memory_ids += [i for i in flushed.memory_ids if i not in memory_ids]
+            task_skills += flushed.task_skills
+            held = 0
         return {
             "messages": added.messages,
             "refused": added.refused,
-            "spans": len(added.results),
-            "memory_ids": added.memory_ids,
-            "task_skills": added.task_skills,
+            "spans": spans,
+            "memory_ids": memory_ids,
+            "task_skills": task_skills,
+            "held": held,
         }
 
     return server

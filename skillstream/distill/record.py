@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -322,15 +323,21 @@ class ConversationBlock:
     owner_id: str
     conversation_id: str
     messages: tuple[Message, ...]
+    held: tuple[str, ...] = ()
+    """Ids of its messages that were held in the home (released once the block is distilled)."""
 
     @classmethod
-    def of(cls, messages: list[Message] | tuple[Message, ...]) -> ConversationBlock:
+    def of(
+        cls, messages: list[Message] | tuple[Message, ...], held: Iterable[str] = ()
+    ) -> ConversationBlock:
         msgs = tuple(messages)
         if not msgs:
             raise InputError("a conversation block needs at least one message")
         first = msgs[0]
         bid = prefixed_id("blk", first.conversation_id, [m.message_id for m in msgs])
-        return cls(bid, first.owner_id, first.conversation_id, msgs)
+        ids = {m.message_id for m in msgs}
+        kept = tuple(i for i in held if i in ids)
+        return cls(bid, first.owner_id, first.conversation_id, msgs, kept)
 
 
 @dataclass(frozen=True)
