@@ -154,6 +154,7 @@ def test_forget_erases_one_owner_and_a_later_add_of_its_messages_stays_forgotten
         for i, text in enumerate(["I moved to Lisbon last spring.", "I work as a nurse."])
     ]
     home.add(rows)
+    home.flush()
     owners = "select owner_id, count(*) n from memory_meta group by all order by 1"
     before = home.sql(owners).to_pylist()
     assert [r["owner_id"] for r in before] == ["ana", "bea"]
@@ -166,6 +167,6 @@ def test_forget_erases_one_owner_and_a_later_add_of_its_messages_stays_forgotten
     assert home.search("where does she live", owner="ana", k=3).to_pylist() == []
 
     again = home.add([r for r in rows if r["user_id"] == "ana"])  # the same ids: forgotten
-    assert again.results == [] and again.memory_ids == []
-    new = home.add([dict(rows[0], message_id="m-9", content="I adopted a dog.")])
-    assert new.memory_ids and home.sql(owners).to_pylist()[0]["owner_id"] == "ana"
+    assert again.results == [] and home.held() == [] and home.flush().memory_ids == []
+    home.add([dict(rows[0], message_id="m-9", content="I adopted a dog.")])
+    assert home.flush().memory_ids and home.sql(owners).to_pylist()[0]["owner_id"] == "ana"
