@@ -170,3 +170,23 @@ def test_forget_erases_one_owner_and_a_later_add_of_its_messages_stays_forgotten
     assert again.results == [] and home.held() == [] and home.flush().memory_ids == []
     home.add([dict(rows[0], message_id="m-9", content="I adopted a dog.")])
     assert home.flush().memory_ids and home.sql(owners).to_pylist()[0]["owner_id"] == "ana"
+
+
+def test_forget_takes_the_open_spans_held_in_the_home_and_their_messages_stay_forgotten(tmp_path):
+    home = skillstream.open(tmp_path / "home")
+    row = {
+        "conversation_id": "c-ana",
+        "user_id": "ana",
+        "role": "user",
+        "message_id": "m-1",
+        "content": "I moved to Lisbon last spring.",
+        "timestamp": "2025-05-01T10:00:00Z",
+    }
+    home.add([row])
+    assert [h["owner_id"] for h in home.held()] == ["ana"]
+    done = home.forget("ana")
+    assert done["counts"]["catalog"]["open_messages"] == 2  # an open span and an open segment
+    assert done["counts"]["tombstones"] == {"messages": 1}
+    assert home.held() == []
+    home.add([row])
+    assert home.held() == [] and home.flush().memory_ids == []
