@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import bytewax.operators as op
-from bytewax.dataflow import Dataflow
+from bytewax.dataflow import Dataflow, Stream
 from bytewax.inputs import Source
 from bytewax.outputs import Sink
 
@@ -37,6 +37,7 @@ from skillstream.flows.operators import Extraction, admit_messages, extract_memo
 from skillstream.flows.progress import Counters
 from skillstream.held import Held, Released, Wake
 from skillstream.model import DeadLetter, Message
+from skillstream.storage.erasure import ErasedMessages
 
 __all__ = ["FlowParts", "build_flow", "default_sample", "get_flow"]
 
@@ -47,6 +48,7 @@ class FlowParts:
 
     Attributes:
         window: The timestamps a conversation admits.
+        erased: Tombstones of forgotten messages, dropped before admission.
         extraction: Spans and extraction (pipeline, span builder, shards).
         sink: The store sink.
         distillation: Task-skill distillation, or ``None`` when it is off.
@@ -64,6 +66,7 @@ class FlowParts:
     counters: Counters = field(default_factory=Counters)
     collect: Callable[[Any], None] | None = None
     wakes: list[Wake] = field(default_factory=list)
+    erased: ErasedMessages = field(default_factory=ErasedMessages)
 
 
 def build_flow(parts: FlowParts, source: Source, flow_id: str = "skillstream-memory") -> Dataflow:
@@ -76,6 +79,7 @@ def build_flow(parts: FlowParts, source: Source, flow_id: str = "skillstream-mem
     dead = op.filter("dead", split.falses, lambda x: isinstance(x, DeadLetter))
     op.inspect("count-messages", messages, counters.counter("messages"))
     op.inspect("count-dead", dead, counters.counter("dead_letters"))
+    messages = not_erased(messages, parts.erased, counters)
     admission = admit_messages("admit", messages, parts.window, counters=counters)
     messages = admission.admitted
     wakes = op.input("held", flow, WakeSource(parts.wakes))
@@ -94,6 +98,18 @@ def build_flow(parts: FlowParts, source: Source, flow_id: str = "skillstream-mem
         )
         op.output("events", changes, parts.events)
     return flow
+
+
+def not_erased(
+    messages: Stream[Message], erased: ErasedMessages, counters: Counters
+) -> Stream[Message]:
+    """The messages that were not forgotten (``storage/erasure.py``); a forgotten one is dropped
+    and counted as ``erased``, never stored again."""
+    if not erased.hashes:
+        return messages
+    split = op.branch("not-erased", messages, erased.admits)
+    op.inspect("count-erased", split.falses, counters.counter("erased"))
+    return split.trues
 
 
 def get_flow(source: str | None = None, format: str = "auto", **overrides: Any) -> Dataflow:

@@ -52,6 +52,7 @@ from skillstream.pipeline import MemoryPipeline
 from skillstream.quiet import IdleRule, StreamClock
 from skillstream.settings import Settings, local_path
 from skillstream.spans import SpanBuilder
+from skillstream.storage.erasure import ErasedMessages
 from skillstream.tokens import get_counter
 
 if TYPE_CHECKING:
@@ -101,6 +102,8 @@ class HomeRead:
     """Messages inside done spans (a span cut differently drops them)."""
     held: dict[str, dict[str, OpenState]] = field(default_factory=dict)
     """Open spans and blocks held in the home: stage -> conversation id -> state."""
+    erased: ErasedMessages = field(default_factory=ErasedMessages)
+    """Tombstones of forgotten messages (a replay does not bring them back)."""
 
 
 @dataclass
@@ -260,6 +263,7 @@ class Runner:
                 MemorySkillBank(cat).active_skills(),
                 DoneMessages(cat.done_messages(self.owners)),
                 open_states(cat.open_messages(self.owners)),
+                ErasedMessages.read(cat),
             )
         finally:
             cat.close()
@@ -354,6 +358,7 @@ class Runner:
             events = memory_events_sink(self.events_to, settings)
         return FlowParts(
             window=settings.spans.time_window,
+            erased=read.erased,
             extraction=extraction,
             sink=sink,
             distillation=distillation,

@@ -451,6 +451,36 @@ class Home:
         )
 
     # ------------------------------------------------------------------ reading
+    def forget(
+        self,
+        owner: str,
+        *,
+        recovery_dirs: Sequence[str | os.PathLike[str]] = (),
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """Erase every trace of ``owner`` from every store of the home (its memories, fleet
+        ones included, events, ledger, LLM calls and cached answers, dead letters, task skills
+        and every package version, recovery snapshots in ``recovery_dirs``), keep tombstones so
+        a replay does not bring its messages back, and record the erasure; see docs/forget.md.
+
+        Args:
+            owner: The owner id, as stored.
+            recovery_dirs: Bytewax recovery folders of runs on this home.
+            dry_run: Count what would go; change nothing.
+
+        Returns:
+            ``counts`` per store, ``total``, ``seconds`` and the audit row's ``erasure_id``.
+
+        Raises:
+            HomeBusyError: while a run holds the home.
+        """
+        from skillstream.services.forget import forget_owner
+
+        report = forget_owner(
+            self.settings, owner, recovery_dirs=[str(d) for d in recovery_dirs], dry_run=dry_run
+        )
+        return report.to_dict()
+
     def search(
         self,
         query: str,

@@ -191,9 +191,10 @@ LLM_CALLS = _schema(
         pa.field("attempts", pa.int32()),
         pa.field("error", pa.string()),
         pa.field("created_at", TS),
+        pa.field("owner_id", pa.string()),
     ],
     "call_id",
-    "Every LLM request: purpose, tokens, latency, outcome.",
+    "Every LLM request: purpose, tokens, latency, outcome, and the owner it was made for.",
 )
 
 OPEN_MESSAGES = _schema(
@@ -295,6 +296,46 @@ def task_skills_lance(dim: int) -> pa.Schema:
     )
 
 
+# ---------------------------------------------------------------- erasure
+# These tables have no ``owner_id`` column on purpose: forgetting an owner deletes every row of
+# every table that has one, and what these keep must outlive the owner (``storage/erasure.py``).
+ERASURES = _schema(
+    [
+        pa.field("erasure_id", pa.string(), nullable=False),
+        pa.field("owner_hash", pa.string(), nullable=False),
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("started_at", TS),
+        pa.field("finished_at", TS),
+        pa.field("messages", pa.int64()),
+        pa.field("counts", pa.string()),
+    ],
+    "erasure_id",
+    "The audit of forgotten owners: one row per erasure, the owner as a salted hash only, its "
+    "status (started, done), when, and how much each store lost (JSON counts).",
+)
+
+ERASED_MESSAGES = _schema(
+    [
+        pa.field("message_hash", pa.string(), nullable=False),
+        pa.field("erasure_id", pa.string(), nullable=False),
+        pa.field("erased_at", TS),
+    ],
+    "message_hash",
+    "Tombstones of forgotten messages: a salted hash of owner and message id, so a replay of the "
+    "same source does not bring them back; never the ids or the text.",
+)
+
+ERASURE_SALT = _schema(
+    [
+        pa.field("name", pa.string(), nullable=False),
+        pa.field("salt", pa.string(), nullable=False),
+        pa.field("created_at", TS),
+    ],
+    "name",
+    "The home's random salt of the erasure hashes (one row), made by the first erasure.",
+)
+
+
 # ---------------------------------------------------------------- the catalog
 @dataclass(frozen=True)
 class Table:
@@ -330,6 +371,9 @@ CATALOG: tuple[Table, ...] = (
     Table("memory_relations", MEMORY_RELATIONS, MemoryRelationRow),
     Table("task_skills", TASK_SKILLS),
     Table("task_skill_versions", TASK_SKILL_VERSIONS, TaskSkillVersionRow),
+    Table("erasures", ERASURES),
+    Table("erased_messages", ERASED_MESSAGES),
+    Table("erasure_salt", ERASURE_SALT),
 )
 """Every DuckDB table of the catalog, in creation order."""
 
@@ -354,3 +398,14 @@ def primary_key(schema: pa.Schema) -> str | None:
 
 def empty_table(schema: pa.Schema) -> pa.Table:
     return schema.empty_table()
+
+
+OWNER_COLUMN = "owner_id"
+"""The column that ties a row to an owner, in the catalog and in LanceDB."""
+
+
+def owner_tables() -> list[str]:
+    """The catalog tables whose rows belong to an owner (they have an ``owner_id`` column):
+    forgetting an owner deletes its rows from each, so a new table with that column is erased
+    without further code."""
+    return [t.name for t in CATALOG if OWNER_COLUMN in t.schema.names]

@@ -385,7 +385,7 @@ class LanceTable:
         vector = self.vector_column
         if vector and policy.vector_rows and rows >= policy.vector_rows and vector not in have:
             dim = self.schema.field(vector).type.list_size
-            if self._create_index(tbl, vector, _vector_index(policy.vector_type, dim)):
+            if self._create_index(tbl, vector, vector_index(policy.vector_type, dim)):
                 made.append(vector)
                 self._ann_checked = -_ANN_RECHECK_S
         if made:
@@ -603,7 +603,7 @@ def _pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="skillstream-fts")
 
 
-def _vector_index(kind: str, dim: int) -> Any:
+def vector_index(kind: str, dim: int) -> Any:
     """The LanceDB index config of ``IndexPolicy.vector_type`` for vectors of width ``dim``."""
     if kind == "ivf_flat":
         return lancedb.index.IvfFlat(distance_type="l2")

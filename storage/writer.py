@@ -165,12 +165,12 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
 
     events = [e for r in changes for e in r.events]
     events += task_skill_writer.memory_events(task_skills)
-    calls = [c for r in results for c in r.llm_calls]
+    calls = [{**as_dict(c), "owner_id": r.span.owner_id} for r in results for c in r.llm_calls]
     by_table: dict[str, list[Any]] = {}
     for r in changes:
         for row in r.rows.all():
             by_table.setdefault(table_of(row), []).append(row)
-    calls += [c for r in task_skills for c in r.llm_calls]
+    calls += [{**as_dict(c), "owner_id": r.owner_id} for r in task_skills for c in r.llm_calls]
     for table, rows in task_skill_writer.catalog_rows(task_skills, stored_skills).items():
         by_table.setdefault(table, []).extend(rows)
 
@@ -185,7 +185,7 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
                 f"WHERE memory_id IN ({placeholders}) AND event <> ?",
                 [*expired, LifecycleEvent.EXPIRED],
             )
-        summary.llm_calls = cat.upsert("llm_calls", [as_dict(c) for c in calls])
+        summary.llm_calls = cat.upsert("llm_calls", calls)
         for table, rows in by_table.items():
             summary.tables[table] = cat.upsert(table, rows)
         summary.dead_letters = cat.upsert("dead_letters", [as_dict(d) for d in dead])

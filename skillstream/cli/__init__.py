@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "history": ("skillstream.cli.lifecycle", "history"),
     "contradictions": ("skillstream.cli.lifecycle", "contradictions"),
     "maintain": ("skillstream.cli.lifecycle", "maintain"),
+    "forget": ("skillstream.cli.forget", "forget"),
     "produce": ("skillstream.cli.kafka", "produce"),
     "eval": ("skillstream.cli.eval", "eval_group"),
     "export": ("skillstream.cli.transfer", "export_group"),

@@ -141,3 +141,56 @@ def test_import_skillstream_is_cheap():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_forget_erases_one_owner_and_a_later_add_of_its_messages_stays_forgotten(tmp_path):
+    home = skillstream.open(tmp_path / "home")
+    rows = [
+        {
+            "conversation_id": f"c-{who}",
+            "user_id": who,
+            "role": "user",
+            "message_id": f"m-{i}",
+            "content": text,
+            "timestamp": f"2025-05-01T10:0{i}:00Z",
+        }
+        for who in ("ana", "bea")
+        for i, text in enumerate(["I moved to Lisbon last spring.", "I work as a nurse."])
+    ]
+    home.add(rows)
+    home.flush()
+    owners = "select owner_id, count(*) n from memory_meta group by all order by 1"
+    before = home.sql(owners).to_pylist()
+    assert [r["owner_id"] for r in before] == ["ana", "bea"]
+
+    assert home.forget("ana", dry_run=True)["counts"]["lancedb"]["memories"] == before[0]["n"]
+    done = home.forget("ana")
+    assert done["counts"]["lancedb"]["memories"] == before[0]["n"]
+    assert done["counts"]["tombstones"] == {"messages": 2}
+    assert home.sql(owners).to_pylist() == before[1:]
+    assert home.search("where does she live", owner="ana", k=3).to_pylist() == []
+
+    again = home.add([r for r in rows if r["user_id"] == "ana"])  # the same ids: forgotten
+    assert again.results == [] and home.held() == [] and home.flush().memory_ids == []
+    home.add([dict(rows[0], message_id="m-9", content="I adopted a dog.")])
+    assert home.flush().memory_ids and home.sql(owners).to_pylist()[0]["owner_id"] == "ana"
+
+
+def test_forget_takes_the_open_spans_held_in_the_home_and_their_messages_stay_forgotten(tmp_path):
+    home = skillstream.open(tmp_path / "home")
+    row = {
+        "conversation_id": "c-ana",
+        "user_id": "ana",
+        "role": "user",
+        "message_id": "m-1",
+        "content": "I moved to Lisbon last spring.",
+        "timestamp": "2025-05-01T10:00:00Z",
+    }
+    home.add([row])
+    assert [h["owner_id"] for h in home.held()] == ["ana"]
+    done = home.forget("ana")
+    assert done["counts"]["catalog"]["open_messages"] == 2  # an open span and an open segment
+    assert done["counts"]["tombstones"] == {"messages": 1}
+    assert home.held() == []
+    home.add([row])
+    assert home.held() == [] and home.flush().memory_ids == []
