@@ -9,7 +9,8 @@ rules, take the same lock and count the same way:
    with the home's storage options, the message size limit and the sensitive-data redactor; a
    ``kafka://`` URI a Kafka source with the home's librdkafka properties.
 2. **Lock** (:meth:`Runner.run`): one run per DuckDB-file home (``storage.lock``); in a cluster
-   process 0 holds it for all. A shared catalog takes many writers and has no lock file.
+   process 0 holds it for all. A shared catalog takes many writers and has no lock file: a run
+   holds a lease there instead (``storage.leases``), which ``forget`` respects.
 3. **Reading the home, once** (:meth:`Runner.parts`): the span ledger, the expired memories and
    open contradictions, and the memory-skill bank, in one read-only visit to the catalog; then the
    LanceDB rows the catalog never committed are rolled back. A run scoped to some owners
@@ -397,10 +398,17 @@ class Runner:
     # ------------------------------------------------------------------ running
     @contextmanager
     def locked(self) -> Iterator[None]:
-        """Hold the home's run lock (a DuckDB-file home, process 0), or nothing."""
+        """Hold the home's run lock (a DuckDB-file home, process 0), or a run lease on a shared
+        catalog (``storage.leases``: other writers may run, ``forget`` waits for none)."""
         storage = self.settings.storage
-        if not self.lock or storage.shared_catalog or not self.cluster.first:
+        if not self.lock or not self.cluster.first:
             with nullcontext():
+                yield
+            return
+        if storage.shared_catalog:  # many writers: the run only announces itself
+            from skillstream.storage.leases import run_lease
+
+            with run_lease(storage):
                 yield
             return
         from skillstream.storage.lock import run_lock

@@ -299,6 +299,18 @@ def task_skills_lance(dim: int) -> pa.Schema:
 # ---------------------------------------------------------------- erasure
 # These tables have no ``owner_id`` column on purpose: forgetting an owner deletes every row of
 # every table that has one, and what these keep must outlive the owner (``storage/erasure.py``).
+RUN_LEASES = _schema(
+    [
+        pa.field("lease_id", pa.string(), nullable=False),
+        pa.field("host", pa.string()),
+        pa.field("pid", pa.int64()),
+        pa.field("started_at", TS),
+        pa.field("heartbeat_at", TS),
+    ],
+    "lease_id",
+    "Runs writing a shared catalog now: each renews its row while it runs (forget waits for none).",
+)
+
 ERASURES = _schema(
     [
         pa.field("erasure_id", pa.string(), nullable=False),
@@ -371,6 +383,7 @@ CATALOG: tuple[Table, ...] = (
     Table("memory_relations", MEMORY_RELATIONS, MemoryRelationRow),
     Table("task_skills", TASK_SKILLS),
     Table("task_skill_versions", TASK_SKILL_VERSIONS, TaskSkillVersionRow),
+    Table("run_leases", RUN_LEASES),
     Table("erasures", ERASURES),
     Table("erased_messages", ERASED_MESSAGES),
     Table("erasure_salt", ERASURE_SALT),

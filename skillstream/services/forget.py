@@ -23,7 +23,10 @@ Fleet-scoped memories keep the id of the owner whose messages they came from, so
 erase them as well, although other owners could read them.
 
 A DuckDB-file home is erased under its run lock: while a run holds it, ``forget`` is refused
-(``HomeBusyError``). A shared catalog has no run lock: forget while no run writes.
+(``HomeBusyError``). A shared catalog has no run lock, but every run holds a lease in it
+(``storage.leases``): ``forget`` is refused while a lease is alive, checked before the tombstones
+are written and again after (a run that starts later reads the tombstones and drops the owner's
+messages).
 """
 
 from __future__ import annotations
@@ -129,8 +132,12 @@ def _forget(
             traces = forget_catalog.read_traces(cat, owner)
             for folder in recovery_dirs:  # messages of open spans are not in the catalog yet
                 traces.message_ids |= forget_files.recovery_message_ids(Path(folder), owner)
+            if cat.shared:
+                _no_live_runs(cat, storage.home)
             if not dry_run:
                 report.erasure_id = _start(cat, owner, traces, counts)
+                if cat.shared:  # a run that began before the tombstones: erase after it
+                    _no_live_runs(cat, storage.home, started=True)
             else:
                 counts["tombstones"] = {"messages": len(traces.message_ids)}
         # 2. recovery snapshots
@@ -174,6 +181,28 @@ def _forget(
         _finish(settings, report)
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _no_live_runs(cat: Catalog, home: str, *, started: bool = False) -> None:
+    """Refuse while a run writes the shared catalog (its lease is alive)."""
+    from skillstream.storage.leases import STALE_S, live_runs
+    from skillstream.storage.lock import HomeBusyError
+
+    runs = live_runs(cat)
+    if not runs:
+        return
+    who = ", ".join(f"pid {r['pid']} on {r['host']} since {r['started_at']}" for r in runs)
+    again = (
+        " The tombstones are written, so those runs store nothing more of the owner; run "
+        "forget again once they finish to erase the rest."
+        if started
+        else ""
+    )
+    raise HomeBusyError(
+        f"the shared catalog of {home} is being written by {len(runs)} run(s) ({who}); "
+        f"forget erases while no run writes: wait for them to finish (a run that died frees "
+        f"its lease after {STALE_S:g} s).{again}"
+    )
 
 
 def _start(

@@ -15,8 +15,11 @@ from typing import Any
 
 import pytest
 
+from skillstream.services.forget import forget_owner
 from skillstream.settings import Settings
 from skillstream.storage.catalog import open_catalog
+from skillstream.storage.leases import run_lease
+from skillstream.storage.lock import HomeBusyError
 from tests.servers.processes import cli_env, run_cli
 from tests.servers.s3 import fresh_bucket
 from tests.services import forget_home as fh
@@ -122,6 +125,13 @@ def test_a_shared_catalog_on_s3_keeps_no_marker(tmp_path, postgres, lake_catalog
         assert any(h.startswith(store) for h in hits), store
     other = fh.owner_content(settings, fh.OTHER)
     assert other["lance:memories"] and other["packages"]
+
+    # a run writing the shared catalog holds a lease: forget is refused and writes nothing
+    with run_lease(settings.storage):
+        with pytest.raises(HomeBusyError, match="being written by 1 run"):
+            forget_owner(settings, fh.TARGET)
+    with open_catalog(settings.storage, read_only=True) as cat:
+        assert cat.sql("SELECT count(*) FROM erasures").column(0).to_pylist() == [0]
 
     out = run_cli(
         "forget",
