@@ -3,7 +3,8 @@
     python benchmarks/add.py --memories 50000 --owners 1000 --json benchmarks/results/add.json
 
 An application that adds each exchange as it happens pays ``add``'s cost per message, so that cost
-must follow the message, not the home. The big home is ``scale.py``'s (built once into ``--cache``
+must follow the message, not the home. Each add closes its span (``flush=True``), so what is timed
+is the message's memories stored. The big home is ``scale.py``'s (built once into ``--cache``
 and copied here, so the cached one is never written). Each round adds one new message, in one
 process with the embedding model loaded and one untimed add into each home first (a home's first
 add creates its tables), ``--rounds`` rounds, interleaved:
@@ -62,7 +63,7 @@ def timed_add(home: Path, i: int, owner: str) -> float:
 
     h = skillstream.open(home)
     t0 = time.perf_counter()
-    added = h.add([message(i, owner)])
+    added = h.add([message(i, owner)], flush=True)
     seconds = time.perf_counter() - t0
     if added.messages != 1 or added.dead_letters:
         raise RuntimeError(f"add into {home} took {added}")

@@ -343,12 +343,15 @@ class Runner:
                 live=open_spans(BLOCKS, DoneMessages(), frozenset()),
             )
         stages = [SPANS, BLOCKS] if distillation is not None else [SPANS]
+        now, quiet = time.time(), gap.total_seconds()
         wakes = sorted(
             {
                 Wake(state.messages[0].owner_id, conversation)
                 for stage in stages
                 for conversation, state in read.held.get(stage, {}).items()
-                if state.messages
+                # holding: only those that may close now; a conversation of the input's own
+                # messages takes its state back when they come
+                if state.messages and (not self.hold or now - state.last_seen > quiet)
             },
             key=lambda w: (w.owner_id, w.conversation_id),
         )

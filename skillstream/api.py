@@ -116,8 +116,8 @@ class Added:
         self.task_skills = skills
         """Task-skill versions written."""
         self.held = held
-        """Messages held in open spans after the call (their memories come when the spans
-        close: see :meth:`Home.add`)."""
+        """Messages of the conversations the call touched that wait in open spans after it
+        (their memories come when the spans close: see :meth:`Home.add`)."""
 
     @property
     def memory_ids(self) -> builtins.list[str]:
@@ -314,7 +314,7 @@ class Home:
         src = runner.source(paths, format=format, mapping=mapping)
         return runner.run(src).as_dict()
 
-    def add(self, messages: Iterable[Message | Mapping[str, Any]]) -> Added:
+    def add(self, messages: Iterable[Message | Mapping[str, Any]], *, flush: bool = False) -> Added:
         """Add messages to the home's memory, one or many at a time, and return what they closed.
 
         The messages go through the same runner and flow as ``skillstream run`` (admission,
@@ -326,12 +326,16 @@ class Home:
 
         When memories become visible: when their span closes, that is in the call whose message
         closes it, in a call of the same owner once the conversation has been quiet for the idle
-        gap (wall clock), or at :meth:`flush`. Only the messages' owners are read and
-        reconciled, so a call costs what its messages cost.
+        gap (wall clock), at the end of a call with ``flush=True``, or at :meth:`flush`. Only
+        the messages' owners are read and reconciled, and of their held spans only those that
+        may close are woken, so a call costs what its messages cost.
 
         Args:
             messages: ``Message`` values, or records with the fields of a JSONL chat log
                 (``conversation_id``, ``user_id``, ``role``, ``content``, ``timestamp``, ...).
+            flush: Close the open spans of the messages' conversations at the end of the call
+                (a whole exchange or session at once: its memories are stored when the call
+                returns), instead of holding them for the next call.
 
         Returns:
             What the call stored (see :class:`Added`): the spans it closed, their memories, and
@@ -367,7 +371,8 @@ class Home:
                     f"add() takes Message values or dicts, not {type(m).__name__} (item {i})"
                 )
         valid = [m for m in items if isinstance(m, Message)]
-        return self._add(TestingSource(items), [m.owner_id for m in valid], items, hold=True)
+        owners = [m.owner_id for m in valid]
+        return self._add(TestingSource(items), owners, items, hold=not flush)
 
     def flush(self, owner: str | None = None) -> Added:
         """Close the open spans (and task segments) held in the home now, and store what they

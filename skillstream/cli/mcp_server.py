@@ -157,7 +157,8 @@ def build_server(settings: Settings, owner: str, *, api: TaskSkillAPI | None = N
         and 'message_id' are optional. Memories are extracted span by span: a span stays open
         (held, nothing lost) until its token budget fills, the session changes or the
         conversation has been quiet for the idle gap; 'held' says how many messages wait.
-        Set flush to close the open spans now and make their memories searchable at once."""
+        Set flush to close this conversation's open span at the end of the call and make its
+        memories searchable at once."""
         from skillstream.api import Home
 
         if not messages:
@@ -175,29 +176,16 @@ def build_server(settings: Settings, owner: str, *, api: TaskSkillAPI | None = N
                     "timestamp": m.get("timestamp") or now,
                 }
             )
-        home = Home(settings, owner)
-        added = home.add(records)
+        added = Home(settings, owner).add(records, flush=flush)
         if added.dead_letters and not added.messages:
             raise InputError("no message could be stored: " + "; ".join(added.refused))
-        spans, memory_ids, task_skills, held = (
-            len(added.results),
-            added.memory_ids,
-            added.task_skills,
-            added.held,
-        )
-        if flush:
-            flushed = home.flush(owner)
-            spans += len(flushed.results)
-            memory_ids += [i for i in flushed.memory_ids if i not in memory_ids]
-            task_skills += flushed.task_skills
-            held = 0
         return {
             "messages": added.messages,
             "refused": added.refused,
-            "spans": spans,
-            "memory_ids": memory_ids,
-            "task_skills": task_skills,
-            "held": held,
+            "spans": len(added.results),
+            "memory_ids": added.memory_ids,
+            "task_skills": added.task_skills,
+            "held": added.held,
         }
 
     return server
