@@ -233,16 +233,16 @@ def _local(text: str, format: str) -> list[InputFile]:
     if path.is_dir():
         found = sorted(p for p in path.iterdir() if p.is_file() and _listed(p.name, format))
         if not found:
-            raise InputError(f"directory {text!r} holds no {_wanted(format)} file")
+            raise InputError(f"directory {_shown(text)!r} holds no {_wanted(format)} file")
     elif path.exists():
         found = [path]
     elif _GLOB_CHARS & set(text):
         found = sorted(Path(p) for p in glob.glob(text, recursive=True) if Path(p).is_file())
         found = [p for p in found if _listed(p.name, format)]
         if not found:
-            raise InputError(f"no {_wanted(format)} file matches the pattern {text!r}")
+            raise InputError(f"no {_wanted(format)} file matches the pattern {_shown(text)!r}")
     else:
-        raise InputError(f"input file {text!r} does not exist")
+        raise InputError(f"input file {_shown(text)!r} does not exist")
     return [InputFile.local(p) for p in found]
 
 
@@ -251,15 +251,19 @@ def _remote(text: str, format: str, storage_options: dict[str, Any]) -> list[Inp
 
     from skillstream.storage.options import fsspec_options
 
+    shown = _shown(text)
     try:
         fs, root = fsspec.core.url_to_fs(text, **fsspec_options(text, storage_options))
     except (ImportError, ValueError) as e:
-        raise InputError(f"cannot open {text!r}: {e}") from e
+        raise InputError(_shown(f"cannot open {shown!r}: {e}")) from e
     try:
-        if _GLOB_CHARS & set(root):
+        # a file that exists is read as named: a URL's query (``?X-Amz-Signature=...``) is no glob
+        if fs.exists(root) and fs.isfile(root):
+            found = [root]
+        elif _GLOB_CHARS & set(root):
             found = [p for p in sorted(fs.glob(root)) if fs.isfile(p) and _listed(p, format)]
             if not found:
-                raise InputError(f"no {_wanted(format)} file matches the pattern {text!r}")
+                raise InputError(f"no {_wanted(format)} file matches the pattern {shown!r}")
         elif fs.isdir(root):
             found = sorted(
                 d["name"]
@@ -267,14 +271,19 @@ def _remote(text: str, format: str, storage_options: dict[str, Any]) -> list[Inp
                 if d.get("type") == "file" and _listed(d["name"], format)
             )
             if not found:
-                raise InputError(f"folder {text!r} holds no {_wanted(format)} file")
+                raise InputError(f"folder {shown!r} holds no {_wanted(format)} file")
         elif fs.exists(root):
             found = [root]
         else:
-            raise InputError(f"input file {text!r} does not exist")
+            raise InputError(f"input file {shown!r} does not exist")
     except (PermissionError, ConnectionError, OSError) as e:
-        raise InputError(f"cannot list {text!r}: {e}") from e
+        raise InputError(_shown(f"cannot list {shown!r}: {e}")) from e
     return [InputFile(key=fs.unstrip_protocol(p), path=p, fs=fs) for p in found]
+
+
+def _shown(text: str) -> str:
+    """``text`` as it may be shown in an error: a URI's password, signature or token redacted."""
+    return DEFAULT_REDACTOR.apply(text)[0]
 
 
 def _named_format(path: str, format: str) -> str:

@@ -58,6 +58,10 @@ from skillstream.redact import DEFAULT_REDACTOR, Redactor, redact_id
 
 PAYLOAD_CHARS = 500
 """Characters of the (redacted) input kept in a dead letter."""
+REDACT_MARGIN = 1_000
+"""Characters past ``PAYLOAD_CHARS`` that a dead letter's payload is redacted with, then cut off."""
+REASON_CHARS = 2_000
+"""The longest dead-letter reason kept."""
 
 CANONICAL_FIELDS = (
     "conversation_id",
@@ -258,14 +262,18 @@ def dead_letter(
     """
     shown: str | None = None
     if payload is not None:
-        redacted, hits = redactor.apply(payload)
+        # cut before redacting, so an over-long record costs what is kept; the margin lets a
+        # secret that crosses the cut still be seen whole by its rule
+        redacted, hits = redactor.apply(payload[: PAYLOAD_CHARS + REDACT_MARGIN])
         shown = None if redactor.rejects(hits) else storable(redacted)[:PAYLOAD_CHARS]
     # a reason may quote the bad value ("timestamp '...' is not ISO 8601"): redact it too
-    reason = storable(redactor.apply(reason)[0])
+    reason = storable(redactor.apply(reason[:REASON_CHARS])[0])
+    # a path or URI may hold a secret too (a folder named like a token, a presigned URL)
+    shown_source = storable(redactor.apply(source)[0])
     source = storable(source)
     return DeadLetter(
         id=prefixed_id("dl", source, storable(str(position))),
-        source=source,
+        source=shown_source,
         position=storable(str(position)),
         stage=stage,
         reason=reason,
@@ -366,7 +374,7 @@ def _to_message(
         ts=ts,
         agent_id=agent_id,
         metadata=None if metadata is None else _dump(metadata),
-        source=source,
+        source=redactor.apply(source)[0],
         position=_int_position(position),
     )
 
