@@ -325,7 +325,8 @@ _UNREADABLE: tuple[type[BaseException], ...] = (
     ValueError,  # also pyarrow's ArrowInvalid and json's JSONDecodeError
     zlib.error,
 )
-"""Errors that mean a file cannot be read (any more): the file becomes a dead letter."""
+"""Errors that mean a file cannot be read (any more). A partition turns these, and any other error
+its file raises, into one dead letter for the file: no file ends the run."""
 
 
 class _Partition(StatefulSourcePartition[Item, int]):
@@ -364,7 +365,7 @@ class _Partition(StatefulSourcePartition[Item, int]):
                     )
                 elif item is not None:
                     out.append(self._finish(item))
-        except _UNREADABLE as e:
+        except Exception as e:  # noqa: BLE001 - whatever one file raises, the run goes on
             self._done = True
             out.append(self._unreadable(e))
             return out
@@ -461,13 +462,59 @@ class _ParquetPartition(_Partition):
                 for batch in pf.iter_batches(
                     batch_size=self._options.batch_size, row_groups=groups
                 ):
-                    for row in batch.to_pylist():
+                    for row in batch_rows(batch):
                         if index >= start:
-                            yield index + 1, self._parse(row, index)
+                            yield (
+                                index + 1,
+                                (row if isinstance(row, Refused) else self._parse(row, index)),
+                            )
                         index += 1
         finally:
             if raw is not None:
                 raw.close()
+
+
+def batch_rows(batch: Any) -> list[dict[str, Any] | Refused]:
+    """The rows of an Arrow record batch as dicts; a row holding a value Python cannot hold is
+    ``Refused``, naming the column, while the other rows are kept.
+
+    Timestamps finer than microseconds are cut to microseconds (a Python ``datetime`` holds no
+    nanoseconds). A timestamp or date beyond year 9999, a decimal or an odd extension value that
+    does not convert is refused with its row, never with its file or the run.
+    """
+    import pyarrow as pa
+
+    columns = []
+    for field, column in zip(batch.schema, batch.columns, strict=True):
+        if pa.types.is_timestamp(field.type) and field.type.unit == "ns":
+            column = column.cast(pa.timestamp("us", field.type.tz), safe=False)
+        try:
+            columns.append(column.to_pylist())
+        except _CONVERSION_ERRORS:
+            columns.append([_value(column, i, field.name) for i in range(len(column))])
+    names = batch.schema.names
+    rows: list[dict[str, Any] | Refused] = []
+    for values in zip(*columns, strict=True) if columns else ({} for _ in range(batch.num_rows)):
+        bad = [v for v in values if isinstance(v, Refused)]
+        rows.append(bad[0] if bad else dict(zip(names, values, strict=True)))
+    return rows
+
+
+_CONVERSION_ERRORS: tuple[type[BaseException], ...] = (
+    OverflowError,
+    ValueError,  # also pyarrow's ArrowInvalid
+    ArithmeticError,
+    TypeError,
+    NotImplementedError,  # also pyarrow's ArrowNotImplementedError
+)
+
+
+def _value(column: Any, i: int, name: str) -> Any:
+    try:
+        return column[i].as_py()
+    except _CONVERSION_ERRORS as e:
+        why = f"{type(e).__name__}: {e}"
+        return Refused(f"column {name!r} holds a value that cannot be read: {why}")
 
 
 class _CsvPartition(_Partition):

@@ -118,7 +118,7 @@ class Refused:
     """The refused value (JSON-encoded into the dead letter, redacted and cut)."""
 
     def dead_letter(self, *, source: str, position: str | int, redactor: Redactor) -> DeadLetter:
-        payload = None if self.payload is None else _dump(self.payload, sort_keys=False)
+        payload = None if self.payload is None else shown_payload(self.payload)
         return dead_letter(
             self.reason, source=source, position=position, payload=payload, redactor=redactor
         )
@@ -169,7 +169,7 @@ def parse_record(
         reason, keep = f"record could not be read ({type(e).__name__}: {e})", True
     payload = None
     if keep:
-        payload = obj if isinstance(obj, str) else _dump(obj, sort_keys=False)
+        payload = obj if isinstance(obj, str) else shown_payload(obj)
     return dead_letter(
         reason, source=source, position=position, payload=payload, redactor=redactor, now=now
     )
@@ -485,7 +485,31 @@ def _metadata(value: Any, where: str) -> dict[str, Any] | None:
             raise _Invalid(f"field {where} is not JSON text of an object") from None
     if not isinstance(value, Mapping):
         raise _Invalid(f"field {where} must be a JSON object, got {_json_type(value)}")
+    depth = _depth(value)
+    if depth > METADATA_DEPTH:
+        raise _Invalid(
+            f"field {where} is nested {depth} levels deep; the limit is {METADATA_DEPTH}"
+        )
     return dict(value)
+
+
+METADATA_DEPTH = 64
+"""How deeply objects and arrays may nest in ``metadata`` (the walks over it are recursive)."""
+
+
+def _depth(value: Any) -> int:
+    """How deeply ``value``'s objects and arrays nest, counted without recursion (stops past
+    ``METADATA_DEPTH``)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (Mapping, list, tuple)):
+            deepest = max(deepest, level)
+            if level > METADATA_DEPTH:
+                break
+            children = item.values() if isinstance(item, Mapping) else item
+            stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def _redact_json(value: Any, redactor: Redactor, hits: list[str]) -> Any:
@@ -513,6 +537,18 @@ def _int_position(position: str | int) -> int | None:
 
 def _json_type(value: Any) -> str:
     return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def shown_payload(value: Any) -> str:
+    """A refused value as dead-letter text: JSON when it can be, else a note of what it is.
+
+    Never raises: a value too deep or too odd to encode must not turn one bad record into the end
+    of the run.
+    """
+    try:
+        return _dump(value, sort_keys=False)
+    except (RecursionError, ValueError, TypeError, OverflowError) as e:
+        return f"<a {type(value).__name__} that cannot be written as JSON: {type(e).__name__}>"
 
 
 def _dump(value: Any, *, sort_keys: bool = True) -> str:
