@@ -82,7 +82,10 @@ FILE_POSITION = "file"
 
 def detect_format(path: str | Path) -> str | None:
     """The format ``auto`` picks for a file name, or ``None`` when its ending is unknown."""
-    name = str(path).rstrip("/").rsplit("/", 1)[-1].lower()
+    text = str(path)
+    if "://" in text:  # a URL's query is not part of the name (``a.jsonl?X-Amz-Signature=...``)
+        text = text.split("?", 1)[0]
+    name = text.rstrip("/").rsplit("/", 1)[-1].lower()
     for suffix in sorted(SUFFIXES, key=len, reverse=True):
         if name.endswith(suffix):
             return SUFFIXES[suffix]
@@ -293,7 +296,7 @@ def _named_format(path: str, format: str) -> str:
     detected = detect_format(path)
     if detected is None:
         raise InputError(
-            f"cannot tell the format of {path!r} from its name; pass format= one of "
+            f"cannot tell the format of {_shown(path)!r} from its name; pass format= one of "
             f"{', '.join(FORMATS)} (known endings: {', '.join(SUFFIXES)})"
         )
     return detected

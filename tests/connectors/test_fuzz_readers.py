@@ -1,0 +1,40 @@
+"""Every reader, fed generated hostile files among valid ones, reads every valid record and ends.
+
+For each format, a source over one valid file and many hostile ones (``hostile_files``) is read
+to its end: no exception leaves the source, each hostile file gives messages or dead letters, and
+the valid file gives exactly the messages it gives when read alone.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from skillstream.connectors.files import FileSource
+from skillstream.model import DeadLetter, Message
+from tests.connectors.hostile_files import READERS, hostile_files, valid_file
+from tests.factories import read_source
+
+HOSTILE_PER_FORMAT = 24
+
+
+def messages_of(items, source: str) -> list[Message]:
+    return [m for m in items if isinstance(m, Message) and m.source == source]
+
+
+@pytest.mark.parametrize("fmt", READERS)
+def test_hostile_files_lose_no_valid_record_and_end_nothing(tmp_path, fmt):
+    valid = valid_file(tmp_path / "in", fmt)
+    alone = read_source(FileSource(str(valid), format=fmt))
+    expected = messages_of(alone, str(valid))
+    assert expected and len(expected) == len(alone)
+
+    hostile = hostile_files(tmp_path / "in", fmt, HOSTILE_PER_FORMAT)
+    items = read_source(FileSource([str(valid), *map(str, hostile)], format=fmt))
+
+    assert messages_of(items, str(valid)) == expected
+    assert all(isinstance(i, (Message, DeadLetter)) for i in items)
+    sources = {i.source for i in items if isinstance(i, (Message, DeadLetter))}
+    assert {str(h) for h in hostile} <= sources  # every hostile file was read to some end
+    letters = [i for i in items if isinstance(i, DeadLetter)]
+    assert letters  # the generator does make records a reader must refuse
+    assert all(len(d.payload or "") <= 500 and len(d.reason) <= 2000 for d in letters)
