@@ -306,3 +306,45 @@ def test_generated_hostile_files_among_valid_ones(capsys, monkeypatch, tmp_path,
     assert want <= got  # no valid record lost, and the run ended with exit 0
     refused = rows(capsys, monkeypatch, tmp_path / "h", "select distinct source from dead_letters")
     assert refused and len(hostile) == 8
+
+
+# ------------------------------------------------------------------------ medium and low
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["run", "-i", "5"], "names no process of the cluster"),
+        (["run", "-i", "2", "-a", "127.0.0.1:1;127.0.0.1:2"], "names no process of the cluster"),
+        (["run", "-a", "localhost"], "is not host:port"),
+        (["import", "memories", "/nonexistent/export.parquet"], "cannot open"),
+    ],
+)
+def test_arguments_that_cannot_work_are_user_errors(capsys, monkeypatch, tmp_path, args, words):
+    code, _, err = console(capsys, monkeypatch, "--home", str(tmp_path / "h"), *args)
+    assert code == 2 and words in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("code", "words"),
+    [(30, "read-only file system"), (13, "permission denied"), (28, "no space left")],
+)
+def test_a_home_that_cannot_be_written_is_a_user_error(code, words):
+    import errno
+
+    from skillstream.cli import as_input_error
+
+    assert errno.errorcode[code] in ("EROFS", "EACCES", "ENOSPC")
+    err = as_input_error(OSError(code, "x", "/home/catalog.duckdb"), "run")
+    assert err is not None and words in str(err)
+
+
+def test_a_bare_carriage_return_does_not_split_a_statement(capsys, monkeypatch, tmp_path):
+    chat = conversation_rows("cr", 3)
+    chat[0]["content"] = "I prefer\rpoker over chess."
+    path = write_jsonl(tmp_path / "chat.jsonl", chat)
+    home = tmp_path / "h"
+    code, _, err = console(capsys, monkeypatch, "--home", str(home), "run", "--source", str(path))
+    assert code == 0, err
+    texts = [r["text"] for r in rows(capsys, monkeypatch, home, "select text from memory_meta")]
+    assert any("poker" in t and "prefer" in t for t in texts), texts
