@@ -469,6 +469,8 @@ def _text_field(value: Any, where: str) -> str | None:
     if value is None:
         return None
     if isinstance(value, str):
+        if len(value) > FIELD_CHARS:
+            raise _Invalid(f"field {where} has {len(value)} characters; the limit is {FIELD_CHARS}")
         return _unicode(value.strip(), where)
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
@@ -485,16 +487,22 @@ def _metadata(value: Any, where: str) -> dict[str, Any] | None:
             raise _Invalid(f"field {where} is not JSON text of an object") from None
     if not isinstance(value, Mapping):
         raise _Invalid(f"field {where} must be a JSON object, got {_json_type(value)}")
-    depth = _depth(value)
-    if depth > METADATA_DEPTH:
+    if _depth(value) > METADATA_DEPTH:
+        raise _Invalid(f"field {where} is nested more than {METADATA_DEPTH} levels deep")
+    size = len(_dump(value, sort_keys=False))
+    if size > METADATA_CHARS:
         raise _Invalid(
-            f"field {where} is nested {depth} levels deep; the limit is {METADATA_DEPTH}"
+            f"field {where} has {size} characters as JSON; the limit is {METADATA_CHARS}"
         )
     return dict(value)
 
 
 METADATA_DEPTH = 64
 """How deeply objects and arrays may nest in ``metadata`` (the walks over it are recursive)."""
+METADATA_CHARS = 65_536
+"""The longest ``metadata``, as JSON text: with the content limit, this bounds a record's work."""
+FIELD_CHARS = 1_024
+"""The longest identifier or speaker name."""
 
 
 def _depth(value: Any) -> int:

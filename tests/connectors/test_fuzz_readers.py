@@ -7,9 +7,12 @@ the valid file gives exactly the messages it gives when read alone.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from skillstream.connectors.files import FileSource
+from skillstream.connectors.records import parse_record
 from skillstream.model import DeadLetter, Message
 from tests.connectors.hostile_files import READERS, hostile_files, valid_file
 from tests.factories import read_source
@@ -38,3 +41,23 @@ def test_hostile_files_lose_no_valid_record_and_end_nothing(tmp_path, fmt):
     letters = [i for i in items if isinstance(i, DeadLetter)]
     assert letters  # the generator does make records a reader must refuse
     assert all(len(d.payload or "") <= 500 and len(d.reason) <= 2000 for d in letters)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("metadata", {"deep": json.loads("[" * 65 + "]" * 65)}, "nested more than 64 levels deep"),
+        ("metadata", {"big": "x" * 70_000}, "the limit is 65536"),
+        ("conversation_id", "c" * 2_000, "the limit is 1024"),
+    ],
+)
+def test_a_record_over_its_budget_is_a_dead_letter_with_the_reason(field, value, words):
+    row = {
+        "conversation_id": "c1",
+        "role": "user",
+        "content": "hello there",
+        "timestamp": "2024-01-01T00:00:00Z",
+        field: value,
+    }
+    item = parse_record(row, source="s", position=0)
+    assert isinstance(item, DeadLetter) and words in item.reason, item
