@@ -327,7 +327,10 @@ class Redactor:
 
 DEFAULT_REDACTOR = Redactor()
 
-_JSON_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+_JSON_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*+(?P<end>")?')
+"""A JSON string literal, or (without ``end``) a quote that opens none on its line. Matching the
+unclosed ones too is what keeps the scan linear: the quotes inside an unclosed one open none either,
+so the search goes on after it instead of reading the rest of the line again from each of them."""
 
 
 @overload
@@ -349,6 +352,8 @@ def redact_answer(text: str | None, redactor: Redactor = DEFAULT_REDACTOR) -> st
         return None
 
     def literal(m: re.Match[str]) -> str:
+        if m.group("end") is None:
+            return m.group(0)
         try:
             value = json.loads(m.group(0))
         except ValueError:

@@ -104,3 +104,24 @@ def test_a_credential_longer_than_its_bound_is_redacted_whole():
 )
 def test_words_around_secrets_that_are_not_secrets_stay(text):
     assert DEFAULT_REDACTOR.apply(text) == (text, [])
+
+
+@pytest.mark.parametrize("unit", ['"\\', '\\"', '"a', '"', '"token-', '{"text": "password: \\"'])
+def test_model_answers_are_redacted_in_bounded_time(unit):
+    from skillstream.redact import redact_answer
+
+    text = (unit * (LIMIT // len(unit) + 1))[:LIMIT]
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        redact_answer(text)
+        best = min(best, time.perf_counter() - start)
+    assert best < BOUND
+
+
+def test_json_string_literals_are_still_found():
+    from skillstream.redact import redact_answer
+
+    assert redact_answer('["x", "password: \\"two words\\"", "\\"", "open') == (
+        '["x", "password: [REDACTED:password_phrase]", "\\"", "open'
+    )
