@@ -20,6 +20,19 @@ line of prose through its entropy plugins, and it has no card rule; rules for it
 are among ours. Users add their own rules per policy. A rule's action is ``redact`` (replace the
 match with ``[REDACTED:<name>]``) or ``reject`` (the whole record becomes a dead letter without its
 payload).
+
+Every built-in rule runs in linear time on any text, which matters because the text is whoever
+sent it: a rule that backtracks (``[a-z]*token[a-z]*`` over ``token-token-...``) turns one crafted
+message into minutes of work for the whole run. The rules stay in Python's ``re`` and are written
+so that each character is read a bounded number of times: a rule starts at a literal or at the
+start of a run of key characters, its repetitions are bounded or possessive, and what a regex
+would need backtracking for (does the key name a secret, does the value hold letters and digits,
+does a card number pass Luhn) is a check in Python on the match (``_CHECKS``). An engine that
+guarantees linear time (RE2) was weighed and not taken: it has no lookaround, which the rules use
+to leave earlier redactions alone, and its ``\b`` is ASCII-only, which would change the Chinese
+rules. ``tests/foundation/test_redact_linear.py`` is the proof: each rule on hostile strings at the
+20,000-character message limit, under 0.2 s. Users' own patterns (``sensitive_patterns``) are run
+as written; their authors answer for them.
 """
 
 from __future__ import annotations
