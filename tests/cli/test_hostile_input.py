@@ -348,3 +348,16 @@ def test_a_bare_carriage_return_does_not_split_a_statement(capsys, monkeypatch, 
     assert code == 0, err
     texts = [r["text"] for r in rows(capsys, monkeypatch, home, "select text from memory_meta")]
     assert any("poker" in t and "prefer" in t for t in texts), texts
+
+
+def test_the_python_api_refuses_the_same_sql(small_home):
+    import skillstream
+    from skillstream.errors import InputError
+
+    home = skillstream.open(str(small_home))
+    before = digest(small_home)
+    query = f"COPY (select 'x' as x) TO '{small_home}/catalog.duckdb' (FORMAT csv)"
+    with pytest.raises(InputError, match="only reads the home"):
+        home.sql(query)
+    assert digest(small_home) == before
+    assert home.sql("select count(*) as n from memory_meta").arrow.column("n")[0].as_py() > 0
