@@ -525,10 +525,58 @@ class _CsvPartition(_Partition):
 
     def _items(self, start: int) -> Iterator[tuple[int, Item | Refused | None]]:
         import pyarrow as pa
-        import pyarrow.csv as pacsv
 
         if self._file.size() == 0:
             return
+        try:
+            yield from self._arrow_items(start)
+        except (pa.ArrowInvalid, InputError):
+            # pyarrow stops at a row it cannot split whose bytes are not UTF-8 (it decodes the row
+            # for its handler and fails there): read the rest row by row instead
+            yield from self._python_items(max(start, self._state))
+
+    def _python_items(self, start: int) -> Iterator[tuple[int, Item | Refused | None]]:
+        """The rows from data row ``start`` on, read with Python's ``csv``; a row whose cell count
+        is not the header's is a dead letter, as pyarrow's reader makes it."""
+        import csv
+        import io
+
+        with open_binary(self._file) as fh:
+            text = io.TextIOWrapper(fh, encoding="utf-8", errors="surrogateescape", newline="")
+            reader = csv.reader(text)
+            header = next(reader, None)
+            if header is None:
+                return
+            index = 0
+            for cells in reader:
+                if not cells:
+                    continue
+                if len(cells) != len(header):
+                    shown = ",".join(cells).encode("utf-8", "surrogateescape")
+                    reason = f"CSV row has {len(cells)} cells; the header has {len(header)}"
+                    yield (
+                        max(index, self._state),
+                        dead_letter(
+                            reason,
+                            source=self._key,
+                            position=f"line:{reader.line_num}",
+                            payload=shown.decode("utf-8", errors="replace"),
+                            redactor=self._options.redactor,
+                        ),
+                    )
+                    continue
+                if index >= start:
+                    row: dict[str, bytes | None] = {
+                        name: value.encode("utf-8", "surrogateescape")
+                        for name, value in zip(header, cells, strict=True)
+                    }
+                    yield index + 1, self._row(row, index)
+                index += 1
+
+    def _arrow_items(self, start: int) -> Iterator[tuple[int, Item | Refused | None]]:
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+
         bad_rows: list[Any] = []
 
         def on_bad_row(row: Any) -> str:
