@@ -95,8 +95,13 @@ def _iter_export(
         data = load_document(path, f"{fmt} export")
     position = 0
     for n, conv in enumerate(_conversations(data, path, fmt, key)):
-        for item in conversation(conv, n):
-            yield position, item
+        try:
+            for item in conversation(conv, n):
+                yield position, item
+                position += 1
+        except Exception as e:  # noqa: BLE001 - one odd conversation must not end the file
+            reason = f"{fmt} conversation {n} cannot be read further ({type(e).__name__}: {e})"
+            yield position, Refused(reason, conv)
             position += 1
 
 
@@ -159,26 +164,35 @@ def _chatgpt_conversation(conv: Any, n: int) -> Iterator[Item]:
 
 
 def _active_path(mapping: dict[str, Any], current: Any) -> list[Any]:
-    """The nodes from the root to ``current`` (or down the last children when it is missing)."""
-    if current in mapping:
+    """The nodes from the root to ``current`` (or down the last children when it is missing).
+
+    A node id that is not text (a list, an object) names no node: it ends the path there.
+    """
+    current = _node_id(current)
+    if current is not None and current in mapping:
         path, seen = [], set()
-        node_id = current
-        while node_id in mapping and node_id not in seen:
+        node_id: str | None = current
+        while node_id is not None and node_id in mapping and node_id not in seen:
             seen.add(node_id)
             node = mapping[node_id]
             path.append(node)
-            node_id = node.get("parent") if isinstance(node, dict) else None
+            node_id = _node_id(node.get("parent")) if isinstance(node, dict) else None
         return path[::-1]
     roots = [k for k, v in mapping.items() if isinstance(v, dict) and not v.get("parent")]
     path, seen = [], set()
     node_id = roots[0] if roots else None
-    while node_id in mapping and node_id not in seen:
+    while node_id is not None and node_id in mapping and node_id not in seen:
         seen.add(node_id)
         node = mapping[node_id]
         path.append(node)
         children = node.get("children") if isinstance(node, dict) else None
-        node_id = children[-1] if isinstance(children, list) and children else None
+        node_id = _node_id(children[-1]) if isinstance(children, list) and children else None
     return path
+
+
+def _node_id(value: Any) -> str | None:
+    """A node id as the mapping's keys are: text (a JSON object's keys are always text)."""
+    return value if isinstance(value, str) else None
 
 
 def _chatgpt_text(content: Any) -> str:

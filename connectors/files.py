@@ -82,7 +82,10 @@ FILE_POSITION = "file"
 
 def detect_format(path: str | Path) -> str | None:
     """The format ``auto`` picks for a file name, or ``None`` when its ending is unknown."""
-    name = str(path).rstrip("/").rsplit("/", 1)[-1].lower()
+    text = str(path)
+    if "://" in text:  # a URL's query is not part of the name (``a.jsonl?X-Amz-Signature=...``)
+        text = text.split("?", 1)[0]
+    name = text.rstrip("/").rsplit("/", 1)[-1].lower()
     for suffix in sorted(SUFFIXES, key=len, reverse=True):
         if name.endswith(suffix):
             return SUFFIXES[suffix]
@@ -233,16 +236,16 @@ def _local(text: str, format: str) -> list[InputFile]:
     if path.is_dir():
         found = sorted(p for p in path.iterdir() if p.is_file() and _listed(p.name, format))
         if not found:
-            raise InputError(f"directory {text!r} holds no {_wanted(format)} file")
+            raise InputError(f"directory {_shown(text)!r} holds no {_wanted(format)} file")
     elif path.exists():
         found = [path]
     elif _GLOB_CHARS & set(text):
         found = sorted(Path(p) for p in glob.glob(text, recursive=True) if Path(p).is_file())
         found = [p for p in found if _listed(p.name, format)]
         if not found:
-            raise InputError(f"no {_wanted(format)} file matches the pattern {text!r}")
+            raise InputError(f"no {_wanted(format)} file matches the pattern {_shown(text)!r}")
     else:
-        raise InputError(f"input file {text!r} does not exist")
+        raise InputError(f"input file {_shown(text)!r} does not exist")
     return [InputFile.local(p) for p in found]
 
 
@@ -251,15 +254,19 @@ def _remote(text: str, format: str, storage_options: dict[str, Any]) -> list[Inp
 
     from skillstream.storage.options import fsspec_options
 
+    shown = _shown(text)
     try:
         fs, root = fsspec.core.url_to_fs(text, **fsspec_options(text, storage_options))
     except (ImportError, ValueError) as e:
-        raise InputError(f"cannot open {text!r}: {e}") from e
+        raise InputError(_shown(f"cannot open {shown!r}: {e}")) from e
     try:
-        if _GLOB_CHARS & set(root):
+        # a file that exists is read as named: a URL's query (``?X-Amz-Signature=...``) is no glob
+        if fs.exists(root) and fs.isfile(root):
+            found = [root]
+        elif _GLOB_CHARS & set(root):
             found = [p for p in sorted(fs.glob(root)) if fs.isfile(p) and _listed(p, format)]
             if not found:
-                raise InputError(f"no {_wanted(format)} file matches the pattern {text!r}")
+                raise InputError(f"no {_wanted(format)} file matches the pattern {shown!r}")
         elif fs.isdir(root):
             found = sorted(
                 d["name"]
@@ -267,14 +274,19 @@ def _remote(text: str, format: str, storage_options: dict[str, Any]) -> list[Inp
                 if d.get("type") == "file" and _listed(d["name"], format)
             )
             if not found:
-                raise InputError(f"folder {text!r} holds no {_wanted(format)} file")
+                raise InputError(f"folder {shown!r} holds no {_wanted(format)} file")
         elif fs.exists(root):
             found = [root]
         else:
-            raise InputError(f"input file {text!r} does not exist")
+            raise InputError(f"input file {shown!r} does not exist")
     except (PermissionError, ConnectionError, OSError) as e:
-        raise InputError(f"cannot list {text!r}: {e}") from e
+        raise InputError(_shown(f"cannot list {shown!r}: {e}")) from e
     return [InputFile(key=fs.unstrip_protocol(p), path=p, fs=fs) for p in found]
+
+
+def _shown(text: str) -> str:
+    """``text`` as it may be shown in an error: a URI's password, signature or token redacted."""
+    return DEFAULT_REDACTOR.apply(text)[0]
 
 
 def _named_format(path: str, format: str) -> str:
@@ -284,7 +296,7 @@ def _named_format(path: str, format: str) -> str:
     detected = detect_format(path)
     if detected is None:
         raise InputError(
-            f"cannot tell the format of {path!r} from its name; pass format= one of "
+            f"cannot tell the format of {_shown(path)!r} from its name; pass format= one of "
             f"{', '.join(FORMATS)} (known endings: {', '.join(SUFFIXES)})"
         )
     return detected
@@ -316,7 +328,8 @@ _UNREADABLE: tuple[type[BaseException], ...] = (
     ValueError,  # also pyarrow's ArrowInvalid and json's JSONDecodeError
     zlib.error,
 )
-"""Errors that mean a file cannot be read (any more): the file becomes a dead letter."""
+"""Errors that mean a file cannot be read (any more). A partition turns these, and any other error
+its file raises, into one dead letter for the file: no file ends the run."""
 
 
 class _Partition(StatefulSourcePartition[Item, int]):
@@ -355,7 +368,7 @@ class _Partition(StatefulSourcePartition[Item, int]):
                     )
                 elif item is not None:
                     out.append(self._finish(item))
-        except _UNREADABLE as e:
+        except Exception as e:  # noqa: BLE001 - whatever one file raises, the run goes on
             self._done = True
             out.append(self._unreadable(e))
             return out
@@ -452,13 +465,59 @@ class _ParquetPartition(_Partition):
                 for batch in pf.iter_batches(
                     batch_size=self._options.batch_size, row_groups=groups
                 ):
-                    for row in batch.to_pylist():
+                    for row in batch_rows(batch):
                         if index >= start:
-                            yield index + 1, self._parse(row, index)
+                            yield (
+                                index + 1,
+                                (row if isinstance(row, Refused) else self._parse(row, index)),
+                            )
                         index += 1
         finally:
             if raw is not None:
                 raw.close()
+
+
+def batch_rows(batch: Any) -> list[dict[str, Any] | Refused]:
+    """The rows of an Arrow record batch as dicts; a row holding a value Python cannot hold is
+    ``Refused``, naming the column, while the other rows are kept.
+
+    Timestamps finer than microseconds are cut to microseconds (a Python ``datetime`` holds no
+    nanoseconds). A timestamp or date beyond year 9999, a decimal or an odd extension value that
+    does not convert is refused with its row, never with its file or the run.
+    """
+    import pyarrow as pa
+
+    columns = []
+    for field, column in zip(batch.schema, batch.columns, strict=True):
+        if pa.types.is_timestamp(field.type) and field.type.unit == "ns":
+            column = column.cast(pa.timestamp("us", field.type.tz), safe=False)
+        try:
+            columns.append(column.to_pylist())
+        except _CONVERSION_ERRORS:
+            columns.append([_value(column, i, field.name) for i in range(len(column))])
+    names = batch.schema.names
+    rows: list[dict[str, Any] | Refused] = []
+    for values in zip(*columns, strict=True) if columns else ({} for _ in range(batch.num_rows)):
+        bad = [v for v in values if isinstance(v, Refused)]
+        rows.append(bad[0] if bad else dict(zip(names, values, strict=True)))
+    return rows
+
+
+_CONVERSION_ERRORS: tuple[type[BaseException], ...] = (
+    OverflowError,
+    ValueError,  # also pyarrow's ArrowInvalid
+    ArithmeticError,
+    TypeError,
+    NotImplementedError,  # also pyarrow's ArrowNotImplementedError
+)
+
+
+def _value(column: Any, i: int, name: str) -> Any:
+    try:
+        return column[i].as_py()
+    except _CONVERSION_ERRORS as e:
+        why = f"{type(e).__name__}: {e}"
+        return Refused(f"column {name!r} holds a value that cannot be read: {why}")
 
 
 class _CsvPartition(_Partition):
@@ -466,10 +525,58 @@ class _CsvPartition(_Partition):
 
     def _items(self, start: int) -> Iterator[tuple[int, Item | Refused | None]]:
         import pyarrow as pa
-        import pyarrow.csv as pacsv
 
         if self._file.size() == 0:
             return
+        try:
+            yield from self._arrow_items(start)
+        except (pa.ArrowInvalid, InputError):
+            # pyarrow stops at a row it cannot split whose bytes are not UTF-8 (it decodes the row
+            # for its handler and fails there): read the rest row by row instead
+            yield from self._python_items(max(start, self._state))
+
+    def _python_items(self, start: int) -> Iterator[tuple[int, Item | Refused | None]]:
+        """The rows from data row ``start`` on, read with Python's ``csv``; a row whose cell count
+        is not the header's is a dead letter, as pyarrow's reader makes it."""
+        import csv
+        import io
+
+        with open_binary(self._file) as fh:
+            text = io.TextIOWrapper(fh, encoding="utf-8", errors="surrogateescape", newline="")
+            reader = csv.reader(text)
+            header = next(reader, None)
+            if header is None:
+                return
+            index = 0
+            for cells in reader:
+                if not cells:
+                    continue
+                if len(cells) != len(header):
+                    shown = ",".join(cells).encode("utf-8", "surrogateescape")
+                    reason = f"CSV row has {len(cells)} cells; the header has {len(header)}"
+                    yield (
+                        max(index, self._state),
+                        dead_letter(
+                            reason,
+                            source=self._key,
+                            position=f"line:{reader.line_num}",
+                            payload=shown.decode("utf-8", errors="replace"),
+                            redactor=self._options.redactor,
+                        ),
+                    )
+                    continue
+                if index >= start:
+                    row: dict[str, bytes | None] = {
+                        name: value.encode("utf-8", "surrogateescape")
+                        for name, value in zip(header, cells, strict=True)
+                    }
+                    yield index + 1, self._row(row, index)
+                index += 1
+
+    def _arrow_items(self, start: int) -> Iterator[tuple[int, Item | Refused | None]]:
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+
         bad_rows: list[Any] = []
 
         def on_bad_row(row: Any) -> str:

@@ -58,6 +58,10 @@ from skillstream.redact import DEFAULT_REDACTOR, Redactor, redact_id
 
 PAYLOAD_CHARS = 500
 """Characters of the (redacted) input kept in a dead letter."""
+REDACT_MARGIN = 1_000
+"""Characters past ``PAYLOAD_CHARS`` that a dead letter's payload is redacted with, then cut off."""
+REASON_CHARS = 2_000
+"""The longest dead-letter reason kept."""
 
 CANONICAL_FIELDS = (
     "conversation_id",
@@ -114,7 +118,7 @@ class Refused:
     """The refused value (JSON-encoded into the dead letter, redacted and cut)."""
 
     def dead_letter(self, *, source: str, position: str | int, redactor: Redactor) -> DeadLetter:
-        payload = None if self.payload is None else _dump(self.payload, sort_keys=False)
+        payload = None if self.payload is None else shown_payload(self.payload)
         return dead_letter(
             self.reason, source=source, position=position, payload=payload, redactor=redactor
         )
@@ -165,7 +169,7 @@ def parse_record(
         reason, keep = f"record could not be read ({type(e).__name__}: {e})", True
     payload = None
     if keep:
-        payload = obj if isinstance(obj, str) else _dump(obj, sort_keys=False)
+        payload = obj if isinstance(obj, str) else shown_payload(obj)
     return dead_letter(
         reason, source=source, position=position, payload=payload, redactor=redactor, now=now
     )
@@ -258,14 +262,18 @@ def dead_letter(
     """
     shown: str | None = None
     if payload is not None:
-        redacted, hits = redactor.apply(payload)
+        # cut before redacting, so an over-long record costs what is kept; the margin lets a
+        # secret that crosses the cut still be seen whole by its rule
+        redacted, hits = redactor.apply(payload[: PAYLOAD_CHARS + REDACT_MARGIN])
         shown = None if redactor.rejects(hits) else storable(redacted)[:PAYLOAD_CHARS]
     # a reason may quote the bad value ("timestamp '...' is not ISO 8601"): redact it too
-    reason = storable(redactor.apply(reason)[0])
+    reason = storable(redactor.apply(reason[:REASON_CHARS])[0])
+    # a path or URI may hold a secret too (a folder named like a token, a presigned URL)
+    shown_source = storable(redactor.apply(source)[0])
     source = storable(source)
     return DeadLetter(
         id=prefixed_id("dl", source, storable(str(position))),
-        source=source,
+        source=shown_source,
         position=storable(str(position)),
         stage=stage,
         reason=reason,
@@ -366,7 +374,7 @@ def _to_message(
         ts=ts,
         agent_id=agent_id,
         metadata=None if metadata is None else _dump(metadata),
-        source=source,
+        source=redactor.apply(source)[0],
         position=_int_position(position),
     )
 
@@ -461,6 +469,8 @@ def _text_field(value: Any, where: str) -> str | None:
     if value is None:
         return None
     if isinstance(value, str):
+        if len(value) > FIELD_CHARS:
+            raise _Invalid(f"field {where} has {len(value)} characters; the limit is {FIELD_CHARS}")
         return _unicode(value.strip(), where)
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
@@ -477,7 +487,37 @@ def _metadata(value: Any, where: str) -> dict[str, Any] | None:
             raise _Invalid(f"field {where} is not JSON text of an object") from None
     if not isinstance(value, Mapping):
         raise _Invalid(f"field {where} must be a JSON object, got {_json_type(value)}")
+    if _depth(value) > METADATA_DEPTH:
+        raise _Invalid(f"field {where} is nested more than {METADATA_DEPTH} levels deep")
+    size = len(_dump(value, sort_keys=False))
+    if size > METADATA_CHARS:
+        raise _Invalid(
+            f"field {where} has {size} characters as JSON; the limit is {METADATA_CHARS}"
+        )
     return dict(value)
+
+
+METADATA_DEPTH = 64
+"""How deeply objects and arrays may nest in ``metadata`` (the walks over it are recursive)."""
+METADATA_CHARS = 65_536
+"""The longest ``metadata``, as JSON text: with the content limit, this bounds a record's work."""
+FIELD_CHARS = 1_024
+"""The longest identifier or speaker name."""
+
+
+def _depth(value: Any) -> int:
+    """How deeply ``value``'s objects and arrays nest, counted without recursion (stops past
+    ``METADATA_DEPTH``)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (Mapping, list, tuple)):
+            deepest = max(deepest, level)
+            if level > METADATA_DEPTH:
+                break
+            children = item.values() if isinstance(item, Mapping) else item
+            stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def _redact_json(value: Any, redactor: Redactor, hits: list[str]) -> Any:
@@ -505,6 +545,18 @@ def _int_position(position: str | int) -> int | None:
 
 def _json_type(value: Any) -> str:
     return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def shown_payload(value: Any) -> str:
+    """A refused value as dead-letter text: JSON when it can be, else a note of what it is.
+
+    Never raises: a value too deep or too odd to encode must not turn one bad record into the end
+    of the run.
+    """
+    try:
+        return _dump(value, sort_keys=False)
+    except (RecursionError, ValueError, TypeError, OverflowError) as e:
+        return f"<a {type(value).__name__} that cannot be written as JSON: {type(e).__name__}>"
 
 
 def _dump(value: Any, *, sort_keys: bool = True) -> str:

@@ -532,11 +532,18 @@ class Home:
     def sql(self, query: str, params: Sequence[Any] | None = None) -> Result:
         """Run DuckDB SQL (read-only) over the catalog tables and the ``memories`` view.
 
+        Only statements that read the home run, as in ``skillstream sql``
+        (``storage.sandbox.check_allowed``): a statement that writes or names a file raises
+        ``InputError`` before it runs.
+
         >>> home.sql("select count(*) as n from spans").pl().columns  # doctest: +SKIP
         ['n']
         """
+        from skillstream.storage.sandbox import check_allowed
+
         cat = self._catalog()
         try:
+            check_allowed(cat.con, query)
             return Result(cat.sql(query, params))
         finally:
             cat.close()

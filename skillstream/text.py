@@ -76,7 +76,8 @@ def split_sentences(text: str) -> list[str]:
 
 @lru_cache(maxsize=1024)
 def _split(text: str) -> tuple[str, ...]:
-    text = text.replace("\r", "\n").strip()
+    # a line break is "\n" or "\r\n"; a bare "\r" inside a message is no sentence boundary
+    text = text.replace("\r\n", "\n").replace("\r", " ").strip()
     if not text:
         return ()
     out: list[str] = []

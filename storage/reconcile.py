@@ -22,6 +22,11 @@ A home that is already consistent (the usual case) is recognised by a checksum o
 ``(id, version)`` pairs on both sides (count and sum of 64-bit hashes, read streaming), so a run's
 start does not join two tables of millions of rows; only a mismatch compares them row by row.
 
+Every command that writes both stores outside a run (``maintain``, settling a contradiction,
+``import memories``, the task-skill commands) reconciles first, with :func:`reconcile_stores` on the
+stores it has open or :func:`reconcile_home`: a command killed between its two writes leaves
+LanceDB ahead just as a run does, and the next command must not read that as committed.
+
 Run :func:`reconcile_home` once per home before the flow starts, in the process that owns the store
 sink; it opens the catalog once, read-only, and never writes it. With a shared catalog every store
 partition writes its own owners, so each partition reconciles only those (``owners``) before it
@@ -42,7 +47,7 @@ from skillstream.lifecycle.states import UNINDEXED_SQL
 from skillstream.settings import Settings
 from skillstream.storage import filters
 from skillstream.storage.catalog import Catalog, catalog_exists, open_catalog
-from skillstream.storage.home import open_index
+from skillstream.storage.home import Stores, open_index
 from skillstream.storage.lance import LanceTable, MemoryIndex, memory_from_row
 
 log = logging.getLogger(__name__)
@@ -217,6 +222,14 @@ def reconcile_home(
     finally:
         if cat is not None:
             cat.close()
+
+
+def reconcile_stores(stores: Stores, embed: Embed) -> dict[str, Reconciled]:
+    """:func:`reconcile_home` on stores a command holds open for writing (every owner)."""
+    return {
+        "memories": reconcile_memories(stores.catalog, stores.index, embed),
+        "task_skills": reconcile_task_skills(stores.catalog, stores.index.db, embed),
+    }
 
 
 Rows = list[dict[str, Any]]

@@ -33,6 +33,7 @@ from skillstream.storage.catalog import open_catalog
 from skillstream.storage.home import storage_options
 from skillstream.storage.lance import MemoryIndex, connect
 from skillstream.storage.options import fsspec_options, protocol_of
+from skillstream.storage.reconcile import reconcile_memories
 
 KIND = "memories"
 FORMAT_VERSION = "1"
@@ -63,12 +64,15 @@ def file_schema(dim: int) -> pa.Schema:
 
 
 def _open(path: str, mode: str, settings: Settings) -> Any:
-    if not protocol_of(path):
-        return open(path, mode)
-    import fsspec
+    try:
+        if not protocol_of(path):
+            return open(path, mode)
+        import fsspec
 
-    options = fsspec_options(path, storage_options(settings))
-    return fsspec.open(path, mode, **options).open()
+        options = fsspec_options(path, storage_options(settings))
+        return fsspec.open(path, mode, **options).open()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:
+        raise InputError(f"cannot open {path!r}: {e.strerror or e}") from e
 
 
 def lance_dim(settings: Settings) -> int | None:
@@ -209,6 +213,9 @@ def import_memories(settings: Settings, path: str) -> Transfer:
         cat = open_catalog(settings.storage)
         done = Transfer(path=path)
         try:
+            # an earlier command killed between its two writes left LanceDB ahead: roll it back
+            # first, or a row it never committed would outrank the file's by its version
+            reconcile_memories(cat, index, _lazy_embed(settings))
             for batch in pf.iter_batches(batch_size=BATCH_ROWS):
                 table = pa.Table.from_batches([batch])
                 events = _events(table)
@@ -226,6 +233,17 @@ def import_memories(settings: Settings, path: str) -> Transfer:
             cat.close()
         index.optimize()
         return done
+
+
+def _lazy_embed(settings: Settings) -> Any:
+    """The home's embedder, loaded only if a reconcile must restore a row."""
+
+    def embed(texts: list[str]) -> Any:
+        from skillstream.embed import get_embedder
+
+        return get_embedder(settings.embedding).encode(texts)
+
+    return embed
 
 
 def _events(table: pa.Table) -> pa.Table:

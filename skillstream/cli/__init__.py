@@ -7,6 +7,7 @@ every default store.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import logging
 import os
@@ -56,21 +57,41 @@ SQL_ERRORS = (
 """DuckDB errors that a query given to ``skillstream sql`` causes (not a broken store)."""
 
 
+_UNWRITABLE = {
+    errno.EACCES: "the home cannot be written: permission denied; give the user write access "
+    "or choose another --home",
+    errno.EROFS: "the home is on a read-only file system; choose another --home",
+    errno.ENOSPC: "no space left on the device of the home; free space and run the command "
+    "again (a run resumes where it stopped)",
+    errno.EPERM: "the home cannot be written: operation not permitted",
+}
+"""``errno`` -> what a write error means for the user (EACCES, EROFS, ENOSPC, EPERM)."""
+
+
 def as_input_error(exc: BaseException, command: str | None) -> InputError | None:
     """A user error that is not skillstream's own, as an ``InputError`` (``None``: not one).
 
-    Those are a damaged zip archive, a catalog locked by another process, and DuckDB's errors
-    about the query of ``skillstream sql``.
+    Those are a damaged zip archive, a home that cannot be written (read-only, no permission, a
+    full disk), a catalog locked by another process, and DuckDB's errors about the query of
+    ``skillstream sql``.
     """
     import zipfile
 
     if isinstance(exc, zipfile.BadZipFile):
         return InputError(f"not a valid zip archive: {exc}")
+    if isinstance(exc, OSError) and exc.errno in _UNWRITABLE:
+        return InputError(f"{_UNWRITABLE[exc.errno]} ({exc})")
     if "duckdb" in sys.modules:  # only a command that opened a catalog can raise its errors
         import duckdb
 
-        if isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower():
-            return InputError(f"the home's catalog is in use by another process ({exc})")
+        if isinstance(exc, duckdb.IOException):
+            text = str(exc)
+            if "lock" in text.lower():
+                return InputError(f"the home's catalog is in use by another process ({exc})")
+            for code, why in _UNWRITABLE.items():
+                if os.strerror(code) in text:
+                    return InputError(f"{why} ({one_line(text)})")
+
         if command == "sql" and type(exc).__name__ in SQL_ERRORS and isinstance(exc, duckdb.Error):
             return InputError(f"SQL: {exc}")
     return None

@@ -185,6 +185,7 @@ def _resolve(settings, resolve_id, resolution, text, now, as_json) -> None:
     from skillstream.lifecycle.params import LifecycleParams
     from skillstream.services import home_lifecycle as store
     from skillstream.storage.home import open_stores
+    from skillstream.storage.reconcile import reconcile_stores
 
     if resolve_id is None or resolution is None:
         raise InputError("settle a contradiction with both --resolve ID and --as RESOLUTION")
@@ -193,6 +194,7 @@ def _resolve(settings, resolve_id, resolution, text, now, as_json) -> None:
     params = LifecycleParams.from_settings(settings)
     embedder = get_embedder(settings.embedding)
     with open_stores(settings, embedder.dim) as stores:
+        reconcile_stores(stores, embedder.encode)  # a command killed mid-write left LanceDB ahead
         at = parse_time(now) or store.store_clock(stores.catalog)
         if at is None:
             raise InputError("the store has no events yet; pass --now")
@@ -229,6 +231,7 @@ def maintain(ctx, now, owners, close_sessions, freeze, unfreeze, forget, as_json
     from skillstream.lifecycle.params import LifecycleParams
     from skillstream.services import home_lifecycle as store
     from skillstream.storage.home import open_stores
+    from skillstream.storage.reconcile import reconcile_stores
     from skillstream.tokens import get_counter
 
     settings = settings_from(ctx)
@@ -242,6 +245,7 @@ def maintain(ctx, now, owners, close_sessions, freeze, unfreeze, forget, as_json
     params = LifecycleParams.from_settings(settings)
     embedder = get_embedder(settings.embedding)
     with open_stores(settings, embedder.dim) as stores:
+        reconcile_stores(stores, embedder.encode)  # a command killed mid-write left LanceDB ahead
         at = parse_time(now) or store.store_clock(stores.catalog)
         changed = {}
         by_hand = (

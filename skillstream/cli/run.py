@@ -128,13 +128,15 @@ def run(
         source = str(default_sample())
         if not Path(source).exists():
             raise InputError(f"no --source given and the bundled sample {source} is missing")
+    peers = tuple(a.strip() for a in addresses.split(";")) if addresses else ()
+    _check_cluster(process_id, peers)
     from skillstream.flows.runner import Cluster, Runner
 
     runner = Runner(
         settings,
         cluster=Cluster(
             process_id=process_id,
-            addresses=tuple(addresses.split(";")) if addresses else (),
+            addresses=peers,
             workers_per_process=workers,
         ),
         recovery_dir=recovery_dir,
@@ -165,6 +167,20 @@ def run(
     if exceeded:
         click.echo("error: " + "; ".join(exceeded), err=True)
         ctx.exit(EXIT_OVER_LIMIT)
+
+
+def _check_cluster(process_id: int | None, addresses: tuple[str, ...]) -> None:
+    """Refuse a cluster that cannot form: a process index with no address of its own (Bytewax
+    would wait for peers that never come), or an address that is not ``host:port``."""
+    for a in addresses:
+        host, _, port = a.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise InputError(f"--addresses: {a!r} is not host:port")
+    if process_id is not None and process_id > 0 and process_id >= max(1, len(addresses)):
+        raise InputError(
+            f"--process-id {process_id} names no process of the cluster: give --addresses with "
+            f"one host:port per process (got {len(addresses)}); process ids count from 0"
+        )
 
 
 EXIT_OVER_LIMIT = 3

@@ -5,7 +5,10 @@ row, then the rows), ``parquet`` and ``arrow`` (the Arrow IPC file format, what
 ``pyarrow.ipc.open_file`` and ``polars.read_ipc`` read). Text goes to standard output, binary
 formats too unless ``--out`` names a file (a local path or an fsspec URI such as ``s3://...``).
 Rows are written as they arrive (except ``table``, which needs every row for the column widths),
-and the command stops after ``--max-rows`` rows with a note on standard error.
+and the command stops after ``--max-rows`` rows or ``--max-bytes`` bytes of results, with a note
+on standard error. ``--out`` writes into a folder that exists; it creates none. In ``csv``, a text
+cell that a spreadsheet would run as a formula (it starts with ``=``, ``+``, ``-``, ``@``, a tab or
+a carriage return) is written with a leading ``'``, as OWASP advises for CSV injection.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from skillstream.cli.common import _jsonable, format_text, settings_from
 
 SQL_FORMATS = ("table", "json", "csv", "parquet", "arrow")
 DEFAULT_MAX_ROWS = 10_000
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 
 
 @click.command()
@@ -51,44 +55,71 @@ DEFAULT_MAX_ROWS = 10_000
     help="Stop after this many rows (0: no limit).",
 )
 @click.option(
+    "--max-bytes",
+    type=click.IntRange(min=0),
+    default=DEFAULT_MAX_BYTES,
+    show_default=True,
+    help="Stop once the rows read hold this many bytes (0: no limit).",
+)
+@click.option(
     "--allow-external-access",
     is_flag=True,
     help="Let the SQL read and write files outside the home, attach other databases and change "
     "DuckDB settings (off by default).",
 )
 @click.pass_context
-def sql(ctx, query, fmt, as_json, as_csv, out, max_rows, allow_external_access):
+def sql(ctx, query, fmt, as_json, as_csv, out, max_rows, max_bytes, allow_external_access):
     """Run SQL (DuckDB) over the catalog and the memory tables (view ``memories``).
 
-    The SQL runs read-only and cannot reach outside the home unless --allow-external-access is
-    given; results stream, and stop after --max-rows rows.
+    Only statements that read the home run (SELECT, FROM, WITH, VALUES, DESCRIBE, SHOW,
+    SUMMARIZE), and they cannot name a file, unless --allow-external-access is given; results
+    stream, and stop after --max-rows rows or --max-bytes bytes.
     """
     from skillstream.cli.query import open_catalog
     from skillstream.errors import InputError
-    from skillstream.storage.sandbox import check_sql, lock_down, run_query
+    from skillstream.storage.sandbox import check_allowed, check_sql, lock_down, run_query
 
     chosen = {f for f, on in (("json", as_json), ("csv", as_csv)) if on} | ({fmt} if fmt else set())
     if len(chosen) > 1:
         raise InputError(f"choose one output format, got {', '.join(sorted(chosen))}")
     fmt = chosen.pop() if chosen else "table"
     check_sql(query)
+    if out is not None:
+        _check_out(out)
     cat = open_catalog(settings_from(ctx))
     try:
         lock_down(cat.con, allow_external=allow_external_access, data_paths=cat.data_paths())
-        result = run_query(cat.con, query, max_rows=max_rows or None)
+        if not allow_external_access:
+            check_allowed(cat.con, query)
+        result = run_query(cat.con, query, max_rows=max_rows or None, max_bytes=max_bytes or None)
         if result is None:
             return
         with _output(out, binary=fmt in ("parquet", "arrow")) as fh:
             WRITERS[fmt](fh, result.schema, result)
         if result.truncated:
             click.echo(
-                f"note: stopped after {result.rows} rows; pass --max-rows N for more (0: no limit)",
+                f"note: stopped after {result.rows} rows; pass --max-rows N or --max-bytes N "
+                "for more (0: no limit)",
                 err=True,
             )
         if out:
             click.echo(f"wrote {result.rows} rows to {out}", err=True)
     finally:
         cat.close()
+
+
+def _check_out(out: str) -> None:
+    """Refuse an output path whose folder does not exist (the command creates no folder)."""
+    from skillstream.errors import InputError
+    from skillstream.settings import is_remote, local_path
+
+    if is_remote(out):
+        return
+    folder = local_path(out).parent
+    if not folder.is_dir():
+        raise InputError(
+            f"--out {out!r}: the folder {str(folder)!r} does not exist; create it first"
+        )
 
 
 @contextmanager
@@ -136,7 +167,17 @@ def _write_csv(fh: IO[str], schema: pa.Schema, batches: Iterable[pa.RecordBatch]
     w.writerow(schema.names)
     for batch in batches:
         for row in batch.to_pylist():
-            w.writerow([_jsonable(row[c]) for c in schema.names])
+            w.writerow([_csv_cell(_jsonable(row[c])) for c in schema.names])
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _csv_cell(value: Any) -> Any:
+    """A text cell a spreadsheet would run as a formula gets a leading ``'``; others are kept."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
 
 
 def _write_parquet(fh: IO[bytes], schema: pa.Schema, batches: Iterable[pa.RecordBatch]) -> None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import calendar
 import re
+from collections.abc import Callable
 from datetime import date, datetime, timedelta
 
 from skillstream.text import CJK
@@ -183,7 +184,7 @@ def _weekday_index(name: str) -> int:
     return WEEKDAYS.index(name.capitalize())
 
 
-def _en_resolve(m: re.Match[str], ref: date, text: str) -> Resolved | None:
+def _en_resolve(m: re.Match[str], ref: date, past_tense: Callable[[], bool]) -> Resolved | None:
     kind = (m.lastgroup or "")[2:]
     g = m.group
     if kind == "dby":
@@ -232,7 +233,7 @@ def _en_resolve(m: re.Match[str], ref: date, text: str) -> Resolved | None:
         rel = (g("wdrel") or "").lower()
         wd = _weekday_index(g("wd"))
         name = WEEKDAYS[wd]
-        past = bool(_PAST.search(text)) and not _FUTURE.search(text)
+        past = past_tense()
         if rel in ("last", "this past"):
             back = (ref.weekday() - wd) % 7 or 7
             d = ref - timedelta(days=back)
@@ -323,14 +324,30 @@ _EN_TRIGGERS = (
 _ZH_TRIGGERS = re.compile(r"[天日晚早周星礼拜月年]")
 
 
+def _sentence_start(text: str, start: int) -> bool:
+    """Whether ``start`` begins a sentence: only space lies between it and the text's start or
+    an end mark (read back over the space alone, not the whole text before it)."""
+    i = start
+    while i > 0 and text[i - 1].isspace():
+        i -= 1
+    return i == 0 or text[i - 1] in ".!?"
+
+
 def _resolve_en(text: str, ref: date) -> tuple[str, date | None]:
     low = text.lower()
     if not any(t in low for t in _EN_TRIGGERS):
         return text, None
     first: list[date] = []
+    tense: list[bool] = []
+
+    def past_tense() -> bool:
+        # read once per text: a text of many weekdays must not be searched once per weekday
+        if not tense:
+            tense.append(bool(_PAST.search(text)) and not _FUTURE.search(text))
+        return tense[0]
 
     def sub(m: re.Match[str]) -> str:
-        got = _en_resolve(m, ref, text)
+        got = _en_resolve(m, ref, past_tense)
         if got is None:
             return m.group(0)
         core, prep, d = got
@@ -342,7 +359,7 @@ def _resolve_en(text: str, ref: date) -> tuple[str, date | None]:
             out = f"{prep} {core}"
         else:
             out = core
-        if m.group(0)[:1].isupper() and (start == 0 or text[:start].rstrip()[-1:] in ".!?"):
+        if m.group(0)[:1].isupper() and _sentence_start(text, start):
             out = out[:1].upper() + out[1:]
         return out
 

@@ -75,6 +75,7 @@ class TaskSkillAPI:
         self._embed = embed
         self.clock = clock or (lambda: datetime.now(UTC))
         self.publisher = Publisher.from_settings(settings.storage)
+        self._reconciled = False
 
     # ------------------------------------------------------------------ plumbing
     @property
@@ -92,6 +93,18 @@ class TaskSkillAPI:
         return TaskSkillIndex.open(
             self.settings.storage.lancedb, storage_options(self.settings), dim, create=create
         )
+
+    def _reconcile(self) -> None:
+        """Before a command that writes: roll LanceDB back to what the catalog committed (an
+        earlier command killed between its two writes left it ahead), once per service."""
+        if self._reconciled:
+            return
+        from skillstream.storage.reconcile import reconcile_home
+
+        index = self._index()
+        if index.table.exists:
+            reconcile_home(self.settings, int(self.embed(["dim"]).shape[1]), self.embed)
+        self._reconciled = True
 
     def _owner(self, owner: str | None) -> str | None:
         return owner if owner is not None else self.owner
@@ -212,6 +225,7 @@ class TaskSkillAPI:
     # ------------------------------------------------------------------ writing
     def save(self, skill: TaskSkill, *, change: str = "saved") -> TaskSkill:
         """Store ``skill`` as the next version of the owner's task skill of that name (or as v1)."""
+        self._reconcile()
         skill = skill.copy()
         now = self.clock()
         index = self._index(create=True)
@@ -267,6 +281,7 @@ class TaskSkillAPI:
         self, name: str, section: str, text: str, owner: str | None = None, *, append: bool = False
     ) -> TaskSkill:
         """Replace (or append to) one section of a task skill; a new version."""
+        self._reconcile()
         skill = self.get(name, owner).copy()
         key = section.strip().lower()
         if key.startswith(("scripts/", "references/")):
@@ -298,6 +313,7 @@ class TaskSkillAPI:
 
     def delete(self, name: str, owner: str | None = None) -> TaskSkill:
         """Soft delete: a new version with status ``deleted``; packages and history stay."""
+        self._reconcile()
         skill = self.get(name, owner).copy()
         skill.version += 1
         skill.status = TaskSkillStatus.DELETED
@@ -316,6 +332,7 @@ class TaskSkillAPI:
             ``(absorbed name, survivor name)`` per merge, in the order they were made.
         """
         owner = self._owner(owner)
+        self._reconcile()
         index = self._index()
         if not index.table.exists:
             return []

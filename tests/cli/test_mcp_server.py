@@ -49,8 +49,9 @@ def seed(settings: Settings, embedder) -> None:
             procedure=["Run pytest.", "Build and push the image.", "Restart the service."],
         )
     )
-    from skillstream.model import Memory
+    from skillstream.model import MaintenanceResult, Memory
     from skillstream.storage.home import open_stores
+    from skillstream.storage.writer import write_results
 
     t = datetime(2025, 5, 6, tzinfo=UTC)
     mem = Memory(
@@ -65,8 +66,10 @@ def seed(settings: Settings, embedder) -> None:
             0
         ].tolist(),
     )
+    # both stores, as every write does: a LanceDB row the catalog never committed is rolled back
+    # by the next command that writes
     with open_stores(settings, embedder.dim) as stores:
-        stores.index.upsert([mem])
+        write_results(stores, [MaintenanceResult("omar", t, [mem])])
 
 
 def test_the_server_lists_its_tools_and_each_call_works(tmp_path, embedder):
