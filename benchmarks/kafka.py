@@ -34,6 +34,9 @@ loopback port, unless ``--brokers`` names one, then:
    is loaded); the cluster's is the smaller of its two, since the process that started first
    also counts its wait for the other. ``processes_2_vs_1`` = one process's seconds / the
    cluster's. Each is run ``--repeat`` times, interleaved; medians are reported.
+   ``cpu_seconds`` (user and system time of the processes, model loading included) against
+   ``wall_seconds`` says how many cores a run kept busy: the ceiling of what more processes can
+   give on this machine.
 
 Results go to ``--json`` and a markdown table next to it (same name, ``.md``). Never run in the
 test suite: timing belongs here.
@@ -45,6 +48,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import signal
 import socket
@@ -457,6 +461,7 @@ def cluster_run(bootstrap: str, topic: str, n_messages: int, processes: int) -> 
     home = tempfile.mkdtemp(prefix=f"ss-bench-p{processes}-")
     try:
         addresses = ";".join(f"127.0.0.1:{free_port()}" for _ in range(processes))
+        t0 = time.perf_counter()
         procs = []
         for i in range(processes):
             cmd = [_cli(), "--home", home, "run", "--source", f"kafka://{bootstrap}/{topic}"]
@@ -474,11 +479,14 @@ def cluster_run(bootstrap: str, topic: str, n_messages: int, processes: int) -> 
                 )
             )
         summaries = []
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         for p in procs:
             out, err = p.communicate(timeout=1800)
             if p.returncode != 0:
                 raise RuntimeError(f"a process exited with {p.returncode}: {err[-2000:]}")
             summaries.append(json.loads(out[out.index("{") :]))
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         messages = sum(s["messages"] for s in summaries)
         if messages != n_messages:
             raise RuntimeError(f"read {messages} of {n_messages} messages")
@@ -489,6 +497,8 @@ def cluster_run(bootstrap: str, topic: str, n_messages: int, processes: int) -> 
             "seconds_each": [s["seconds"] for s in summaries],
             "messages_per_s": round(n_messages / seconds, 1),
             "spans": sum(s["spans_processed"] for s in summaries),
+            "cpu_seconds": round(cpu, 1),
+            "wall_seconds": round(time.perf_counter() - t0, 1),
         }
     finally:
         shutil.rmtree(home, ignore_errors=True)

@@ -31,13 +31,14 @@ def write_toml(home, text: str | bytes):
 
 def test_groups_hold_every_key_once_with_todays_defaults(tmp_path):
     s = Settings.load(home=str(tmp_path))
-    assert len(KEYS) == 82
+    assert len(KEYS) == 83
     assert s.llm.backend == "rules" and s.llm.cache is True and s.llm.model == "gpt-4o-mini"
     assert (s.embedding.model, s.embedding.batch) == ("minilm", 64)
     assert (s.embedding.prefetch, s.embedding.threads, s.embedding.blas_threads) == (True, 0, 1)
     assert (s.embedding.backend, s.embedding.base_url, s.embedding.dimensions) == ("local", "", 0)
     assert (s.spans.span_tokens, s.spans.idle_gap) == (512, timedelta(minutes=30))
     assert s.flow.shards == 0 and s.flow.concurrency == 8 and s.flow.owner_state_max == 0
+    assert s.flow.stop_timeout_s == 30.0
     assert s.lifecycle.default_scope == "private" and s.lifecycle.merge_threshold == 0.92
     assert (s.lifecycle.decay_rule, s.lifecycle.decay_below, s.lifecycle.rank_rule) == (
         "seed",
