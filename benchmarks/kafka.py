@@ -413,6 +413,10 @@ def idle_close(
                 )
             if index is not None:
                 for owner, (word, t0) in list(pending.items()):
+                    # a probe cannot be stored before its gap has passed: searching it earlier
+                    # would only slow the loop that times the others
+                    if owner != "probe-0" and now < t0 + gap_s - 0.5:
+                        continue
                     if found(owner, word):
                         del pending[owner]
                         if owner != "probe-0":
@@ -506,12 +510,22 @@ def cluster_run(bootstrap: str, topic: str, n_messages: int, processes: int) -> 
 
 # ---------------------------------------------------------------------------------- report
 
+ALL_PARTS = ("throughput", "freshness", "idle", "processes")
+PART_KEYS = {
+    "throughput": ("throughput",),
+    "freshness": ("freshness",),
+    "idle": ("idle_close", "idle_close_p50_s", "idle_close_p95_s"),
+    "processes": ("processes", "repeat", "processes_2_vs_1"),
+}
+"""The result keys each part writes (``--only`` keeps the others from the last results)."""
+
 
 def write_markdown(path: Path, result: dict) -> None:
     lines = [
         "# Kafka benchmark (rules backend)",
         "",
-        f"{result['date']}, {result['machine']['cpus']} CPUs, load average at start "
+        f"{result['date']} (parts: {result.get('dates', {})}), {result['machine']['cpus']} CPUs, "
+        "load average at start "
         f"{result['machine']['load_avg_start']}; data `{result['data']}` "
         f"({result['messages']} messages, {result['partitions']} partitions).",
         "",
@@ -593,12 +607,7 @@ def main(argv: list[str] | None = None) -> dict:
         "--only", default="", help="Comma-separated parts: throughput,freshness,idle,processes."
     )
     args = p.parse_args(argv)
-    parts = set(filter(None, args.only.split(","))) or {
-        "throughput",
-        "freshness",
-        "idle",
-        "processes",
-    }
+    parts = set(filter(None, args.only.split(","))) or set(ALL_PARTS)
 
     from skillstream.connectors.files import FileSource, read_all
     from skillstream.embed import get_embedder
@@ -672,6 +681,19 @@ def main(argv: list[str] | None = None) -> dict:
         result["idle_close_p95_s"] = {f"{f['idle_gap_s']:g}": f["idle_close_p95_s"] for f in idle}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    if args.only and out.exists():  # the parts not run keep their figures (and their date)
+        kept = json.loads(out.read_text())
+        dates = kept.get("dates") or {p: kept.get("date") for p in ALL_PARTS}
+        for part in ALL_PARTS:
+            if part in parts:
+                dates[part] = result["date"]
+                continue
+            for key in PART_KEYS[part]:
+                if key in kept:
+                    result[key] = kept[key]
+        result["dates"] = dates
+    else:
+        result["dates"] = {p: result["date"] for p in parts}
     out.write_text(json.dumps(result, indent=2) + "\n")
     write_markdown(out.with_suffix(".md"), result)
     print(json.dumps(result, indent=2))
