@@ -118,8 +118,9 @@ class OpenLogic(StatefulLogic[Any, Any, Any], Generic[S]):
             if held is None:
                 self.state = self.fresh(now)
             else:
-                keep = [m for m in held.messages if not self.live.is_done(m)]
-                gone = tuple(m.message_id for m in held.messages if self.live.is_done(m))
+                done = [self.live.is_done(m) for m in held.messages]
+                keep = [m for m, d in zip(held.messages, done, strict=True) if not d]
+                gone = tuple(m.message_id for m, d in zip(held.messages, done, strict=True) if d)
                 if gone:  # rows that outlived their span: let the store forget them
                     out.append(Released(self.stage, owner_id, conversation_id, gone))
                 seen = max(held.last_seen, self.live.floor)

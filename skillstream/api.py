@@ -393,6 +393,18 @@ class Home:
     def held(self) -> builtins.list[dict[str, Any]]:
         """The open spans held in the home: one row per conversation (``owner_id``,
         ``conversation_id``, ``messages``, ``last_seen`` in seconds since the epoch)."""
+        return self._open_rows(
+            "SELECT owner_id, conversation_id, count(*) AS messages, "
+            "epoch(max(last_seen)) AS last_seen FROM open_messages WHERE stage = 'spans' "
+            "GROUP BY ALL ORDER BY owner_id, conversation_id"
+        )
+
+    def _held_owners(self) -> builtins.list[str]:
+        """Owners with an open span or task segment held in the home."""
+        rows = self._open_rows("SELECT DISTINCT owner_id FROM open_messages ORDER BY 1")
+        return [r["owner_id"] for r in rows]
+
+    def _open_rows(self, sql: str) -> builtins.list[dict[str, Any]]:
         from skillstream.storage.catalog import catalog_exists, open_catalog
 
         if not catalog_exists(self.settings.storage):
@@ -400,29 +412,9 @@ class Home:
         with open_catalog(self.settings.storage, read_only=True) as cat:
             if not cat.has("open_messages"):
                 return []
-            cur = cat.con.execute(
-                "SELECT owner_id, conversation_id, count(*) AS messages, "
-                "epoch(max(last_seen)) AS last_seen FROM open_messages WHERE stage = 'spans' "
-                "GROUP BY ALL ORDER BY owner_id, conversation_id"
-            )
+            cur = cat.con.execute(sql)
             names = [d[0] for d in cur.description]
             return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-
-    def _held_owners(self) -> builtins.list[str]:
-        return sorted({row["owner_id"] for row in self.held()} | self._held_block_owners())
-
-    def _held_block_owners(self) -> set[str]:
-        from skillstream.storage.catalog import catalog_exists, open_catalog
-
-        if not catalog_exists(self.settings.storage):
-            return set()
-        with open_catalog(self.settings.storage, read_only=True) as cat:
-            if not cat.has("open_messages"):
-                return set()
-            rows = cat.con.execute(
-                "SELECT DISTINCT owner_id FROM open_messages WHERE stage = 'blocks'"
-            ).fetchall()
-        return {r[0] for r in rows}
 
     def _add(
         self,

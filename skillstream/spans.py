@@ -39,10 +39,6 @@ class SpanState:
     def copy(self) -> SpanState:
         return replace(self, messages=list(self.messages))
 
-    def holds(self, message_id: str) -> bool:
-        """Whether the open span already holds a message with this id."""
-        return any(m.message_id == message_id for m in self.messages)
-
 
 def render_turn(message: Message) -> str:
     """One turn as the extractor sees it: ``Speaker said, "text"`` plus any image caption."""

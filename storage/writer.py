@@ -147,12 +147,7 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
         if held or released:
             stores.catalog.run_transaction(lambda cat: _write_open(cat, held, released))
         return summary
-    released += [
-        open_id(SPANS, r.span.conversation_id, m)
-        for r in results
-        if r.status == "done"
-        for m in r.span.message_ids
-    ]
+    done = [r.span for r in results if r.status == "done"]
 
     changes: list[SpanResult | MaintenanceResult] = [*results, *maintained]
     stored_skills = task_skill_writer.write_lance(stores, task_skills)
@@ -189,7 +184,7 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
         for table, rows in by_table.items():
             summary.tables[table] = cat.upsert(table, rows)
         summary.dead_letters = cat.upsert("dead_letters", [as_dict(d) for d in dead])
-        _write_open(cat, held, released)
+        _write_open(cat, held, released, done)
         summary.spans = cat.upsert("spans", [ledger_row(r) for r in results])
 
     # One transaction; on a shared catalog it runs again if its commit meets another writer's.
@@ -197,12 +192,22 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
     return summary
 
 
-def _write_open(cat: Any, held: list[Held], released: list[str]) -> None:
-    """Keep the held open states and forget the released messages (``skillstream.held``)."""
+def _write_open(
+    cat: Any, held: list[Held], released: list[str], done: list[Any] | None = None
+) -> None:
+    """Keep the held open states and forget the released messages and the messages of the
+    ``done`` spans (``skillstream.held``). With nothing held in the home (a backfill), the done
+    spans cost one query, not a key per message."""
     if held:
         at = datetime.now(UTC)
         cat.upsert(OPEN_TABLE, [row for h in held for row in held_rows(h, at)])
-    if released and cat.has(OPEN_TABLE):
+    if not cat.has(OPEN_TABLE):
+        return
+    if done and cat.con.execute(f"SELECT 1 FROM {OPEN_TABLE} LIMIT 1").fetchone():
+        released = released + [
+            open_id(SPANS, span.conversation_id, m) for span in done for m in span.message_ids
+        ]
+    if released:
         present = cat.con.execute(
             f"SELECT open_id FROM {OPEN_TABLE} WHERE open_id IN (SELECT unnest(?::VARCHAR[]))",
             [released],
