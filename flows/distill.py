@@ -31,7 +31,7 @@ from bytewax.operators import StatefulBatchLogic
 
 from skillstream.distill.distiller import OwnerTaskSkills, TaskSkillDistiller
 from skillstream.distill.record import ConversationBlock, TaskSkillResult
-from skillstream.flows.live import OpenLogic, OpenSpans
+from skillstream.flows.live import OpenLogic, OpenSpans, conversation_of
 from skillstream.flows.progress import Counters
 from skillstream.flows.shards import per_owner, shard_key, shard_of
 from skillstream.held import BLOCKS, OpenState, Released, Wake
@@ -202,7 +202,7 @@ def distil_task_skills(
     arriving: Stream[Any] = messages
     if wakes is not None:
         arriving = op.merge("with-wakes", messages, wakes)
-    by_conv = op.key_on("by-conversation", arriving, lambda m: m.conversation_id)
+    by_conv = op.key_on("by-conversation", arriving, conversation_of)
     keyed_blocks = op.stateful("blocks", by_conv, lambda resume: BlockLogic(gap, resume, live))
     closed = op.branch("closed", op.key_rm("blocks-unkeyed", keyed_blocks), _is_block)
     blocks = cast("Stream[ConversationBlock]", closed.trues)

@@ -2,7 +2,9 @@
 live stream and ``Home.add`` need (thin Bytewax wiring of ``skillstream.quiet`` and
 ``skillstream.held``).
 
-Each conversation's open state (the messages of its open span, or of its open task segment):
+Each conversation's open state (the messages of its open span, or of its open task segment), kept
+per owner (the steps are keyed by ``skillstream.ids.conversation_key``: two owners who use one
+conversation id each have their own):
 
 * **closes when its conversation goes quiet** (``skillstream.quiet``): the step asks Bytewax to call
   it back (``StatefulLogic.notify_at``) at the wall-clock time the state would close, and closes it
@@ -35,11 +37,17 @@ from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from bytewax.operators import StatefulLogic
 
 from skillstream.held import Held, OpenState, Released, Wake
+from skillstream.ids import conversation_key
 from skillstream.ledger import DoneMessages
 from skillstream.model import Message
 from skillstream.quiet import IdleRule, StreamClock, wall_time
 
-__all__ = ["OpenLogic", "OpenSpans", "WakeSource"]
+__all__ = ["OpenLogic", "OpenSpans", "WakeSource", "conversation_of"]
+
+
+def conversation_of(item: Message | Wake) -> str:
+    """The key of the owner's conversation a message or a wake belongs to."""
+    return conversation_key(item.owner_id, item.conversation_id)
 
 
 @dataclass
@@ -50,7 +58,7 @@ class OpenSpans:
     Attributes:
         rule: When a quiet conversation's state closes in processing time.
         clock: The stream's event time in this process.
-        held: States held in the home, by conversation id (each is taken once).
+        held: States held in the home, by owner and conversation id (each is taken once).
         done: Messages already inside a done span (memory extraction only).
         done_spans: Span ids in the ledger (their spans pass whole: the extraction skips them).
         stop: Set when the run was asked to stop: every open state is held at the input's end.
@@ -62,7 +70,7 @@ class OpenSpans:
 
     rule: IdleRule
     clock: StreamClock = field(default_factory=StreamClock)
-    held: dict[str, OpenState] = field(default_factory=dict)
+    held: dict[tuple[str, str], OpenState] = field(default_factory=dict)
     done: DoneMessages = field(default_factory=DoneMessages)
     done_spans: frozenset[str] = frozenset()
     stop: threading.Event = field(default_factory=threading.Event)
@@ -70,7 +78,7 @@ class OpenSpans:
     floor: float = 0.0
 
     def is_done(self, message: Message) -> bool:
-        return bool(len(self.done)) and self.done.done(message.conversation_id, message.message_id)
+        return bool(len(self.done)) and self.done.done(message)
 
 
 S = TypeVar("S")
@@ -114,7 +122,7 @@ class OpenLogic(StatefulLogic[Any, Any, Any], Generic[S]):
     def _state(self, conversation_id: str, owner_id: str, now: float) -> tuple[S, list[Any]]:
         out: list[Any] = []
         if self.state is None:
-            held = self.live.held.pop(conversation_id, None)
+            held = self.live.held.pop((owner_id, conversation_id), None)
             if held is None:
                 self.state = self.fresh(now)
             else:

@@ -42,7 +42,7 @@ from bytewax.operators import StatefulBatchLogic, StatefulLogic
 
 from skillstream.admit import Admitted, TimeWindow, admit, refusal, refused
 from skillstream.flows.distill import Distillation, distil_task_skills
-from skillstream.flows.live import OpenLogic, OpenSpans
+from skillstream.flows.live import OpenLogic, OpenSpans, conversation_of
 from skillstream.flows.maintenance import maintenance_clock
 from skillstream.flows.progress import Counters
 from skillstream.flows.shards import per_owner, shard_key, shard_of
@@ -174,7 +174,7 @@ def admit_messages(
         window: The timestamps a message may carry (``Settings.spans.time_window``).
         counters: The run's counters (refused messages count as ``dead_letters``).
     """
-    by_conv = op.key_on("by-conversation", messages, lambda m: m.conversation_id)
+    by_conv = op.key_on("by-conversation", messages, conversation_of)
     judged = op.stateful("admit", by_conv, lambda resume: AdmitLogic(window, resume))
     split = op.branch("admitted", op.key_rm("unkeyed", judged), _is_message)
     refused_letters = cast("Stream[DeadLetter]", split.falses)
@@ -339,7 +339,7 @@ def extract_memories(
     arriving: Stream[Any] = messages
     if wakes is not None:
         arriving = op.merge("with-wakes", messages, wakes)
-    by_conv = op.key_on("by-conversation", arriving, lambda m: m.conversation_id)
+    by_conv = op.key_on("by-conversation", arriving, conversation_of)
     keyed_spans = op.stateful("spans", by_conv, lambda resume: SpanLogic(builder, resume, live))
     # a message the span builder cannot take (its text cannot be tokenised) is a dead letter;
     # held and released open spans go to the store as they are

@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,7 +48,8 @@ from skillstream.flows.operators import Extraction
 from skillstream.flows.progress import Counters
 from skillstream.flows.shards import shard_of
 from skillstream.held import BLOCKS, SPANS, OpenState, Wake, open_states
-from skillstream.ledger import DoneMessages
+from skillstream.ledger import DoneMessages, content_digest
+from skillstream.model import Message
 from skillstream.pipeline import MemoryPipeline
 from skillstream.quiet import IdleRule, StreamClock
 from skillstream.settings import Settings, local_path
@@ -101,10 +102,23 @@ class HomeRead:
     """The memory-skill bank's active skills."""
     done_messages: DoneMessages = field(default_factory=DoneMessages)
     """Messages inside done spans (a span cut differently drops them)."""
-    held: dict[str, dict[str, OpenState]] = field(default_factory=dict)
-    """Open spans and blocks held in the home: stage -> conversation id -> state."""
+    held: dict[str, dict[tuple[str, str], OpenState]] = field(default_factory=dict)
+    """Open spans and blocks held in the home: stage -> (owner id, conversation id) -> state."""
     erased: ErasedMessages = field(default_factory=ErasedMessages)
     """Tombstones of forgotten messages (a replay does not bring them back)."""
+
+    def __post_init__(self) -> None:
+        open_ = self.held.get(SPANS, {}).values()
+        self._held_messages = DoneMessages(
+            (m.owner_id, m.conversation_id, m.message_id, content_digest(m))
+            for state in open_
+            for m in state.messages
+        )
+
+    def edited(self, message: Message) -> bool:
+        """Whether the home holds a message of the same owner, conversation and id (in a done
+        span, or held open) that says something else."""
+        return self.done_messages.edited(message) or self._held_messages.edited(message)
 
 
 @dataclass
@@ -346,9 +360,9 @@ class Runner:
         now, quiet = time.time(), gap.total_seconds()
         wakes = sorted(
             {
-                Wake(state.messages[0].owner_id, conversation)
+                Wake(owner, conversation)
                 for stage in stages
-                for conversation, state in read.held.get(stage, {}).items()
+                for (owner, conversation), state in read.held.get(stage, {}).items()
                 # holding: only those that may close now; a conversation of the input's own
                 # messages takes its state back when they come
                 if state.messages and (not self.hold or now - state.last_seen > quiet)
@@ -361,7 +375,7 @@ class Runner:
 
             events = memory_events_sink(self.events_to, settings)
         return FlowParts(
-            window=settings.spans.time_window,
+            window=replace(settings.spans.time_window, edited=read.edited),
             erased=read.erased,
             extraction=extraction,
             sink=sink,

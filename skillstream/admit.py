@@ -12,8 +12,13 @@ the dead letter's payload (redacted as it was parsed), nothing else of it is use
 * **Late**: its timestamp is more than ``lateness`` before the conversation's watermark (the latest
   timestamp admitted so far in the conversation).
 * **Duplicate id**: its ``message_id`` was already admitted in this conversation with different
-  content (role, speaker, text or timestamp). The first one is kept. An exact repeat (same id, same
+  content (role, speaker, text or timestamp), in this run or in an earlier one (the home's span
+  ledger and held messages, ``TimeWindow.edited``). The first one is kept: an edited message needs
+  a new id, or two memories that disagree would cite one message. An exact repeat (same id, same
   content) passes: a replay delivers exact repeats, and ids make them harmless downstream.
+
+A conversation is one owner's: two owners (or two tenants) that use the same conversation and
+message ids are admitted apart (the step is keyed by ``skillstream.ids.conversation_key``).
 
 The lifecycle clock follows the admitted messages' event time only, so no single message outside
 the window can move it. The state is per conversation and small: the watermark and a digest per
@@ -39,12 +44,15 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 @dataclass(frozen=True)
 class TimeWindow:
     """The accepted timestamps: not before ``earliest``, at most ``future`` past the wall clock,
-    at most ``lateness`` before the conversation's watermark (``None``: that bound is off)."""
+    at most ``lateness`` before the conversation's watermark (``None``: that bound is off); and
+    ``edited``, which says whether the home already holds a message of the same owner,
+    conversation and id with other content (``Runner.parts()`` sets it from the home)."""
 
     earliest: datetime | None = EPOCH
     future: timedelta | None = timedelta(days=1)
     lateness: timedelta | None = None
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC), compare=False)
+    edited: Callable[[Message], bool] | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -89,6 +97,12 @@ def refusal(window: TimeWindow, state: Admitted, message: Message) -> str | None
         return (
             f"message_id {message.message_id!r} was already used in conversation "
             f"{message.conversation_id!r} by a message with different content; the first is kept"
+        )
+    if seen is None and window.edited is not None and window.edited(message):
+        return (
+            f"message_id {message.message_id!r} of conversation {message.conversation_id!r} is "
+            "already stored with different content; the stored one is kept (an edited message "
+            "needs a new id)"
         )
     return None
 

@@ -394,7 +394,7 @@ class Home:
         """The open spans held in the home: one row per conversation (``owner_id``,
         ``conversation_id``, ``messages``, ``last_seen`` in seconds since the epoch)."""
         return self._open_rows(
-            "SELECT owner_id, conversation_id, count(*) AS messages, "
+            "SELECT owner_id, conversation_id, count(DISTINCT message_id) AS messages, "
             "epoch(max(last_seen)) AS last_seen FROM open_messages WHERE stage = 'spans' "
             "GROUP BY ALL ORDER BY owner_id, conversation_id"
         )

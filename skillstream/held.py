@@ -13,8 +13,8 @@ table, per stage (``spans`` for memory extraction, ``blocks`` for task-skill seg
   ledger row), or, for task segments, by a :class:`Released` record after the segment was
   distilled. A span that failed keeps its messages held, so the next run tries them again.
 
-Rows are keyed by stage, conversation and message id, so writing a state twice is harmless, and a
-message that is already in a done span is dropped when a state is given back
+Rows are keyed by stage, owner, conversation and message id, so writing a state twice is
+harmless, and a message that is already in a done span is dropped when a state is given back
 (``storage.ledger.DoneMessages``): a held row that outlived its span (a crash between the two
 writes) costs nothing.
 """
@@ -92,8 +92,14 @@ class Released:
     message_ids: tuple[str, ...] = field(default_factory=tuple)
 
 
-def open_id(stage: str, conversation_id: str, message_id: str) -> str:
-    """The ``open_messages`` key of one held message."""
+def open_id(stage: str, owner_id: str, conversation_id: str, message_id: str) -> str:
+    """The ``open_messages`` key of one held message of one owner's conversation."""
+    return prefixed_id("opn", stage, [owner_id, conversation_id, message_id])
+
+
+def unowned_open_id(stage: str, conversation_id: str, message_id: str) -> str:
+    """The key a held message had when keys did not name their owner: rows of a home written
+    then are deleted under it (a held message is kept only until its span is done)."""
     return prefixed_id("opn", stage, [conversation_id, message_id])
 
 
@@ -117,7 +123,7 @@ def held_rows(held: Held, at: datetime | None = None) -> list[dict[str, Any]]:
     seen = datetime.fromtimestamp(held.state.last_seen, UTC)
     return [
         {
-            "open_id": open_id(held.stage, held.conversation_id, m.message_id),
+            "open_id": open_id(held.stage, held.owner_id, held.conversation_id, m.message_id),
             "stage": held.stage,
             "owner_id": held.owner_id,
             "conversation_id": held.conversation_id,
@@ -132,25 +138,28 @@ def held_rows(held: Held, at: datetime | None = None) -> list[dict[str, Any]]:
     ]
 
 
-def open_states(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, OpenState]]:
-    """Held states from ``open_messages`` rows: stage -> conversation id -> state.
+def open_states(
+    rows: Iterable[Mapping[str, Any]],
+) -> dict[str, dict[tuple[str, str], OpenState]]:
+    """Held states from ``open_messages`` rows: stage -> (owner id, conversation id) -> state.
 
     A run rewrites the rows of every state it holds, so a conversation's rows are its latest
     state, plus messages of an earlier state whose span failed (they come first, as they came
     first); the latest ``seq`` and ``last_seen`` win.
     """
-    grouped: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    grouped: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
     for row in rows:
-        grouped.setdefault((row["stage"], row["conversation_id"]), []).append(row)
-    out: dict[str, dict[str, OpenState]] = {}
-    for (stage, conversation), group in grouped.items():
+        key = (row["stage"], row["owner_id"], row["conversation_id"])
+        grouped.setdefault(key, []).append(row)
+    out: dict[str, dict[tuple[str, str], OpenState]] = {}
+    for (stage, owner, conversation), group in grouped.items():
         messages: dict[str, Message] = {}
         for row in sorted(group, key=lambda r: (r["held_at"], r["position"])):
             messages[row["message_id"]] = message_from_json(row["message"])
         ordered = list(messages.values())
         seq = max(int(r["seq"] or 0) for r in group)
         seen = max(_seconds(r["last_seen"]) for r in group)
-        out.setdefault(stage, {})[conversation] = OpenState(tuple(ordered), seq, seen)
+        out.setdefault(stage, {})[(owner, conversation)] = OpenState(tuple(ordered), seq, seen)
     return out
 
 

@@ -40,3 +40,22 @@ def _json(part: Any) -> str:
 def prefixed_id(prefix: str, *parts: Any) -> str:
     """``stable_id`` with a short readable prefix such as ``mem_`` or ``spn_``."""
     return f"{prefix}_{stable_id(prefix, *parts)}"
+
+
+def conversation_key(owner_id: str, conversation_id: str) -> str:
+    """The key of one owner's conversation: the flow's steps keep a conversation's state under
+    it, so two owners (or two tenants) that use the same conversation id never share a state."""
+    return json.dumps([owner_id, conversation_id], ensure_ascii=False)
+
+
+def key_owner(key: str) -> str | None:
+    """The owner a :func:`conversation_key` names, or ``None`` for any other key."""
+    if not key.startswith("["):
+        return None
+    try:
+        parts = json.loads(key)
+    except ValueError:
+        return None
+    if isinstance(parts, list) and len(parts) == 2 and all(isinstance(p, str) for p in parts):
+        return str(parts[0])
+    return None

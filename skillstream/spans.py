@@ -121,7 +121,9 @@ def make_span(messages: tuple[Message, ...], seq: int, tokens: int) -> Span:
     first = messages[0]
     text = " ".join(m.text for m in messages)
     return Span(
-        span_id=prefixed_id("spn", first.conversation_id, [m.message_id for m in messages]),
+        span_id=prefixed_id(
+            "spn", first.owner_id, first.conversation_id, [m.message_id for m in messages]
+        ),
         owner_id=first.owner_id,
         conversation_id=first.conversation_id,
         session_id=first.session_id,

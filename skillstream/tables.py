@@ -77,6 +77,7 @@ SPANS = _schema(
         pa.field("error", pa.string()),
         pa.field("attempts", pa.int32()),
         pa.field("processed_at", TS),
+        pa.field("message_digests", STR_LIST),
     ],
     "span_id",
     "The span ledger: one row per processed span; its presence is the span's commit marker.",

@@ -608,19 +608,28 @@ class Catalog:
             ).fetchall()
         return {r[0] for r in rows}
 
-    def done_messages(self, owners: Sequence[str] | None = None) -> list[tuple[str, str]]:
-        """``(conversation_id, message_id)`` of every message inside a done span, of every owner
-        or of ``owners`` only."""
+    def done_messages(
+        self, owners: Sequence[str] | None = None
+    ) -> list[tuple[str, str, str, str | None]]:
+        """``(owner_id, conversation_id, message_id, digest)`` of every message inside a done
+        span, of every owner or of ``owners`` only; ``digest`` is ``None`` for spans written
+        before the ledger kept digests."""
         if not self.has("spans"):
             return []
-        query = "SELECT conversation_id, unnest(message_ids) FROM spans WHERE status = 'done'"
+        digests = (
+            "message_digests" if "message_digests" in self._columns("spans") else "NULL::VARCHAR[]"
+        )
+        query = (
+            f"SELECT owner_id, conversation_id, unnest(message_ids), unnest({digests}) "
+            "FROM spans WHERE status = 'done'"
+        )
         if owners is None:
             rows = self.con.execute(query).fetchall()
         else:
             rows = self.con.execute(
                 query + " AND owner_id IN (SELECT unnest(?::VARCHAR[]))", [list(owners)]
             ).fetchall()
-        return [(c, m) for c, m in rows]
+        return [(o, c, m, d) for o, c, m, d in rows if m is not None]
 
     def open_messages(self, owners: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """Held messages of open spans and task segments (``skillstream.held``), in the order
@@ -628,7 +637,8 @@ class Catalog:
         if not self.has("open_messages"):
             return []
         cols = (
-            "stage, conversation_id, message_id, position, seq, epoch(last_seen) AS last_seen, "
+            "stage, owner_id, conversation_id, message_id, position, seq, "
+            "epoch(last_seen) AS last_seen, "
             "message, epoch(held_at) AS held_at"
         )
         query = f"SELECT {cols} FROM open_messages"

@@ -9,7 +9,8 @@ LLM answer cache and Bytewax recovery snapshots.
 * **LLM answer cache** (SQLite): the answers to requests made for the owner only (their hashes come
   from ``llm_calls``) are deleted and the file is vacuumed, so they leave its free pages too.
 * **Recovery snapshots** (Bytewax's SQLite files, one per partition): each state is unpickled;
-  a conversation's state that holds the owner is dropped (its conversation starts afresh), and a
+  a conversation's state that holds the owner, or whose key names the owner
+  (``skillstream.ids.conversation_key``), is dropped (its conversation starts afresh), and a
   shard's state (a dict keyed by owner) loses the owner's entries; then the file is vacuumed.
 """
 
@@ -26,6 +27,7 @@ from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from skillstream.ids import key_owner
 from skillstream.storage.artifacts import ArtifactStore
 
 TRAINING_PREFIX = "memskill/"
@@ -212,7 +214,7 @@ def _load(blob: bytes) -> Any:
 
 def _decide(key: str, blob: bytes | None, owner: str, conversations: set[str]) -> Any:
     """``None`` (keep), ``_DROP``, or the new pickled state."""
-    if key in conversations or key == owner:
+    if key in conversations or key == owner or key_owner(key) == owner:
         return _DROP
     if blob is None:
         return None

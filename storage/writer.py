@@ -37,7 +37,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from skillstream.errors import InputError
-from skillstream.held import SPANS, Held, Released, held_rows, open_id
+from skillstream.held import SPANS, Held, Released, held_rows, open_id, unowned_open_id
+from skillstream.ledger import content_digest
 from skillstream.lifecycle.querylog import TABLE as QUERIES_TABLE
 from skillstream.lifecycle.states import indexed
 from skillstream.model import DeadLetter, MaintenanceResult, Memory, QueryRow, SpanResult
@@ -86,6 +87,7 @@ def ledger_row(result: SpanResult) -> dict[str, Any]:
         "error": result.error,
         "attempts": result.attempts,
         "processed_at": result.processed_at or datetime.now(UTC),
+        "message_digests": [content_digest(m) for m in span.messages],
     }
 
 
@@ -136,7 +138,7 @@ def write_results(stores: Stores, items: Iterable[Any]) -> WriteSummary:
         elif isinstance(item, Held):
             held.append(item)
         elif isinstance(item, Released):
-            released += [open_id(item.stage, item.conversation_id, m) for m in item.message_ids]
+            released += _open_ids(item.stage, item.owner_id, item.conversation_id, item.message_ids)
         else:
             raise InputError(
                 "the store sink writes SpanResult and DeadLetter values (and MaintenanceResult "
@@ -204,9 +206,8 @@ def _write_open(
     if not cat.has(OPEN_TABLE):
         return
     if done and cat.con.execute(f"SELECT 1 FROM {OPEN_TABLE} LIMIT 1").fetchone():
-        released = released + [
-            open_id(SPANS, span.conversation_id, m) for span in done for m in span.message_ids
-        ]
+        for span in done:
+            released += _open_ids(SPANS, span.owner_id, span.conversation_id, span.message_ids)
     if released:
         present = cat.con.execute(
             f"SELECT open_id FROM {OPEN_TABLE} WHERE open_id IN (SELECT unnest(?::VARCHAR[]))",
@@ -217,6 +218,18 @@ def _write_open(
                 f"DELETE FROM {OPEN_TABLE} WHERE open_id IN (SELECT unnest(?::VARCHAR[]))",
                 [[r[0] for r in present]],
             )
+
+
+def _open_ids(
+    stage: str, owner_id: str, conversation_id: str, message_ids: Iterable[str]
+) -> list[str]:
+    """The ``open_messages`` keys of these messages, under both key forms (a home written before
+    keys named their owner may still hold rows under the older one)."""
+    out: list[str] = []
+    for m in message_ids:
+        out.append(open_id(stage, owner_id, conversation_id, m))
+        out.append(unowned_open_id(stage, conversation_id, m))
+    return out
 
 
 def record_query(

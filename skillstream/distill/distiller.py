@@ -237,7 +237,7 @@ class TaskSkillDistiller:
             segment_id=segment.segment_id,
             conversation_id=segment.conversation_id,
         )
-        if segment.segment_id in state.segments:
+        if segment.segment_id in state.segments or segment.unowned_id in state.segments:
             return TaskSkillResult(action="skipped", **base)
         if self.min_steps and procedural_steps(segment) < self.min_steps:
             return TaskSkillResult(action="gated", **base)

@@ -334,7 +334,9 @@ class ConversationBlock:
         if not msgs:
             raise InputError("a conversation block needs at least one message")
         first = msgs[0]
-        bid = prefixed_id("blk", first.conversation_id, [m.message_id for m in msgs])
+        bid = prefixed_id(
+            "blk", first.owner_id, first.conversation_id, [m.message_id for m in msgs]
+        )
         ids = {m.message_id for m in msgs}
         kept = tuple(i for i in held if i in ids)
         return cls(bid, first.owner_id, first.conversation_id, msgs, kept)
@@ -345,7 +347,8 @@ class TaskSegment:
     """The messages of one task inside a block (their positions may interleave with other tasks).
 
     Attributes:
-        segment_id: Hash of the conversation and the message ids (a replay gives the same id).
+        segment_id: Hash of the owner, the conversation and the message ids (a replay gives the
+            same id).
         title: A broad task name proposed by the chunker ("Travel planning"); may be empty.
         positions: Indexes of the messages in their block, ascending.
     """
@@ -364,12 +367,20 @@ class TaskSegment:
     ) -> TaskSegment:
         pos = sorted(set(positions))
         msgs = tuple(block.messages[i] for i in pos)
-        sid = prefixed_id("tseg", block.conversation_id, [m.message_id for m in msgs])
+        sid = prefixed_id(
+            "tseg", block.owner_id, block.conversation_id, [m.message_id for m in msgs]
+        )
         return cls(sid, block.owner_id, block.conversation_id, msgs, tuple(pos), title, lang)
 
     @property
     def end_ts(self) -> datetime:
         return self.messages[-1].ts
+
+    @property
+    def unowned_id(self) -> str:
+        """The id this segment had when segment ids did not name their owner: a home written
+        then lists it among its task skills' sources, and a re-run must still recognise it."""
+        return prefixed_id("tseg", self.conversation_id, [m.message_id for m in self.messages])
 
 
 @dataclass

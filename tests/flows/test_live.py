@@ -21,7 +21,7 @@ import skillstream
 from skillstream.flows.memory import default_sample
 from skillstream.flows.runner import Runner
 from skillstream.held import Held, OpenState, held_rows, open_states
-from skillstream.ledger import DoneMessages
+from skillstream.ledger import DoneMessages, content_digest
 from skillstream.model import Message, SpanResult
 from skillstream.quiet import IdleRule, StreamClock
 from skillstream.settings import Settings
@@ -57,22 +57,39 @@ def test_quiet_rule_waits_for_the_conversation_and_the_stream():
     assert IdleRule(timedelta(seconds=10)).due(T0, 0.0, clock) is None
 
 
-def test_done_messages_are_found_by_conversation_and_id():
-    done = DoneMessages([("c1", "m1"), ("c1", "m2"), ("c2", "m1")])
+def test_done_messages_are_found_by_owner_conversation_and_id():
+    def msg(owner: str, conversation: str, i: int, text: str = "hello") -> Message:
+        return replace(make_message(text, i=i, conversation_id=conversation), owner_id=owner)
+
+    said = msg("u1", "c1", 1)
+    done = DoneMessages(
+        [
+            ("u1", "c1", "c1-m1", content_digest(said)),
+            ("u1", "c1", "c1-m2", None),  # written before the ledger kept digests
+            ("u1", "c2", "c2-m1", content_digest(msg("u1", "c2", 1))),
+        ]
+    )
     assert len(done) == 3
-    assert done.done("c1", "m2") and done.done("c2", "m1")
-    assert not done.done("c2", "m2") and not done.done("c3", "m1")
-    assert not DoneMessages().done("c1", "m1")
+    assert done.done(msg("u1", "c1", 2)) and done.done(msg("u1", "c2", 1))
+    assert not done.done(msg("u1", "c2", 2)) and not done.done(msg("u1", "c3", 1))
+    # another owner's conversation of the same id and message ids is not this one
+    assert not done.done(msg("u2", "c1", 1))
+    assert not DoneMessages().done(said)
+    # the same id saying something else is an edit; an unknown digest is never one
+    assert not done.edited(said)
+    assert done.edited(msg("u1", "c1", 1, "goodbye"))
+    assert not done.edited(msg("u1", "c1", 2, "anything"))
+    assert not done.edited(msg("u2", "c1", 1, "goodbye"))
 
 
 def test_held_rows_give_the_state_back():
     msgs = tuple(make_message(f"text {i}", i=i) for i in range(3))
-    held = Held("spans", "c1", "c1", OpenState(msgs, seq=4, last_seen=1234.5))
+    held = Held("spans", "u1", "c1", OpenState(msgs, seq=4, last_seen=1234.5))
     rows = held_rows(held)
     for row in rows:  # as the catalog gives them back
         row["last_seen"] = row["last_seen"].timestamp()
         row["held_at"] = row["held_at"].timestamp()
-    state = open_states(reversed(rows))["spans"]["c1"]
+    state = open_states(reversed(rows))["spans"][("u1", "c1")]
     assert state == OpenState(msgs, 4, 1234.5)
 
 
