@@ -26,6 +26,7 @@ from typing import Any, Protocol, TypeAlias
 
 import numpy as np
 
+from skillstream import traced as trace_cache
 from skillstream.errors import ConfigError, TransientError
 from skillstream.settings import OPENAI_BASE_URL_ENV, EmbeddingSettings, embed_api_key
 
@@ -43,8 +44,10 @@ class TextEmbedder(Protocol):
     """What the pipeline, search and evaluation need of an embedder (both backends are one)."""
 
     name: str
-    dim: int
     batch_size: int
+
+    @property
+    def dim(self) -> int: ...
 
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
 
@@ -163,38 +166,33 @@ class Embedder:
     """
 
     def __init__(
-        self, name: str = "minilm", batch_size: int = 64, threads: int = 0, blas_threads: int = 1
+        self,
+        name: str = "minilm",
+        batch_size: int = 64,
+        threads: int = 0,
+        blas_threads: int = 1,
+        cache: str | None = None,
     ) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-        from sentence_transformers import SentenceTransformer
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-
         self.name = name
         self.path = model_path(name)
         self.batch_size = batch_size
         self.threads = threads or _cpus()
         self.blas_threads = blas_threads
-        self._model = SentenceTransformer(self.path, device="cpu")
-        self._model.eval()
-        getter = (
-            getattr(self._model, "get_embedding_dimension", None)
-            or self._model.get_sentence_embedding_dimension
-        )
-        dim = getter()
-        if dim is None:  # pragma: no cover - every sentence-transformers model reports it
-            raise ConfigError(f"model at {self.path} does not report its embedding width")
-        self.dim: int = int(dim)
-        self._max_len = int(getattr(self._model, "max_seq_length", 0) or 0)
-        self._pad_id = getattr(getattr(self._model, "tokenizer", None), "pad_token_id", None) or 0
-        self._run = _compile(self._model)
-        self.traced = self._run is not None
-        """Whether batches run through the traced model (``False``: the plain model)."""
+        self.cache = trace_cache.cache_dir(cache)
+        """The embedding cache folder (``skillstream.traced``), or ``None``."""
+        self._loading = threading.Lock()
+        self._loaded = False
+        self._dim: int | None = None
+        self._st: Any = None  # the sentence-transformers model, when it was loaded
+        self._cached: trace_cache.CachedModel | None = None
+        self._run: Callable[[dict[str, Any]], Any] | None = None
+        self._max_len = 0
+        self._pad_id = 0
         self._cond = threading.Condition()
         self._tokenizing = threading.Lock()
         self._texts: list[tuple[list[str], Pending]] = []  # submitted, not yet tokenised
@@ -205,12 +203,105 @@ class Embedder:
         """Model batches run so far (all threads)."""
         os.register_at_fork(after_in_child=self._forget_threads)
 
+    # ------------------------------------------------------------------ the model, once needed
+    @property
+    def dim(self) -> int:
+        """The vectors' width (from the embedding cache when it has the model: nothing loads)."""
+        if self._dim is None:
+            self._dim = trace_cache.read_dim(self.cache, self.path)
+            if self._dim is None:
+                self._load()
+        assert self._dim is not None
+        return self._dim
+
+    @property
+    def traced(self) -> bool:
+        """Whether batches run through the traced model (``False``: the plain model)."""
+        self._load()
+        return self._run is not None
+
+    @property
+    def from_cache(self) -> bool:
+        """Whether the model was loaded from the embedding cache."""
+        self._load()
+        return self._cached is not None
+
+    def plain_model(self) -> Any:
+        """The sentence-transformers model itself (loaded now if the cache served the rest)."""
+        self._load()
+        if self._st is None:
+            with self._loading:
+                if self._st is None:
+                    self._st = _sentence_transformer(self.path)
+        return self._st
+
+    def _load(self) -> None:
+        """Load the model, once: from the embedding cache, else with sentence-transformers
+        (traced, and written to the cache when the trace and the fast tokeniser agree)."""
+        if self._loaded:
+            return
+        with self._loading:
+            if self._loaded:
+                return
+            name, cached = "", None
+            if self.cache is not None:
+                name = trace_cache.entry_name(self.path)
+                cached = trace_cache.load(self.cache, name, self.path)
+            if cached is not None:
+                self._cached = cached
+                self._run = cached.run
+                self._dim, self._max_len, self._pad_id = cached.dim, cached.max_len, cached.pad_id
+            else:
+                self._load_plain(name)
+            self._loaded = True
+
+    def _load_plain(self, name: str) -> None:
+        model = _sentence_transformer(self.path)
+        self._st = model
+        getter = (
+            getattr(model, "get_embedding_dimension", None)
+            or model.get_sentence_embedding_dimension
+        )
+        dim = getter()
+        if dim is None:  # pragma: no cover - every sentence-transformers model reports it
+            raise ConfigError(f"model at {self.path} does not report its embedding width")
+        self._dim = int(dim)
+        self._max_len = int(getattr(model, "max_seq_length", 0) or 0)
+        self._pad_id = getattr(getattr(model, "tokenizer", None), "pad_token_id", None) or 0
+        compiled = _compile(model)
+        if compiled is None:
+            return
+        module, keys = compiled
+        self._run = lambda inputs: module(*(inputs[k] for k in keys))
+        if self.cache is None:
+            return
+        fast = trace_cache.fast_tokenizer(self.path, self._max_len, self._pad_id)
+        agrees = fast is not None and trace_cache.agrees(fast, keys, model.preprocess)
+        if not agrees:
+            log.info("the fast tokeniser disagrees with %s's own: not cached", self.name)
+        meta = {
+            "format": trace_cache.FORMAT,
+            "model": self.path,
+            "keys": list(keys),
+            "dim": self._dim,
+            "max_len": self._max_len,
+            "pad_id": int(self._pad_id),
+            "fast_tokenizer": agrees,
+        }
+        trace_cache.save(self.cache, name, module, meta)
+
+    def _tokenize(self, texts: list[str]) -> dict[str, Any]:
+        if self._cached is not None:
+            return self._cached.tokenize(texts)
+        return dict(self._st.preprocess(texts))
+
     # ------------------------------------------------------------------ entry points
     def submit(self, texts: Sequence[str]) -> Pending:
         """Queue ``texts`` for the model and return at once; ``result()`` gives their vectors."""
         pending = Pending(len(texts), self.dim)
         if not texts:
             return pending
+        self._load()
         with self._cond:
             self._start()
             self._texts.append((list(texts), pending))
@@ -278,7 +369,7 @@ class Embedder:
         owners = [(p, i) for ts, p in taken for i in range(len(ts))]
         try:
             with self._tokenizing, torch.inference_mode():  # a tokenizer is not safe to share
-                features = self._model.preprocess(texts)
+                features = self._tokenize(texts)
             counts = [int(n) for n in features["attention_mask"].sum(dim=1).tolist()]
             limit = max(self._max_len, max(counts))
             padded = [max(n, min(limit, -(-n // PAD_TO) * PAD_TO)) for n in counts]
@@ -332,7 +423,7 @@ class Embedder:
                 if self._run is not None:
                     emb = self._run(batch.inputs)
                 else:
-                    emb = self._model(dict(batch.inputs))["sentence_embedding"]
+                    emb = self._st(dict(batch.inputs))["sentence_embedding"]
                 vectors = torch.nn.functional.normalize(emb, p=2, dim=1).float().numpy()
         except BaseException as e:  # noqa: BLE001 - the callers waiting for these rows get it
             for p, _ in batch.to:
@@ -369,14 +460,38 @@ def _limit_blas(threads: int) -> None:
     threadpool_limits(limits=threads, user_api="blas")
 
 
-def _compile(model: Any) -> Callable[..., Any] | None:
-    """``model`` traced with TorchScript (tensors in, sentence embeddings out), or ``None`` when it
-    cannot be traced or the trace disagrees with the plain model on a probe batch.
+def _sentence_transformer(path: str) -> Any:
+    """The sentence-transformers model of a folder, on the CPU, in evaluation mode."""
+    from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    model = SentenceTransformer(path, device="cpu")
+    model.eval()
+    return model
+
+
+def _compile(model: Any) -> tuple[Any, tuple[str, ...]] | None:
+    """``model`` traced with TorchScript (the input tensors named by the keys returned with it in,
+    sentence embeddings out), or ``None`` when it cannot be traced or the trace disagrees with
+    the plain model on a probe batch. The trace runs on one intra-op thread: it records the
+    model's operations, and spread over every core it only waits for the other processes there.
 
     A traced model runs a batch in C++ without Python's GIL, so the model threads and the pipeline
     work at the same time. TorchScript is deprecated in newer PyTorch releases; skillstream pins
     the release it checked, and any failure here only means the plain model is used.
     """
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _trace(model)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _trace(model: Any) -> tuple[Any, tuple[str, ...]] | None:
     import torch
 
     probe = [
@@ -421,10 +536,7 @@ def _compile(model: Any) -> Callable[..., Any] | None:
         log.info("embedding model not traced (%s): the plain model is used", type(e).__name__)
         return None
 
-    def run(inputs: dict[str, Any]) -> Any:
-        return traced(*(inputs[k] for k in keys))
-
-    return run
+    return traced, tuple(keys)
 
 
 class OpenAIEmbedder:
@@ -541,13 +653,17 @@ def get_embedder(name: str | EmbeddingSettings = "minilm", batch_size: int = 64)
     if isinstance(name, EmbeddingSettings):
         if name.backend == "openai":
             return _shared_endpoint(name)
-        return _shared_embedder(name.model, name.batch, name.threads, name.blas_threads)
-    return _shared_embedder(name, batch_size, 0, 1)
+        return _shared_embedder(
+            name.model, name.batch, name.threads, name.blas_threads, name.cache or None
+        )
+    return _shared_embedder(name, batch_size, 0, 1, None)
 
 
 @lru_cache(maxsize=4)
-def _shared_embedder(name: str, batch_size: int, threads: int, blas_threads: int) -> Embedder:
-    return Embedder(name, batch_size, threads, blas_threads)
+def _shared_embedder(
+    name: str, batch_size: int, threads: int, blas_threads: int, cache: str | None
+) -> Embedder:
+    return Embedder(name, batch_size, threads, blas_threads, cache)
 
 
 @lru_cache(maxsize=4)

@@ -403,6 +403,13 @@ class EmbeddingSettings(_Group):
         "with them; 0 leaves BLAS as it is.",
         ge=0,
     )
+    cache: str = _key(
+        "embed_cache",
+        "",
+        "Folder where a local model, once traced, is kept for the next process to load in a "
+        "fraction of the time (see skillstream/traced.py); empty: $XDG_CACHE_HOME/skillstream, "
+        "else ~/.cache/skillstream; 'off' keeps nothing.",
+    )
     backend: Annotated[EmbedBackend, BeforeValidator(_name)] = _key(
         "embed_backend",
         "local",

@@ -36,7 +36,7 @@ def test_vectors_are_unit_length_and_match_sentence_transformers(embedder):
         "Omar deploys the Flask app to staging.",
     ]
     got = embedder.encode(texts)
-    want = embedder._model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+    want = embedder.plain_model().encode(texts, normalize_embeddings=True, convert_to_numpy=True)
     assert got.shape == (3, embedder.dim) and got.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
     np.testing.assert_allclose(got, want, atol=1e-5)
@@ -68,7 +68,7 @@ def test_a_vector_is_the_same_alone_and_in_any_batch(embedder):
 def test_texts_of_one_padded_length_share_a_batch(embedder):
     """Equal padded lengths are what makes a batch: texts that differ by a few tokens pad to the
     same multiple of PAD_TO, and a batch of them gives each its lone vector."""
-    tokens = embedder._model.tokenizer
+    tokens = embedder.plain_model().tokenizer
     same = [f"Caroline likes {w}." for w in ("tea", "coffee", "hiking", "painting", "jazz")]
     counts = {len(tokens(t)["input_ids"]) for t in same}
     assert len({-(-n // PAD_TO) for n in counts}) == 1  # one padded length

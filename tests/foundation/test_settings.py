@@ -31,10 +31,11 @@ def write_toml(home, text: str | bytes):
 
 def test_groups_hold_every_key_once_with_todays_defaults(tmp_path):
     s = Settings.load(home=str(tmp_path))
-    assert len(KEYS) == 83
+    assert len(KEYS) == 84
     assert s.llm.backend == "rules" and s.llm.cache is True and s.llm.model == "gpt-4o-mini"
     assert (s.embedding.model, s.embedding.batch) == ("minilm", 64)
     assert (s.embedding.prefetch, s.embedding.threads, s.embedding.blas_threads) == (True, 0, 1)
+    assert s.embedding.cache == ""
     assert (s.embedding.backend, s.embedding.base_url, s.embedding.dimensions) == ("local", "", 0)
     assert (s.spans.span_tokens, s.spans.idle_gap) == (512, timedelta(minutes=30))
     assert s.flow.shards == 0 and s.flow.concurrency == 8 and s.flow.owner_state_max == 0

@@ -1,0 +1,194 @@
+"""A local embedding model traced once and kept on disk, so that a command that embeds starts fast.
+
+Loading a sentence-transformers model means importing ``sentence_transformers`` and
+``transformers`` (most of a command's start-up: seconds on an idle machine) and tracing the model
+with TorchScript (``embed._compile``). The first process that loads a model saves what it traced
+into the embedding cache (setting ``embed_cache``; default ``$XDG_CACHE_HOME/skillstream``, else
+``~/.cache/skillstream``; ``off`` keeps nothing), with what running it needs: the input names, the
+width, the token limit and the padding id. Later processes load that file with ``torch.jit.load``
+and tokenise with the model's own ``tokenizer.json`` through the ``tokenizers`` library, neither
+of which imports ``transformers``.
+
+Nothing here changes a vector: the traced module is the one the slow path runs, and the fast
+tokeniser is kept only if it gave exactly the token rows of the model's own preprocessing on a
+probe of awkward texts (long, empty, padded with spaces, accented, Chinese, emoji) when the
+entry was written. An entry is named by a hash of the model folder's files (names, sizes and
+modification times), the ``torch`` and ``tokenizers`` versions and this module's format, so a
+changed model or library makes a new entry; an entry that cannot be read is ignored (and written
+again by the slow path).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1
+"""Version of the entry layout; part of every entry's name."""
+
+OFF = ("off", "none", "false", "0")
+
+PROBE = [
+    "A probe sentence, so the traced model can be checked against the plain one.",
+    "ok",
+    "",
+    "   padded with spaces   ",
+    "Caroline went to the support group on Sunday and told Melanie about it afterwards.",
+    "我对花生严重过敏，所以请不要推荐含花生的菜。",
+    "Café naïve façade — déjà vu 🎉 ½ ÅNGSTRÖM",
+    " ".join(f"word{i} and more text" for i in range(200)),  # past the token limit
+]
+"""Texts the fast tokeniser must tokenise exactly as the model's own preprocessing does."""
+
+
+def cache_dir(setting: str | None = None) -> Path | None:
+    """The embedding cache folder of ``setting`` (``None`` or empty: the default; ``off``:
+    none)."""
+    if setting is not None and setting.strip().lower() in OFF:
+        return None
+    if setting:
+        return Path(setting).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "skillstream"
+
+
+def entry_name(model_dir: str) -> str:
+    """The cache entry of a model folder with the libraries installed now (read from their
+    metadata: nothing is imported)."""
+    from importlib.metadata import version
+
+    h = hashlib.blake2b(digest_size=12)
+    h.update(f"{FORMAT}|{version('torch')}|{version('tokenizers')}|".encode())
+    root = Path(model_dir).resolve()
+    h.update(str(root).encode("utf-8", "surrogatepass"))
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        st = path.stat()
+        h.update(f"|{path.relative_to(root)}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return f"embed-{root.name}-{h.hexdigest()}"
+
+
+class CachedModel:
+    """A traced model and its tokeniser, loaded from the cache (no ``transformers`` import)."""
+
+    def __init__(self, module: Any, tokenizer: Any, meta: dict[str, Any]) -> None:
+        self.module = module
+        self.tokenizer = tokenizer
+        self.keys: tuple[str, ...] = tuple(meta["keys"])
+        self.dim = int(meta["dim"])
+        self.max_len = int(meta["max_len"])
+        self.pad_id = int(meta["pad_id"])
+
+    def tokenize(self, texts: Sequence[str]) -> dict[str, Any]:
+        """Token rows of ``texts``, padded to the longest, as the model's preprocessing gives."""
+        return tokenize(self.tokenizer, self.keys, texts)
+
+    def run(self, inputs: dict[str, Any]) -> Any:
+        return self.module(*(inputs[k] for k in self.keys))
+
+
+def fast_tokenizer(model_dir: str, max_len: int, pad_id: int) -> Any | None:
+    """The model's ``tokenizer.json`` with its truncation and padding set as preprocessing sets
+    them, or ``None`` when the folder has none."""
+    path = Path(model_dir) / "tokenizer.json"
+    if not path.is_file():
+        return None
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(path))
+    if max_len:
+        tok.enable_truncation(max_length=max_len)
+    else:
+        tok.no_truncation()
+    tok.enable_padding(pad_id=pad_id, pad_token=tok.id_to_token(pad_id) or "[PAD]")
+    return tok
+
+
+def tokenize(tokenizer: Any, keys: Sequence[str], texts: Sequence[str]) -> dict[str, Any]:
+    import torch
+
+    encodings = tokenizer.encode_batch([str(t) for t in texts])
+    columns = {
+        "input_ids": [e.ids for e in encodings],
+        "attention_mask": [e.attention_mask for e in encodings],
+        "token_type_ids": [e.type_ids for e in encodings],
+    }
+    return {k: torch.tensor(columns[k], dtype=torch.long) for k in keys}
+
+
+def agrees(tokenizer: Any, keys: Sequence[str], preprocess: Any) -> bool:
+    """Whether the fast tokeniser gives the model's own token rows on :data:`PROBE`, alone and
+    as one batch."""
+    import torch
+
+    batches = [[t] for t in PROBE] + [list(PROBE)]
+    for texts in batches:
+        want = preprocess(texts)
+        got = tokenize(tokenizer, keys, texts)
+        for k in keys:
+            w = want.get(k)
+            if not isinstance(w, torch.Tensor) or w.shape != got[k].shape:
+                return False
+            if not torch.equal(w.to(torch.long), got[k]):
+                return False
+    return True
+
+
+def save(folder: Path, name: str, module: Any, meta: dict[str, Any]) -> None:
+    """Write an entry (the module, then its description; each file replaced atomically)."""
+    import torch
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, suffix=".tmp", delete=False) as f:
+            tmp_module = f.name
+        torch.jit.save(module, tmp_module)
+        os.replace(tmp_module, folder / f"{name}.pt")
+        with tempfile.NamedTemporaryFile(
+            "w", dir=folder, suffix=".tmp", delete=False, encoding="utf-8"
+        ) as f:
+            json.dump(meta, f)
+            tmp_meta = f.name
+        os.replace(tmp_meta, folder / f"{name}.json")
+    except OSError as e:  # a read-only or full cache only costs the next start-up its speed
+        log.info("embedding cache not written (%s: %s)", type(e).__name__, e)
+
+
+def load(folder: Path, name: str, model_dir: str) -> CachedModel | None:
+    """The entry, or ``None`` when there is none or it cannot be used."""
+    meta_path, module_path = folder / f"{name}.json", folder / f"{name}.pt"
+    if not meta_path.is_file() or not module_path.is_file():
+        return None
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        if meta.get("format") != FORMAT or not meta.get("fast_tokenizer"):
+            return None
+        tokenizer = fast_tokenizer(model_dir, int(meta["max_len"]), int(meta["pad_id"]))
+        if tokenizer is None:
+            return None
+        import torch
+
+        module = torch.jit.load(str(module_path), map_location="cpu")
+        module.eval()
+        return CachedModel(module, tokenizer, meta)
+    except Exception as e:  # noqa: BLE001 - a broken entry is rebuilt by the slow path
+        log.info("embedding cache entry %s not used (%s: %s)", name, type(e).__name__, e)
+        return None
+
+
+def read_dim(folder: Path | None, model_dir: str) -> int | None:
+    """The width an entry records, without loading anything else."""
+    if folder is None:
+        return None
+    try:
+        meta = json.loads((folder / f"{entry_name(model_dir)}.json").read_text(encoding="utf-8"))
+        return int(meta["dim"]) if meta.get("format") == FORMAT else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

@@ -1,0 +1,101 @@
+"""The embedding cache: the first process traces the model and keeps it; the next loads it without
+importing transformers, tokenises exactly as the model's own preprocessing, and gives the same
+vectors to the last bit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from skillstream import traced
+from skillstream.embed import Embedder
+
+pytestmark = pytest.mark.slow
+
+CORPUS = [
+    "Maya is flying to Lisbon on 3 May 2024.",
+    "",
+    "  leading and trailing spaces  ",
+    "tab\tseparated\tand\nnew lines",
+    "我对花生严重过敏。她有什么食物过敏吗？",
+    "混合 English 和中文 text in one 句子.",
+    "Ünïcödé façade, Straße, ÆØÅ, İstanbul, ﬁ ligature, ０１２ full-width digits",
+    "emoji 🎉🚀 and symbols ½ ™ © → ∞",
+    "URLs https://example.com/a?b=c&d=e and e-mail a.b@example.org",
+    "x" * 3000,
+    " ".join(f"token{i}" for i in range(600)),
+    "ok",
+]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A cache written by a first embedder, and that embedder (the slow path)."""
+    cache = tmp_path_factory.mktemp("embed-cache")
+    first = Embedder(cache=str(cache))
+    vectors = first.encode(CORPUS)
+    assert first.traced and not first.from_cache
+    return cache, first, vectors
+
+
+def test_the_next_embedder_loads_the_cache_and_gives_the_same_bits(built):
+    cache, first, vectors = built
+    files = sorted(p.suffix for p in cache.iterdir())
+    assert files == [".json", ".pt"]
+    second = Embedder(cache=str(cache))
+    assert second.dim == first.dim
+    got = second.encode(CORPUS)
+    assert second.from_cache and second.traced
+    assert got.tobytes() == vectors.tobytes()
+    # alone as in a batch, as the slow path
+    alone = np.stack([second.encode([t])[0] for t in CORPUS])
+    assert alone.tobytes() == vectors.tobytes()
+
+
+def test_the_fast_tokeniser_gives_the_models_own_token_rows(built):
+    _, first, _ = built
+    model = first.plain_model()
+    meta = json.loads(next(built[0].glob("*.json")).read_text())
+    fast = traced.fast_tokenizer(first.path, meta["max_len"], meta["pad_id"])
+    for texts in [CORPUS, *([t] for t in CORPUS)]:
+        want = model.preprocess(texts)
+        got = traced.tokenize(fast, meta["keys"], texts)
+        for k in meta["keys"]:
+            assert torch.equal(want[k].to(torch.long), got[k]), (k, texts[:1])
+
+
+def test_off_keeps_nothing_and_a_broken_entry_is_written_again(built, tmp_path):
+    cache, _, vectors = built
+    off = Embedder(cache="off")
+    assert off.cache is None and off.encode(CORPUS[:3]).tobytes() == vectors[:3].tobytes()
+
+    broken = tmp_path / "cache"
+    broken.mkdir()
+    for f in cache.iterdir():
+        (broken / f.name).write_bytes(b"not a model" if f.suffix == ".pt" else f.read_bytes())
+    again = Embedder(cache=str(broken))
+    assert again.encode(CORPUS).tobytes() == vectors.tobytes()
+    assert not again.from_cache  # the broken entry was not used ...
+    assert Embedder(cache=str(broken)).from_cache  # ... and was written again
+
+
+def test_a_process_with_a_warm_cache_never_imports_transformers(built):
+    cache, _, vectors = built
+    code = (
+        "import sys, numpy as np\n"
+        "from skillstream.embed import Embedder\n"
+        f"e = Embedder(cache={str(cache)!r})\n"
+        "v = e.encode(['Maya is flying to Lisbon on 3 May 2024.'])\n"
+        "print(e.from_cache, 'transformers' in sys.modules, "
+        "'sentence_transformers' in sys.modules)\n"
+        "sys.stdout.buffer.write(v.tobytes())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True).stdout
+    head, _, bits = out.partition(b"\n")
+    assert head.decode().split() == ["True", "False", "False"]
+    assert bits == vectors[:1].tobytes()
