@@ -299,8 +299,11 @@ class Home:
 
         Args:
             source: A file, a folder of files, a glob or fsspec URI, or a list of them.
-            format: ``auto`` (by extension and content), ``jsonl``, ``parquet``, ``csv``,
-                ``locomo``, ``star``, ``chatgpt``, ``claude`` or ``json``.
+            format: ``auto`` (by ending: ``.jsonl`` and ``.ndjson``, gzipped or not,
+                ``.parquet``, ``.csv``, and ``.json`` told by its content), ``jsonl``,
+                ``parquet``, ``csv``, ``locomo`` (a LoCoMo JSON file), ``star`` (STAR dialogues,
+                ``.jsonl`` or ``.jsonl.gz``), ``chatgpt`` or ``claude`` (their data exports'
+                ``conversations.json``), or ``json`` (any of the three JSON shapes, by content).
             mapping: Canonical field -> the input's column (``{"content": "text"}``).
             workers: Bytewax worker threads.
             owner: The owner of every message, in place of its ``user_id`` (default:

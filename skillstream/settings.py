@@ -27,8 +27,10 @@ home has no local ``controller.json``, and ``memory-skills activate`` refuses on
 
 Parsing is strict: booleans are true/false, 1/0, yes/no or on/off (any case); numbers are finite
 and in range; names come from a closed list; locations are text without control characters (the
-home is not empty); the LLM endpoint is an http(s) URL; an unknown key is an error; map settings
-given in the environment are JSON objects. Every error is a
+home is not empty, and not a file); the LLM endpoint is an http(s) URL; an unknown key is an error
+that names the closest known key; map settings given in the environment are JSON objects. An
+environment variable ``SKILLSTREAM_...`` that names no setting (nor one of ``OTHER_ENV``) is
+logged as a warning with the likely name: a typo there would otherwise be ignored. Every error is a
 :class:`~skillstream.errors.ConfigError` that names the setting as it was written (the environment
 variable, or the file and key) and what is accepted.
 
