@@ -172,3 +172,33 @@ def test_an_unknown_toml_key_is_an_error_with_the_likely_key(tmp_path, capsys, m
     line = one_error_line(err)
     assert code == 2 and "unknown setting 'span_token'; did you mean 'span_tokens'?" in line
     assert "llm_model" not in line  # not the list of every key
+
+
+# ------------------------------------------------------------------------------ stopping
+
+
+def test_a_stopped_run_says_how_to_go_on(tmp_path, capsys, monkeypatch):
+    from skillstream.flows.runner import Runner
+
+    src = write_jsonl(tmp_path / "chat.jsonl", conversation_rows("ana", 3))
+    monkeypatch.setattr(Runner, "execute", lambda self, flow: self.stop())  # what SIGTERM does
+    code, out, err = console(
+        capsys, monkeypatch, "--home", str(tmp_path / "h"), "run", "--source", str(src)
+    )
+    assert code == 0 and out.startswith("read "), (out, err)
+    assert "stopped before the input ended; run the same command again to go on" in err
+
+
+def test_an_interrupted_run_says_how_to_go_on(tmp_path, capsys, monkeypatch):
+    from skillstream.flows.runner import Runner
+
+    def interrupted(self, flow):
+        raise KeyboardInterrupt
+
+    src = write_jsonl(tmp_path / "chat.jsonl", conversation_rows("ana", 3))
+    monkeypatch.setattr(Runner, "execute", interrupted)
+    code, out, err = console(
+        capsys, monkeypatch, "--home", str(tmp_path / "h"), "run", "--source", str(src)
+    )
+    assert code == 130 and "Traceback" not in err, (out, err)
+    assert "interrupted: what was written stays written; run the same command again" in err
