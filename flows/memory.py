@@ -120,12 +120,13 @@ def get_flow(source: str | None = None, format: str = "auto", **overrides: Any) 
 
     The runner reads the home and reconciles it when the flow is defined (in each process, for
     the owners its store partitions write); the run lock is not taken, as Bytewax owns the run:
-    keep other runs off the home while it runs, or use ``skillstream run``. When the process
-    ends, it prints the run's summary on standard error (each process its own), as
-    ``skillstream run`` does.
+    keep other runs off the home while it runs, or use ``skillstream run``. Under
+    ``python -m bytewax.run``, the run's summary is printed on standard error when the process
+    ends (each process its own), as ``skillstream run`` prints it.
     """
     import atexit
     import os
+    import sys
 
     from skillstream.flows.runner import Runner
     from skillstream.settings import Settings
@@ -134,7 +135,9 @@ def get_flow(source: str | None = None, format: str = "auto", **overrides: Any) 
     runner = Runner(settings)
     src = source or os.environ.get("SKILLSTREAM_SOURCE") or str(default_sample())
     flow = runner.dataflow(runner.source(src, format=format))
-    atexit.register(_print_summary, runner)
+    main = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if getattr(main, "name", None) == "bytewax.run":  # not when a program runs the flow itself
+        atexit.register(_print_summary, runner)
     return flow
 
 

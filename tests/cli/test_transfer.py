@@ -162,3 +162,17 @@ def test_import_refuses_what_does_not_fit(sample_home, tmp_path, monkeypatch):
             cli, ["--home", str(tmp_path / "h"), "import", "memories", str(tmp_path / name)]
         )
         assert isinstance(res.exception, InputError) and says in str(res.exception)
+
+
+def test_a_file_of_format_1_still_imports(sample_home, tmp_path):
+    out = tmp_path / "m.parquet"
+    invoke(sample_home, "export", "memories", "--out", str(out))
+    data = pq.read_table(out).drop_columns(
+        ["task_skill", "task_skill_versions", "task_skill_packages"]
+    )
+    meta = {**data.schema.metadata, b"skillstream.format": b"1"}
+    pq.write_table(data.replace_schema_metadata(meta), tmp_path / "v1.parquet")
+    done = json.loads(
+        invoke(tmp_path / "h", "import", "memories", str(tmp_path / "v1.parquet"), "--json")
+    )
+    assert done["memories"] == data.num_rows and done["task_skill_versions"] == 0
