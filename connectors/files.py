@@ -51,7 +51,13 @@ from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from skillstream.connectors.exports import iter_chatgpt, iter_claude, kind_of_export, load_document
 from skillstream.connectors.fileio import InputFile, open_binary
 from skillstream.connectors.locomo import iter_locomo
-from skillstream.connectors.records import Refused, dead_letter, parse_line, parse_record
+from skillstream.connectors.records import (
+    CANONICAL_FIELDS,
+    Refused,
+    dead_letter,
+    parse_line,
+    parse_record,
+)
 from skillstream.connectors.star import DEFAULT_OWNER, iter_star
 from skillstream.errors import InputError
 from skillstream.model import DeadLetter, Message
@@ -146,7 +152,8 @@ class FileSource(FixedPartitionedSource[Item, int]):
 
         Raises:
             InputError: A path does not exist, a directory or pattern matches no file, a file's
-                format cannot be told from its name, or an argument is out of range.
+                format cannot be told from its name, ``mapping`` names a field that is not a
+                canonical one, or an argument is out of range.
         """
         if format != "auto" and format not in FORMATS:
             raise InputError(
@@ -159,6 +166,13 @@ class FileSource(FixedPartitionedSource[Item, int]):
         if mapping is not None and not isinstance(mapping, Mapping):
             raise InputError(
                 f"mapping must be a dict of canonical field -> column, got {mapping!r}"
+            )
+        unknown = sorted(set(mapping or ()) - set(CANONICAL_FIELDS))
+        if unknown:
+            raise InputError(
+                f"cannot map {', '.join(repr(f) for f in unknown)}: a mapping goes from a "
+                f"canonical field to an input column (FIELD=COLUMN), and the fields are "
+                f"{', '.join(CANONICAL_FIELDS)}"
             )
         given = list(paths) if isinstance(paths, (list, tuple)) else [paths]
         if not given:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import bytewax.operators as op
 from bytewax.dataflow import Dataflow, Stream
@@ -38,6 +38,9 @@ from skillstream.flows.progress import Counters
 from skillstream.held import Held, Released, Wake
 from skillstream.model import DeadLetter, Message
 from skillstream.storage.erasure import ErasedMessages
+
+if TYPE_CHECKING:
+    from skillstream.flows.runner import Runner
 
 __all__ = ["FlowParts", "build_flow", "default_sample", "get_flow"]
 
@@ -117,9 +120,13 @@ def get_flow(source: str | None = None, format: str = "auto", **overrides: Any) 
 
     The runner reads the home and reconciles it when the flow is defined (in each process, for
     the owners its store partitions write); the run lock is not taken, as Bytewax owns the run:
-    keep other runs off the home while it runs, or use ``skillstream run``.
+    keep other runs off the home while it runs, or use ``skillstream run``. Under
+    ``python -m bytewax.run``, the run's summary is printed on standard error when the process
+    ends (each process its own), as ``skillstream run`` prints it.
     """
+    import atexit
     import os
+    import sys
 
     from skillstream.flows.runner import Runner
     from skillstream.settings import Settings
@@ -127,7 +134,25 @@ def get_flow(source: str | None = None, format: str = "auto", **overrides: Any) 
     settings = Settings.load(**overrides)
     runner = Runner(settings)
     src = source or os.environ.get("SKILLSTREAM_SOURCE") or str(default_sample())
-    return runner.dataflow(runner.source(src, format=format))
+    flow = runner.dataflow(runner.source(src, format=format))
+    main = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if getattr(main, "name", None) == "bytewax.run":  # not when a program runs the flow itself
+        atexit.register(_print_summary, runner)
+    return flow
+
+
+def _print_summary(runner: Runner) -> None:
+    """The summary of a run that ``python -m bytewax.run`` ran, on standard error."""
+    import sys
+
+    from skillstream.flows.runner import RESUME
+
+    summary = runner.summary()
+    print(f"skillstream: {summary.line()}", file=sys.stderr, flush=True)
+    if summary.all_rejected:
+        print(f"skillstream: {runner.refused_all()}", file=sys.stderr, flush=True)
+    elif summary.stopped:
+        print(f"skillstream: stopped before the input ended; {RESUME}", file=sys.stderr)
 
 
 def default_sample() -> Path:

@@ -145,6 +145,34 @@ class Summary:
             "stopped": self.stopped,
         }
 
+    def line(self) -> str:
+        """The summary in one line of words (what ``skillstream run`` prints)."""
+        c = self.as_dict()
+        return (
+            f"read {c['messages']} messages ({c['dead_letters']} dead letters); "
+            f"spans: {c['spans_processed']} processed, {c['spans_already_processed']} already "
+            f"processed, {c['spans_failed']} failed; {c['memory_changes']} memory changes in "
+            f"{c['seconds']} s; home {c['home']}"
+        )
+
+    @property
+    def all_rejected(self) -> bool:
+        """Every record of the input was refused (dead letters, and not one message)."""
+        return self.counts.get("messages", 0) == 0 and self.counts.get("dead_letters", 0) > 0
+
+
+RESUME = (
+    "run the same command again to go on: spans already stored are skipped and the open spans "
+    "held in the home are taken up again"
+)
+"""How to go on after a run that was stopped or interrupted (every face says it the same way)."""
+
+
+def dead_letters_command(home: str) -> str:
+    """The command that lists a home's latest dead letters, with their reasons."""
+    query = "select source, position, reason from dead_letters order by recorded_at desc limit 20"
+    return f'skillstream --home {home} sql "{query}"'
+
 
 def open_source(
     settings: Settings,
@@ -154,13 +182,26 @@ def open_source(
     mapping: Mapping[str, str] | None = None,
     kafka_config: Mapping[str, str] | None = None,
     tail: bool | None = None,
+    owner: str | None = None,
 ) -> Source:
     """The Bytewax source for a path, glob, list of them, fsspec URI or ``kafka://`` URI, with
-    every option a run applies (message size limit, redaction, storage options)."""
+    every option a run applies (message size limit, redaction, storage options).
+
+    ``owner``: the owner of every message of the files, in place of their ``user_id`` (and of
+    its default, the conversation id): for chat exports whose owner is the account.
+
+    Raises:
+        InputError: a bad source or option (``owner`` with a Kafka topic, whose records name
+            their owners).
+    """
+    from skillstream.errors import InputError
     from skillstream.redact import redactor_for
 
     if isinstance(source, str) and source.startswith("kafka://"):
         from skillstream.connectors.kafka import kafka_source
+
+        if owner is not None:
+            raise InputError("--owner applies to files; a Kafka record names its owner (user_id)")
 
         return kafka_source(source, settings, config=kafka_config or {}, tail=tail)
     from skillstream.connectors.files import FileSource
@@ -177,6 +218,7 @@ def open_source(
         mapping=dict(mapping) if mapping else None,
         max_chars=settings.spans.max_message_chars,
         redactor=redactor_for(settings.lifecycle.policies),
+        owner_id=owner,
         storage_options=storage_options(settings),
     )
 
@@ -447,11 +489,41 @@ class Runner:
                 self.execute(flow)
             seconds = time.perf_counter() - t0
             self.finish()
+        return self.summary(seconds)
+
+    def summary(self, seconds: float | None = None) -> Summary:
+        """The run's summary now: its counts, ``seconds`` (default: since the runner was made),
+        the home, and whether it was stopped."""
         return Summary(
             self.counters.snapshot(),
-            seconds,
+            time.time() - self.started if seconds is None else seconds,
             self.settings.storage.home,
             stopped=self.stopping.is_set(),
+        )
+
+    def refused_all(self) -> str:
+        """Why a run read no message at all from an input of records (see
+        ``Summary.all_rejected``): the reason most of its dead letters give, and how to see them.
+        """
+        from datetime import UTC, datetime
+
+        from skillstream.storage.catalog import catalog_exists, open_catalog
+
+        storage, since = self.settings.storage, datetime.fromtimestamp(self.started, UTC)
+        top = None
+        if catalog_exists(storage):
+            with open_catalog(storage, read_only=True) as cat:
+                top = cat.con.execute(
+                    "SELECT reason, count(*) FROM dead_letters WHERE recorded_at >= ? "
+                    "GROUP BY reason ORDER BY 2 DESC, 1 LIMIT 1",
+                    [since],
+                ).fetchone()
+        dead = self.counters.snapshot().get("dead_letters", 0)
+        why = f"; the commonest reason ({top[1]} of {dead}): {top[0]}" if top else ""
+        return (
+            f"every record of the input was refused: {dead} dead letters and not one message"
+            f"{why}; check --format and --map against the input; see the dead letters with: "
+            f"{dead_letters_command(storage.home)}"
         )
 
     def stop(self) -> None:

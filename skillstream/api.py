@@ -153,10 +153,16 @@ class TaskSkills:
     def __init__(self, settings: Settings, owner: str | None = None) -> None:
         from skillstream.services.task_skills import TaskSkillAPI
 
+        self._settings = settings
         self._api = TaskSkillAPI(settings, owner=owner)
+
+    def _reading(self) -> None:
+        """Refuse a read of a home where nothing was stored (see :func:`_require_home`)."""
+        _require_home(self._settings)
 
     def list(self, owner: str | None = None, *, include_archived: bool = False) -> Result:
         """Owner, name, description and version of each published task skill."""
+        self._reading()
         rows = self._api.list(owner, include_archived=include_archived)
         if not rows:
             import pyarrow as pa
@@ -175,10 +181,12 @@ class TaskSkills:
 
     def show(self, name: str, owner: str | None = None) -> TaskSkill:
         """One task skill by name (counts as a use). ``render_skill_md`` gives its SKILL.md."""
+        self._reading()
         return self._api.show(name, owner)
 
     def markdown(self, name: str, owner: str | None = None) -> str:
         """A task skill's ``SKILL.md`` text (does not count as a use)."""
+        self._reading()
         from skillstream.distill.package import render_skill_md
 
         return render_skill_md(self._api.get(name, owner))
@@ -232,10 +240,12 @@ class TaskSkills:
         self, folder: str | os.PathLike[str], owner: str | None = None
     ) -> builtins.list[Path]:
         """Write each published task skill as a package folder ``<folder>/<name>/``."""
+        self._reading()
         return self._api.export(Path(folder), owner)
 
     def search(self, query: str, owner: str | None = None, k: int = 5) -> Result:
         """Task skills by name, description and triggers (hybrid), best first."""
+        self._reading()
         return Result.from_rows(self._api.search(query, owner, k))
 
 
@@ -279,6 +289,7 @@ class Home:
         format: str = "auto",
         mapping: Mapping[str, str] | None = None,
         workers: int = 1,
+        owner: str | None = None,
     ) -> dict[str, Any]:
         """Backfill chat-log files through the memory flow, as ``skillstream run`` does.
 
@@ -288,10 +299,15 @@ class Home:
 
         Args:
             source: A file, a folder of files, a glob or fsspec URI, or a list of them.
-            format: ``auto`` (by extension and content), ``jsonl``, ``parquet``, ``csv``,
-                ``locomo``, ``star``, ``chatgpt``, ``claude`` or ``json``.
+            format: ``auto`` (by ending: ``.jsonl`` and ``.ndjson``, gzipped or not,
+                ``.parquet``, ``.csv``, and ``.json`` told by its content), ``jsonl``,
+                ``parquet``, ``csv``, ``locomo`` (a LoCoMo JSON file), ``star`` (STAR dialogues,
+                ``.jsonl`` or ``.jsonl.gz``), ``chatgpt`` or ``claude`` (their data exports'
+                ``conversations.json``), or ``json`` (any of the three JSON shapes, by content).
             mapping: Canonical field -> the input's column (``{"content": "text"}``).
             workers: Bytewax worker threads.
+            owner: The owner of every message, in place of its ``user_id`` (default:
+                ``user_id``, else the conversation): for chat exports whose owner is the account.
 
         Returns:
             Counts: ``messages``, ``dead_letters``, ``spans_processed``,
@@ -300,6 +316,7 @@ class Home:
 
         Raises:
             HomeBusyError: another run holds the home.
+            InputError: a bad source, format or mapping (a field that is not canonical).
         """
         from skillstream.flows.runner import Cluster, Runner
 
@@ -311,7 +328,7 @@ class Home:
         runner = Runner(
             self.settings, cluster=Cluster(workers_per_process=workers), flow_id="skillstream-api"
         )
-        src = runner.source(paths, format=format, mapping=mapping)
+        src = runner.source(paths, format=format, mapping=mapping, owner=owner)
         return runner.run(src).as_dict()
 
     def add(self, messages: Iterable[Message | Mapping[str, Any]], *, flush: bool = False) -> Added:
@@ -393,6 +410,7 @@ class Home:
     def held(self) -> builtins.list[dict[str, Any]]:
         """The open spans held in the home: one row per conversation (``owner_id``,
         ``conversation_id``, ``messages``, ``last_seen`` in seconds since the epoch)."""
+        _require_home(self.settings)
         return self._open_rows(
             "SELECT owner_id, conversation_id, count(DISTINCT message_id) AS messages, "
             "epoch(max(last_seen)) AS last_seen FROM open_messages WHERE stage = 'spans' "
@@ -508,6 +526,7 @@ class Home:
         """
         from skillstream.services.search import search_memories
 
+        _require_home(self.settings)
         hits = search_memories(
             self.settings,
             query,
@@ -557,13 +576,9 @@ class Home:
             cat.close()
 
     def _catalog(self) -> Any:
-        from skillstream.storage.catalog import catalog_exists, open_catalog
+        from skillstream.storage.catalog import open_catalog
 
-        if not catalog_exists(self.settings.storage):
-            raise InputError(
-                f"no catalog at {self.settings.storage.catalog}: nothing was stored in this home "
-                "yet (run() or add() first)"
-            )
+        _require_home(self.settings)
         cat = open_catalog(self.settings.storage, read_only=True)
         cat.attach_lance(self.settings.storage.lancedb, self.settings.storage.storage_options)
         return cat
@@ -576,10 +591,25 @@ class Home:
         return self._task_skills
 
 
+def _require_home(settings: Settings) -> None:
+    """Refuse a read of a home where nothing was stored: a read never creates a home, so a
+    mistyped path is an error, not an empty result.
+
+    Raises:
+        InputError: the home has no catalog.
+    """
+    from skillstream.storage.home import require_home
+
+    require_home(settings, "Check the path given to skillstream.open(), or run() or add() first")
+
+
 def open(
     home: str | os.PathLike[str] = ".skillstream", *, owner: str | None = None, **settings: Any
 ) -> Home:
-    """Open (or create on first write) a skillstream home.
+    """Open a skillstream home; the first write (``run``, ``add``, a task-skill save) creates it.
+
+    Reads (``search``, ``sql``, ``history``, ``held``, task-skill reads) of a home where nothing
+    was stored raise ``InputError`` and create nothing.
 
     Settings come as for the CLI: the keyword arguments, then ``SKILLSTREAM_<KEY>`` environment
     variables, then ``<home>/skillstream.toml``, then the defaults (the offline ``rules`` backend
@@ -591,7 +621,8 @@ def open(
         **settings: Flat setting keys, e.g. ``llm="openai"``, ``span_tokens=256``.
 
     Raises:
-        SettingsError: for an unknown key or a bad value (the message names the setting).
+        ConfigError: for an unknown key or a bad value (the message names the setting), or a
+            home that is a file.
 
     >>> import skillstream
     >>> skillstream.open("/tmp/nowhere-yet", span_tokens=256).settings.spans.span_tokens

@@ -27,8 +27,10 @@ home has no local ``controller.json``, and ``memory-skills activate`` refuses on
 
 Parsing is strict: booleans are true/false, 1/0, yes/no or on/off (any case); numbers are finite
 and in range; names come from a closed list; locations are text without control characters (the
-home is not empty); the LLM endpoint is an http(s) URL; an unknown key is an error; map settings
-given in the environment are JSON objects. Every error is a
+home is not empty, and not a file); the LLM endpoint is an http(s) URL; an unknown key is an error
+that names the closest known key; map settings given in the environment are JSON objects. An
+environment variable ``SKILLSTREAM_...`` that names no setting (nor one of ``OTHER_ENV``) is
+logged as a warning with the likely name: a typo there would otherwise be ignored. Every error is a
 :class:`~skillstream.errors.ConfigError` that names the setting as it was written (the environment
 variable, or the file and key) and what is accepted.
 
@@ -46,7 +48,9 @@ Example:
 
 from __future__ import annotations
 
+import difflib
 import json
+import logging
 import os
 import re
 import tomllib
@@ -72,6 +76,19 @@ API_KEY_ENV = ("SKILLSTREAM_LLM_API_KEY", "OPENAI_API_KEY")
 """Where the LLM API key is read, first set wins; a secret, so never part of ``Settings``."""
 EMBED_API_KEY_ENV = ("SKILLSTREAM_EMBED_API_KEY", *API_KEY_ENV)
 """Where the embedding endpoint's API key is read, first set wins; never part of ``Settings``."""
+OTHER_ENV = (
+    "SKILLSTREAM_LLM_API_KEY",
+    "SKILLSTREAM_EMBED_API_KEY",
+    "SKILLSTREAM_OWNER",
+    "SKILLSTREAM_SOURCE",
+    "SKILLSTREAM_WHEEL_CACHE",
+)
+"""``SKILLSTREAM_`` variables that are not settings: the two API keys, the owner of the task-skill
+commands (``--owner``), the source of ``get_flow`` under ``python -m bytewax.run``, and the wheel
+cache of ``scripts/install_llama.sh``. Any other ``SKILLSTREAM_`` name that is no setting is
+reported as a likely typo (:func:`unknown_env`)."""
+
+log = logging.getLogger(__name__)
 
 BOOL_WORDS = {"true": True, "false": False, "1": True, "0": False}
 BOOL_WORDS.update({"yes": True, "no": False, "on": True, "off": False})
@@ -945,9 +962,12 @@ class Settings(BaseModel):
         explicit = {k: v for k, v in explicit.items() if v is not None}
         _check_known(explicit, "")
         env, env_sources = _from_env()
+        for name, hint in unknown_env(os.environ):
+            log.warning("environment variable %s is not a setting and is ignored%s", name, hint)
         home = explicit.get("home") or env.get("home") or DEFAULT_HOME
         if not isinstance(home, str):
             raise ConfigError(f"setting home: expected a folder or URI, got {home!r}")
+        _check_home(home, env_sources.get("home") if "home" not in explicit else None)
         values, sources = _from_file(home)
         if not any(layer.get("memory_skill_scorer") for layer in (values, env, explicit)):
             active, active_sources = _from_controller(home)
@@ -1162,12 +1182,56 @@ def _join(base: str, name: str) -> str:
 
 
 # ---------------------------------------------------------------------- loading
+def did_you_mean(name: str, known: Any) -> str:
+    """``"; did you mean 'x'?"`` for the closest of ``known`` to ``name`` (``""``: none is close).
+
+    >>> did_you_mean("span_token", ["span_tokens", "llm_model"])
+    "; did you mean 'span_tokens'?"
+    """
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def _check_known(keys: Mapping[str, Any], where: str) -> None:
     unknown = sorted(set(keys) - set(KEYS))
     if unknown:
+        hints = "".join(did_you_mean(k, KEYS) for k in unknown)
         raise ConfigError(
             f"{where}unknown setting{'s' if len(unknown) > 1 else ''} "
-            f"{', '.join(repr(k) for k in unknown)}; known settings: {', '.join(KEYS)}"
+            f"{', '.join(repr(k) for k in unknown)}{hints} ('skillstream config --doc' lists "
+            "every setting)"
+        )
+
+
+def unknown_env(environ: Mapping[str, str]) -> list[tuple[str, str]]:
+    """``SKILLSTREAM_`` variables of ``environ`` that name no setting (nor one of ``OTHER_ENV``),
+    each with a "did you mean" hint (``""`` when no name is close): likely typos, which would
+    otherwise be ignored without a word.
+
+    >>> unknown_env({"SKILLSTREAM_SPAN_TOKEN": "256", "SKILLSTREAM_OWNER": "ana"})
+    [('SKILLSTREAM_SPAN_TOKEN', "; did you mean 'SKILLSTREAM_SPAN_TOKENS'?")]
+    """
+    known = {env_var(k) for k in KEYS} | set(OTHER_ENV)
+    # compared without the prefix they all share, which would make any two names look alike
+    words = {name[len(ENV_PREFIX) :]: name for name in known}
+    out = []
+    for name in sorted(environ):
+        if name.startswith(ENV_PREFIX) and name not in known:
+            close = difflib.get_close_matches(name[len(ENV_PREFIX) :], words, n=1, cutoff=0.75)
+            out.append((name, f"; did you mean {words[close[0]]!r}?" if close else ""))
+    return out
+
+
+def _check_home(home: str, variable: str | None) -> None:
+    """Refuse a local home that is a file: every store of a home is a folder inside it."""
+    if is_remote(home):
+        return
+    path = local_path(home)
+    if path.exists() and not path.is_dir():
+        given = variable.split(" ", 1)[0] if variable else "--home"
+        raise ConfigError(
+            f"the home {home} ({given}) is a file, not a folder: a home is a folder that holds "
+            "lancedb/, catalog.duckdb and artifacts/; choose another --home"
         )
 
 

@@ -26,6 +26,7 @@ from typing import Any
 import fsspec
 
 from skillstream.errors import InputError, MissingExtraError
+from skillstream.settings import StorageSettings
 from skillstream.storage.options import fsspec_options, protocol_of
 
 _EXTRAS = {"s3": ("s3fs", "s3"), "s3a": ("s3fs", "s3"), "oss": ("ossfs", "oss")}
@@ -92,6 +93,14 @@ class ArtifactStore:
         """The full URL of a path in the store (what records keep)."""
         return self._url(self._path(rel_path))
 
+    def relative(self, url_or_rel: str) -> str:
+        """The path of a file of the store relative to its root (what ``put`` takes).
+
+        Raises:
+            InputError: the URL is not inside the store.
+        """
+        return self._path(url_or_rel)[len(self.root) :].lstrip("/")
+
     # ------------------------------------------------------------------ operations
     def put(self, rel_path: str, data: bytes) -> str:
         """Write ``data`` at ``rel_path`` (replacing it) and return the file's full URL."""
@@ -152,6 +161,18 @@ class ArtifactStore:
             return False
         self.fs.rm_file(path)
         return True
+
+
+def skills_options(storage: StorageSettings) -> dict | None:
+    """Storage options of the task-skill packages: ``skills_storage_options``, else the home's."""
+    own = storage.skills_storage_options or storage.storage_options
+    return dict(own) if own else None
+
+
+def skills_store(storage: StorageSettings) -> ArtifactStore:
+    """The store task-skill packages are published in (``skills_uri``, by default
+    ``<artifacts>/task-skills``, with :func:`skills_options`)."""
+    return ArtifactStore(storage.skills, skills_options(storage))
 
 
 def _protocols(fs: Any) -> tuple[str, ...]:

@@ -15,9 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from skillstream.embed import identity
+from skillstream.errors import InputError
 from skillstream.settings import Settings
 from skillstream.storage.artifacts import ArtifactStore
-from skillstream.storage.catalog import Catalog, open_catalog
+from skillstream.storage.catalog import Catalog, catalog_exists, open_catalog
 from skillstream.storage.lance import MEMORY_INDEXES, IndexPolicy, MemoryIndex
 
 
@@ -44,6 +45,28 @@ class Stores:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def require_home(settings: Settings, then: str) -> Settings:
+    """``settings``, once it is sure that their home holds a catalog (something was stored there).
+
+    Whatever only reads a home calls it first, so that a mistyped home is reported and nothing is
+    created there: only the commands that write (run, add, import) create a home.
+
+    Args:
+        settings: The home.
+        then: What to do instead, for the message (``"run 'skillstream run' first"``).
+
+    Raises:
+        InputError: the home has no catalog; the message names the home and ``then``.
+    """
+    if not catalog_exists(settings.storage):
+        raise InputError(
+            f"no skillstream home at {settings.storage.home} (no catalog at "
+            f"{settings.storage.catalog}): nothing was stored in this home yet and nothing was "
+            f"created. {then}"
+        )
+    return settings
 
 
 def open_index(settings: Settings, dim: int, *, create: bool = True) -> MemoryIndex:

@@ -2,16 +2,19 @@
 
 The file holds one row per memory: every ``memory_meta`` column, the ``vector`` from LanceDB and
 ``events``, the memory's lifecycle log (its ``memory_events`` rows, oldest first, as a list of
-structs). Its Parquet key-value metadata says what it is (``skillstream.export = memories``), the
-format version, the embedding model and the vector width.
+structs). A task skill travels in the row of its memory item, with its versions and packages
+(``storage.skill_transfer``), so ``skills show`` works on the home it is imported into. Its
+Parquet key-value metadata says what it is (``skillstream.export = memories``), the format version,
+the embedding model and the vector width. Format 2 added the task-skill columns; an import reads
+format 1 files too (their task skills stayed behind).
 
 An import writes the rows as they are, with their ids, versions and events: LanceDB first, then
 ``memory_meta`` and ``memory_events`` in one catalog transaction (the order of the store sink, so
 ``storage.reconcile`` can repair a crash between the two). Versions decide as in the flow: a stored
 memory is replaced only by a row of an equal or higher version, and an event already logged is
-kept. Importing the same file twice changes nothing. A file made with another embedding model, or
-with vectors of another width than the home's, is refused: its vectors would not be comparable
-with the home's.
+kept. Importing the same file twice changes nothing, and an import counts what was new to the home
+(the rest it reports as already stored). A file made with another embedding model, or with vectors
+of another width than the home's, is refused: its vectors would not be comparable with the home's.
 
 Rows are written in the order LanceDB holds them, so the imported table has the same layout
 (full-text ranking breaks ties by it). Both directions stream in record batches, so a large home
@@ -29,14 +32,22 @@ import pyarrow.parquet as pq
 from skillstream import tables as declared
 from skillstream.errors import InputError
 from skillstream.settings import Settings
+from skillstream.storage import skill_transfer
+from skillstream.storage.artifacts import skills_store
 from skillstream.storage.catalog import open_catalog
+from skillstream.storage.filters import ident
 from skillstream.storage.home import storage_options
 from skillstream.storage.lance import MemoryIndex, connect
 from skillstream.storage.options import fsspec_options, protocol_of
-from skillstream.storage.reconcile import reconcile_memories
+from skillstream.storage.reconcile import reconcile_memories, reconcile_task_skills
+from skillstream.storage.task_skills import TABLE as SKILLS_TABLE
+from skillstream.storage.task_skills import VERSIONS as SKILL_VERSIONS_TABLE
+from skillstream.storage.task_skills import TaskSkillIndex, catalog_row
 
 KIND = "memories"
-FORMAT_VERSION = "1"
+FORMAT_VERSION = "2"
+READS = ("1", FORMAT_VERSION)
+"""Export formats an import reads."""
 BATCH_ROWS = 2_000
 
 _MEMORY_COLUMNS = [f.name for f in declared.MEMORY_FIELDS]
@@ -45,11 +56,17 @@ _EVENT_COLUMNS = declared.MEMORY_EVENTS.names
 
 @dataclass
 class Transfer:
-    """What an export or an import moved."""
+    """What an export or an import moved: an export counts what it wrote, an import what was new
+    to the home (a memory or task skill that was missing or had a lower version, an event or a
+    task-skill version that was missing)."""
 
     memories: int = 0
     events: int = 0
     path: str = ""
+    task_skills: int = 0
+    task_skill_versions: int = 0
+    unchanged: int = 0
+    """Import: memories of the file that the home already held at their version or a later one."""
 
 
 def file_schema(dim: int) -> pa.Schema:
@@ -59,7 +76,12 @@ def file_schema(dim: int) -> pa.Schema:
     # checks the not-null columns when an import writes the events.
     events = pa.list_(pa.struct([f.with_nullable(True) for f in declared.MEMORY_EVENTS]))
     return pa.schema(
-        [*declared.MEMORY_FIELDS, declared.vector_field(dim), pa.field("events", events)]
+        [
+            *declared.MEMORY_FIELDS,
+            declared.vector_field(dim),
+            pa.field("events", events),
+            *skill_transfer.file_fields(dim),
+        ]
     )
 
 
@@ -126,6 +148,8 @@ def export_memories(settings: Settings, out: str, *, owner: str | None = None) -
         ).table.scan(columns=["id"])
         order = pa.table({"id": ids.column("id"), "pos": pa.array(range(ids.num_rows))})
         cat.con.register("__skillstream_order", order)
+        # read before the export's query: a later query on the connection would end its reader
+        skills = skill_transfer.SkillExport(settings, cat, owner)
         quoted = ", ".join(f'm."{c}"' for c in _MEMORY_COLUMNS)
         event_columns = ", ".join(f'"{c}"' for c in _EVENT_COLUMNS)
         query = _EXPORT_SQL.format(
@@ -150,10 +174,19 @@ def export_memories(settings: Settings, out: str, *, owner: str | None = None) -
         done = Transfer(path=out)
         with _open(out, "wb", settings) as fh, pq.ParquetWriter(fh, schema) as writer:
             for batch in reader:
-                table = pa.Table.from_batches([batch]).cast(schema)
+                table = pa.Table.from_batches([batch])
+                ids = table.column("id").to_pylist()
+                for name, column in zip(
+                    skill_transfer.COLUMNS, skills.columns(ids, dim), strict=True
+                ):
+                    table = table.append_column(name, column)
+                table = table.cast(schema)
                 writer.write_table(table)
                 done.memories += table.num_rows
                 done.events += sum(len(e or ()) for e in table.column("events").to_pylist())
+                versions = table.column(skill_transfer.SKILL_VERSIONS).to_pylist()
+                done.task_skills += table.num_rows - table.column(skill_transfer.SKILL).null_count
+                done.task_skill_versions += sum(len(v or ()) for v in versions)
         return done
     finally:
         cat.close()
@@ -167,13 +200,16 @@ def read_header(pf: pq.ParquetFile, path: str) -> tuple[str, int]:
             f"{path!r} is not a memories export of skillstream (make one with "
             "'skillstream export memories --out FILE.parquet')"
         )
-    if meta.get("skillstream.format") != FORMAT_VERSION:
+    version = meta.get("skillstream.format")
+    if version not in READS:
         raise InputError(
-            f"{path!r} has export format {meta.get('skillstream.format')!r}; this version "
-            f"reads format {FORMAT_VERSION}"
+            f"{path!r} has export format {version!r}; this version reads formats {', '.join(READS)}"
         )
     names = set(pf.schema_arrow.names)
-    missing = [c for c in [*_MEMORY_COLUMNS, "vector", "events"] if c not in names]
+    wanted = [*_MEMORY_COLUMNS, "vector", "events"]
+    if version != "1":
+        wanted += skill_transfer.COLUMNS
+    missing = [c for c in wanted if c not in names]
     if missing:
         raise InputError(f"{path!r} lacks the columns {', '.join(missing)}")
     return meta.get("skillstream.embedding_model", ""), int(meta.get("skillstream.dim", "0"))
@@ -187,7 +223,8 @@ def import_memories(settings: Settings, path: str) -> Transfer:
         path: A file written by :func:`export_memories` (local path or fsspec URI).
 
     Returns:
-        How many memories and events the file offered (already stored ones included).
+        How many memories, events, task skills and task-skill versions were new to the home, and
+        how many memories it already held.
 
     Raises:
         InputError: The file is not an export, or its model or vector width is not the home's.
@@ -210,29 +247,98 @@ def import_memories(settings: Settings, path: str) -> Transfer:
                 f"{path!r} holds vectors of {dim} dimensions, the home's memories have {have}"
             )
         index = MemoryIndex(settings.storage.lancedb, dim, storage_options(settings))
+        store = skills_store(settings.storage)
         cat = open_catalog(settings.storage)
         done = Transfer(path=path)
         try:
             # an earlier command killed between its two writes left LanceDB ahead: roll it back
             # first, or a row it never committed would outrank the file's by its version
-            reconcile_memories(cat, index, _lazy_embed(settings))
+            embed = _lazy_embed(settings)
+            reconcile_memories(cat, index, embed)
+            reconcile_task_skills(cat, index.db, embed)
             for batch in pf.iter_batches(batch_size=BATCH_ROWS):
                 table = pa.Table.from_batches([batch])
                 events = _events(table)
+                skills, versions = skill_transfer.skills_of(table, store)
                 index.table.upsert(table.select([*_MEMORY_COLUMNS, "vector"]))
+                if skills:
+                    TaskSkillIndex(index.db, len(skills[0].vector or ())).upsert(skills)
 
-                def commit(cat: Any, table: pa.Table = table, events: pa.Table = events) -> None:
+                def commit(
+                    cat: Any,
+                    table: pa.Table = table,
+                    events: pa.Table = events,
+                    skills: list = skills,
+                    versions: list = versions,
+                ) -> Transfer:
+                    new = Transfer(
+                        memories=_newer(cat, "memory_meta", "id", table.select(["id", "version"])),
+                        events=events.num_rows - _held(cat, "memory_events", "event_id", events),
+                        task_skills=_newer(cat, SKILLS_TABLE, "id", _versions(skills)),
+                        task_skill_versions=len(versions)
+                        - _held(cat, SKILL_VERSIONS_TABLE, "version_id", versions),
+                    )
                     cat.upsert("memory_meta", table.select(_MEMORY_COLUMNS), version="version")
                     if events.num_rows:
                         cat.insert_ignore("memory_events", events)
+                    if skills:
+                        rows = [catalog_row(s) for s in skills]
+                        cat.upsert(SKILLS_TABLE, rows, version="version")
+                    if versions:
+                        cat.insert_ignore(SKILL_VERSIONS_TABLE, versions)
+                    return new
 
-                cat.run_transaction(commit)
-                done.memories += table.num_rows
-                done.events += events.num_rows
+                new = cat.run_transaction(commit)
+                done.memories += new.memories
+                done.unchanged += table.num_rows - new.memories
+                done.events += new.events
+                done.task_skills += new.task_skills
+                done.task_skill_versions += new.task_skill_versions
         finally:
             cat.close()
         index.optimize()
         return done
+
+
+def _versions(skills: list) -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array([s.id for s in skills], pa.string()),
+            "version": pa.array([s.version for s in skills], pa.int64()),
+        }
+    )
+
+
+def _newer(cat: Any, table: str, key: str, rows: pa.Table) -> int:
+    """How many of ``rows`` (``key``, ``version``) ``table`` lacks or holds at a lower version."""
+    if rows.num_rows == 0:
+        return 0
+    if not cat.has(table):
+        return rows.num_rows
+    stored = dict(
+        cat.con.execute(
+            f"SELECT {ident(key)}, version FROM {ident(table)} WHERE {ident(key)} IN "
+            "(SELECT unnest(?::VARCHAR[]))",
+            [rows.column(key).to_pylist()],
+        ).fetchall()
+    )
+    return sum(
+        1
+        for k, v in zip(rows.column(key).to_pylist(), rows.column("version").to_pylist())
+        if k not in stored or stored[k] is None or stored[k] < v
+    )
+
+
+def _held(cat: Any, table: str, key: str, rows: Any) -> int:
+    """How many of the keys of ``rows`` (an Arrow table or dicts) ``table`` already holds."""
+    keys = rows.column(key).to_pylist() if isinstance(rows, pa.Table) else [r[key] for r in rows]
+    if not keys or not cat.has(table):
+        return 0
+    [(n,)] = cat.con.execute(
+        f"SELECT count(*) FROM {ident(table)} WHERE {ident(key)} IN (SELECT unnest(?::VARCHAR[]))",
+        [list(set(keys))],
+    ).fetchall()
+    return int(n)
 
 
 def _lazy_embed(settings: Settings) -> Any:

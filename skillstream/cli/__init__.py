@@ -103,6 +103,10 @@ def one_line(text: str) -> str:
     return " ".join(lines) or "unknown error"
 
 
+EXIT_INTERRUPTED = 130
+"""Exit code of a command stopped by Ctrl-C (128 + SIGINT, as shells report it)."""
+
+
 class LazyGroup(click.Group):
     """A click group whose commands are imported on first use (see ``COMMANDS``).
 
@@ -120,6 +124,7 @@ class LazyGroup(click.Group):
             return None
         mod, attr = spec
         command: click.Command = getattr(importlib.import_module(mod), attr)
+        _take_home_after(command)
         return command
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -131,6 +136,15 @@ class LazyGroup(click.Group):
             raise
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
+        except KeyboardInterrupt:
+            # a second Ctrl-C (the first one stops a run cleanly), or one outside a run
+            then = ""
+            if ctx.invoked_subcommand == "run":
+                from skillstream.flows.runner import RESUME
+
+                then = f"; {RESUME}"
+            click.echo(f"\ninterrupted: what was written stays written{then}", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
         except Exception as e:
             converted = as_input_error(e, ctx.invoked_subcommand)
             if converted is None:
@@ -140,13 +154,42 @@ class LazyGroup(click.Group):
             raise converted from e
 
 
+HOME_HELP = "Folder (or URI) holding the default stores."
+
+
+def _set_home(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.find_root().obj["home"] = value
+
+
+def _take_home_after(command: click.Command) -> None:
+    """Let ``--home`` come after a command's name too (``skillstream run --home DIR``): the
+    command and, for a group, each of its commands get the option, which sets the home the
+    group's ``--home`` would. Given in both places, the later one wins."""
+    if not any(p.name == "home" for p in command.params):
+        command.params.append(
+            click.Option(
+                ["--home"],
+                default=None,
+                expose_value=False,
+                is_eager=True,
+                callback=_set_home,
+                metavar="DIR",
+                help=HOME_HELP + " As 'skillstream --home DIR COMMAND'.",
+            )
+        )
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _take_home_after(sub)
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--home",
     envvar="SKILLSTREAM_HOME",
     default="./.skillstream",
     show_default=True,
-    help="Folder (or URI) holding the default stores.",
+    help=HOME_HELP + " Also accepted after the command.",
 )
 @click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
 @click.pass_context
@@ -169,7 +212,8 @@ def main() -> None:
 
     Exit codes: 0 done; 1 an unexpected error (a bug), with its traceback; 2 a user error
     (``SkillstreamError``, see ``LazyGroup``), printed as one line ``error: ...`` (``-v`` prints
-    its traceback first); 3 ``run`` finished past a failure limit.
+    its traceback first), or a ``run`` whose input gave not one message; 3 ``run`` finished past
+    a failure limit; 130 interrupted (Ctrl-C), with how to go on.
     """
     try:
         cli(standalone_mode=True)

@@ -46,16 +46,10 @@ def existing_home(settings: Settings) -> Settings:
     Raises:
         InputError: the home has no catalog; the message names the home and what to do.
     """
-    from skillstream.errors import InputError
-    from skillstream.storage.catalog import catalog_exists
+    from skillstream.storage.home import require_home
 
-    if not catalog_exists(settings.storage):
-        raise InputError(
-            f"no skillstream home at {settings.storage.home} (no catalog at "
-            f"{settings.storage.catalog}); nothing was created. Check --home, or run "
-            f"'skillstream --home {settings.storage.home} run' first"
-        )
-    return settings
+    home = settings.storage.home
+    return require_home(settings, f"Check --home, or run 'skillstream --home {home} run' first")
 
 
 def _jsonable(v: Any) -> Any:

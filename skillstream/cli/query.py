@@ -9,14 +9,10 @@ from skillstream.cli.common import dumps, existing_home, format_text, settings_f
 
 def open_catalog(settings, dim: int | None = None):
     """A read-only catalog connection with the LanceDB tables attached as views."""
-    from skillstream.errors import InputError
+    from skillstream.cli.common import existing_home
     from skillstream.storage import catalog as store
 
-    if not store.catalog_exists(settings.storage):
-        raise InputError(
-            f"no catalog at {settings.storage.catalog}; "
-            f"run 'skillstream --home {settings.storage.home} run' first"
-        )
+    existing_home(settings)
     cat = store.open_catalog(settings.storage, read_only=True)
     cat.attach_lance(settings.storage.lancedb, settings.storage.storage_options)
     return cat

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from bytewax.inputs import Source
 
     from skillstream.flows.progress import Counters
-    from skillstream.flows.runner import Runner
+    from skillstream.flows.runner import Runner, Summary
 
 
 def parse_pairs(pairs: tuple[str, ...], what: str) -> dict[str, str]:
@@ -38,6 +38,14 @@ def parse_pairs(pairs: tuple[str, ...], what: str) -> dict[str, str]:
 )
 @format_option
 @map_option
+@click.option(
+    "--owner",
+    default=None,
+    metavar="ID",
+    help="The owner of every message read, in place of its user_id (default: user_id, else the "
+    "conversation): for chat exports whose owner is the account, such as ChatGPT's, where each "
+    "conversation would otherwise be an owner of its own. Files only.",
+)
 @click.option(
     "--workers",
     "-w",
@@ -91,6 +99,7 @@ def run(
     source,
     fmt,
     mapping,
+    owner,
     workers,
     process_id,
     addresses,
@@ -130,7 +139,7 @@ def run(
             raise InputError(f"no --source given and the bundled sample {source} is missing")
     peers = tuple(a.strip() for a in addresses.split(";")) if addresses else ()
     _check_cluster(process_id, peers)
-    from skillstream.flows.runner import Cluster, Runner
+    from skillstream.flows.runner import RESUME, Cluster, Runner, dead_letters_command
 
     runner = Runner(
         settings,
@@ -149,20 +158,24 @@ def run(
         mapping=parse_pairs(mapping, "--map"),
         kafka_config=kafka_pairs,
         tail=tail,
+        owner=owner,
     )
-    summary = _run(runner, src)
+    done = _run(runner, src)
+    summary = done.as_dict()
     exceeded = over_limits(summary, settings.flow.max_failed_spans, settings.flow.max_dead_letters)
     summary["exceeded"] = exceeded
-    if as_json:
-        click.echo(dumps(summary))
-    else:
+    summary["all_rejected"] = done.all_rejected
+    click.echo(dumps(summary) if as_json else done.line())
+    if done.stopped:
+        click.echo(f"note: stopped before the input ended; {RESUME}", err=True)
+    if done.all_rejected:
+        click.echo(f"error: {runner.refused_all()}", err=True)
+        ctx.exit(EXIT_USER_ERROR)
+    if summary["dead_letters"] and not exceeded:
         click.echo(
-            f"read {summary['messages']} messages ({summary['dead_letters']} dead letters); "
-            f"spans: {summary['spans_processed']} processed, "
-            f"{summary['spans_already_processed']} already "
-            f"processed, {summary['spans_failed']} failed; "
-            f"{summary['memory_changes']} memory changes in "
-            f"{summary['seconds']} s; home {settings.storage.home}"
+            f"note: {summary['dead_letters']} records were refused and kept as dead letters: "
+            f"{dead_letters_command(settings.storage.home)}",
+            err=True,
         )
     if exceeded:
         click.echo("error: " + "; ".join(exceeded), err=True)
@@ -183,6 +196,8 @@ def _check_cluster(process_id: int | None, addresses: tuple[str, ...]) -> None:
         )
 
 
+EXIT_USER_ERROR = 2
+"""Exit code of a user error: here, a run whose input gave dead letters and not one message."""
 EXIT_OVER_LIMIT = 3
 """Exit code of a run that finished with more failed spans or dead letters than allowed."""
 
@@ -200,7 +215,7 @@ def over_limits(summary: dict, max_failed_spans: int, max_dead_letters: int) -> 
     return out
 
 
-def _run(runner: Runner, source: Source) -> dict:
+def _run(runner: Runner, source: Source) -> Summary:
     """Run the flow with a progress display (a bar on a terminal); the run's summary."""
     stop = threading.Event()
     watcher = threading.Thread(target=_watch, args=(runner.counters, stop), daemon=True)
@@ -210,7 +225,7 @@ def _run(runner: Runner, source: Source) -> dict:
     finally:
         stop.set()
         watcher.join(timeout=2)
-    return summary.as_dict()
+    return summary
 
 
 def _watch(counters: Counters, stop: threading.Event) -> None:

@@ -6,9 +6,14 @@ No extraction and no LLM: the memories move with their ids, versions, vectors an
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from skillstream.cli.common import dumps, settings_from
+
+if TYPE_CHECKING:
+    from skillstream.storage.transfer import Transfer
 
 
 @click.group("export")
@@ -39,7 +44,10 @@ def export_memories_cmd(ctx, out, owner, as_json):
     if as_json:
         click.echo(dumps(asdict(done)))
     else:
-        click.echo(f"exported {done.memories} memories ({done.events} events) to {out}")
+        click.echo(
+            f"exported {done.memories} memories ({done.events} events; {done.task_skills} task "
+            f"skills with {done.task_skill_versions} versions) to {out}"
+        )
 
 
 @click.group("import")
@@ -52,10 +60,12 @@ def import_group() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
 @click.pass_context
 def import_memories_cmd(ctx, path, as_json):
-    """Memories from a file of 'export memories', with their ids, versions and events.
+    """Memories from a file of 'export memories', with their ids, versions and events, and the
+    task skills among them with their versions and packages.
 
     The home is created when missing; a memory already stored is replaced only by a row of an
-    equal or higher version, so importing a file twice changes nothing.
+    equal or higher version, so importing a file twice changes nothing. The counts are of what
+    was new to the home; the memories it already held are counted apart.
     """
     from dataclasses import asdict
 
@@ -69,4 +79,15 @@ def import_memories_cmd(ctx, path, as_json):
     if as_json:
         click.echo(dumps(asdict(done)))
     else:
-        click.echo(f"imported {done.memories} memories ({done.events} events) from {path}")
+        click.echo(import_line(done))
+
+
+def import_line(done: Transfer) -> str:
+    """What an import wrote, in words: what was new, and what the home already held."""
+    if not (done.memories or done.events or done.task_skill_versions):
+        return f"nothing new in {done.path}: the home already holds its {done.unchanged} memories"
+    line = (
+        f"imported {done.memories} new memories ({done.events} events; {done.task_skills} task "
+        f"skills, {done.task_skill_versions} versions) from {done.path}"
+    )
+    return line + (f"; {done.unchanged} memories were already stored" if done.unchanged else "")

@@ -30,7 +30,7 @@ from skillstream.distill.package import build_zip
 from skillstream.distill.record import TaskSkill
 from skillstream.ids import stable_id
 from skillstream.settings import StorageSettings
-from skillstream.storage.artifacts import ArtifactStore
+from skillstream.storage.artifacts import ArtifactStore, skills_options
 
 _PLAIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
@@ -38,12 +38,6 @@ _PLAIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 def skills_uri(storage: StorageSettings) -> str:
     """Where packages are published: ``skills_uri`` or ``<artifacts>/task-skills``."""
     return storage.skills
-
-
-def skills_options(storage: StorageSettings) -> dict | None:
-    """Storage options for the skills URI (its own, else the home's)."""
-    own = storage.skills_storage_options or storage.storage_options
-    return dict(own) if own else None
 
 
 def owner_dir(owner_id: str) -> str:

@@ -65,7 +65,8 @@ class MemorySearch:
         self.settings = settings
         self.params = LifecycleParams.from_settings(settings)
         self.embedder = get_embedder(settings.embedding)
-        self.index = index or open_index(settings, self.embedder.dim)
+        # a search creates nothing: a home without a memories table reads as empty
+        self.index = index or open_index(settings, self.embedder.dim, create=False)
         self.redactor = redactor_for(settings.lifecycle.policies)
         self.catalog = catalog
         self._own_catalog = False

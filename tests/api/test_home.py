@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 import skillstream
-from skillstream.errors import InputError
+from skillstream.errors import ConfigError, InputError
 from skillstream.flows.memory import default_sample
 from skillstream.model import Message
 
@@ -125,10 +125,29 @@ def _message_fields(row: dict) -> dict:
     return {f: getattr(m, f) for f in m.__dataclass_fields__}
 
 
-def test_reading_an_empty_home_is_a_clear_error(tmp_path):
-    home = skillstream.open(tmp_path / "empty")
-    with pytest.raises(InputError, match="nothing was stored in this home yet"):
-        home.sql("select 1")
+READS = {
+    "search": lambda h: h.search("x"),
+    "sql": lambda h: h.sql("select 1"),
+    "history": lambda h: h.history("m1"),
+    "held": lambda h: h.held(),
+    "task_skills.list": lambda h: h.task_skills.list(),
+    "task_skills.show": lambda h: h.task_skills.show("x"),
+    "task_skills.search": lambda h: h.task_skills.search("x"),
+}
+
+
+@pytest.mark.parametrize("read", READS.values(), ids=list(READS))
+def test_reading_a_missing_home_is_a_clear_error_and_creates_nothing(tmp_path, read):
+    home = skillstream.open(tmp_path / "typo")
+    with pytest.raises(InputError, match="no skillstream home at .*typo.*nothing was created"):
+        read(home)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_home_that_is_a_file_is_refused(tmp_path):
+    (tmp_path / "h").write_text("")
+    with pytest.raises(ConfigError, match="is a file, not a folder"):
+        skillstream.open(tmp_path / "h")
 
 
 def test_import_skillstream_is_cheap():

@@ -79,10 +79,63 @@ def test_export_then_import_gives_the_same_home(sample_home, tmp_path):
     before = searches(sample_home, now)
     assert sum(len(hits) > 0 for hits in before) >= 6 and searches(home, now) == before
 
-    # again: nothing changes (ids, versions and events are kept, not duplicated)
-    invoke(home, "import", "memories", str(out))
+    # again: nothing changes (ids, versions and events are kept, not duplicated), and it says so
+    again = json.loads(invoke(home, "import", "memories", str(out), "--json"))
+    assert again["unchanged"] == len(meta)
+    assert [again[k] for k in ("memories", "events", "task_skills", "task_skill_versions")] == [
+        0
+    ] * 4
+    assert invoke(home, "import", "memories", str(out)).startswith("nothing new in")
     assert table(home, "memory_meta") == meta and table(home, "memory_events") == events
     assert lancedb.connect(str(home / "lancedb")).open_table("memories").count_rows() == len(meta)
+
+
+def skill_rows(home) -> tuple[list[dict], list[dict]]:
+    """The catalog's task skills and their versions, without the package URLs (which name the
+    home they are in)."""
+    con = duckdb.connect(str(home / "catalog.duckdb"), read_only=True)
+    try:
+        skills = con.execute("select * exclude (package_url) from task_skills order by id")
+        current = skills.fetch_arrow_table().to_pylist()
+        versions = con.execute(
+            "select * exclude (package_url, record), json(record)::json->>'name' as name_in_record "
+            "from task_skill_versions order by version_id"
+        )
+        return current, versions.fetch_arrow_table().to_pylist()
+    finally:
+        con.close()
+
+
+def packages(home) -> dict[str, bytes]:
+    root = home / "artifacts" / "task-skills"
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*.zip")}
+
+
+def test_task_skills_travel_with_their_versions_and_packages(sample_home, tmp_path):
+    out = tmp_path / "memories.parquet"
+    exported = json.loads(invoke(sample_home, "export", "memories", "--out", str(out), "--json"))
+    skills, versions = skill_rows(sample_home)
+    assert skills and exported["task_skills"] == len(skills)
+    assert exported["task_skill_versions"] == len(versions)
+
+    home = tmp_path / "restored"
+    done = json.loads(invoke(home, "import", "memories", str(out), "--json"))
+    assert (done["task_skills"], done["task_skill_versions"]) == (len(skills), len(versions))
+    assert skill_rows(home) == (skills, versions)
+    assert packages(home) == packages(sample_home) != {}
+    con = duckdb.connect(str(home / "catalog.duckdb"), read_only=True)
+    try:
+        urls = [r[0] for r in con.execute("select package_url from task_skill_versions").fetchall()]
+    finally:
+        con.close()
+    assert all(u.startswith((home / "artifacts").as_uri()) for u in urls), urls
+
+    name, owner = skills[0]["name"], skills[0]["owner_id"]
+    shown = invoke(home, "skills", "show", name, "--owner", owner)
+    assert f"name: {name}" in shown
+    zipped = tmp_path / "pkg"
+    invoke(home, "skills", "export", str(zipped), "--owner", owner)
+    assert (zipped / name / "SKILL.md").exists()
 
 
 def test_export_of_one_owner(sample_home, tmp_path):
@@ -109,3 +162,17 @@ def test_import_refuses_what_does_not_fit(sample_home, tmp_path, monkeypatch):
             cli, ["--home", str(tmp_path / "h"), "import", "memories", str(tmp_path / name)]
         )
         assert isinstance(res.exception, InputError) and says in str(res.exception)
+
+
+def test_a_file_of_format_1_still_imports(sample_home, tmp_path):
+    out = tmp_path / "m.parquet"
+    invoke(sample_home, "export", "memories", "--out", str(out))
+    data = pq.read_table(out).drop_columns(
+        ["task_skill", "task_skill_versions", "task_skill_packages"]
+    )
+    meta = {**data.schema.metadata, b"skillstream.format": b"1"}
+    pq.write_table(data.replace_schema_metadata(meta), tmp_path / "v1.parquet")
+    done = json.loads(
+        invoke(tmp_path / "h", "import", "memories", str(tmp_path / "v1.parquet"), "--json")
+    )
+    assert done["memories"] == data.num_rows and done["task_skill_versions"] == 0

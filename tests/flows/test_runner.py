@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import subprocess
 import sys
@@ -199,3 +200,21 @@ def test_two_runs_on_one_home_from_two_processes(tmp_path):
         out, _ = first.communicate(timeout=300)
     assert first.returncode == 0
     assert json.loads(out.strip().splitlines()[-1])["messages"] == 10
+
+
+def test_get_flow_under_bytewax_run_prints_the_summary(tmp_path):
+    src = write_jsonl(tmp_path / "chat.jsonl", conversation_rows("ana", 6))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKILLSTREAM_")}
+    env.update(SKILLSTREAM_HOME=str(tmp_path / "h"), PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "bytewax.run", f"skillstream.flows.memory:get_flow({str(src)!r})"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [line] = [line for line in proc.stderr.splitlines() if line.startswith("skillstream: ")]
+    assert line.startswith("skillstream: read 6 messages (0 dead letters); spans: ")
+    assert line.endswith(f"home {tmp_path / 'h'}")
