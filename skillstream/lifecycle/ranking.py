@@ -59,7 +59,9 @@ def rank(
     """Score ``hits`` (each with the store's ``score`` as relevance) and return the best ``k``.
 
     Each returned hit keeps its relevance as ``relevance``, gets its combined ``score`` and the
-    ``recency`` used; ties are broken by id.
+    ``recency`` used; ties keep the order of ``hits`` (the store's ranking: of two hits with one
+    fused relevance, the vector search's better one comes first), never an order of ids, which
+    are hashes and say nothing about the query.
     """
     w = params.weights
     best = max((float(h.get("score") or 0.0) for h in hits), default=0.0)
@@ -88,5 +90,5 @@ def rank(
             )
         r["score"] = round(score, 6)
         out.append(r)
-    out.sort(key=lambda r: (-r["score"], r["id"]))
+    out.sort(key=lambda r: -r["score"])  # stable: ties keep the store's order
     return out[:k]

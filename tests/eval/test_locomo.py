@@ -94,18 +94,22 @@ def test_offline_json_shape(offline: dict[str, Any]) -> None:
 def test_offline_recall_of_the_raw_turn_baseline(offline: dict[str, Any]) -> None:
     res = offline["result"]
     by_q = {q["index"]: q for q in offline["questions"]}
-    # Every single-evidence question finds its turn first; the multi-hop one (dog + sister) finds
-    # one of its two turns first and both within three.
+    # Every single-evidence question finds its turn first. In the multi-hop one (dog + sister),
+    # the turn that names the dog (not evidence: it says nothing of what the dog does) ties with
+    # the sister's turn in fused relevance and comes first, as the vector search ranks it (ties
+    # never follow ids); both evidence turns are within three.
     assert {i: by_q[i]["baseline"]["recall@1"] for i in (0, 1, 2, 3, 4)} == {
         0: 1.0,
         1: 1.0,
         2: 1.0,
-        3: 0.5,
+        3: 0.0,
         4: 1.0,
     }
-    assert res["baseline"]["recall@1"] == 0.9
+    top = by_q[3]["baseline"]["retrieved"]
+    assert top[0]["source_message_ids"] == ["D1:1"] and top[0]["score"] == top[1]["score"]
+    assert res["baseline"]["recall@1"] == 0.8
     assert res["baseline"]["recall@3"] == 1.0
-    assert res["baseline_per_category"]["1"]["recall@1"] == 0.5
+    assert res["baseline_per_category"]["1"]["recall@1"] == 0.0
     assert by_q[0]["baseline"]["retrieved"][0]["source_message_ids"] == ["D1:1"]
     assert by_q[0]["baseline"]["retrieved"][0]["text"].startswith('Ana said, "I adopted')
 
@@ -137,7 +141,7 @@ def test_offline_report_and_chart(offline: dict[str, Any]) -> None:
     assert (reports / "res.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     lines = offline["stdout"].splitlines()
     assert lines[0].split() == ["ours", "baseline"]
-    assert lines[1].split()[0] == "recall@1" and lines[1].split()[2] == "0.900"
+    assert lines[1].split()[0] == "recall@1" and lines[1].split()[2] == "0.800"
 
 
 def _section(prompt: str, start: str, end: str) -> str:
