@@ -18,7 +18,8 @@ import lancedb
 import pytest
 from click.testing import CliRunner
 
-from skillstream.cli import cli, main
+from skillstream.cli import cli
+from tests.cli.conftest import console
 from tests.factories import conversation_rows, write_jsonl
 
 SKILLSTREAM = [sys.executable, "-c", "from skillstream.cli import main; main()"]
@@ -29,17 +30,6 @@ def invoke(home, *args, code: int = 0):
     res = CliRunner().invoke(cli, ["--home", str(home), *args])
     assert res.exit_code == code, (res.output, res.exception)
     return res
-
-
-def console(capsys, monkeypatch, *args: str) -> tuple[int, str, str]:
-    """Run the console script's ``main`` in this process: (exit code, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["skillstream", *args])
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as stop:
-        main()
-    out = capsys.readouterr()
-    code = stop.value.code
-    return (code if isinstance(code, int) else 1), out.out, out.err
 
 
 def process(*args, **kw) -> subprocess.CompletedProcess:

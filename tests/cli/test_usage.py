@@ -13,22 +13,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from skillstream.cli import main
+from tests.cli.conftest import console
 from tests.factories import conversation_rows, write_jsonl
 
 SKILLSTREAM = [sys.executable, "-c", "from skillstream.cli import main; main()"]
 REPO = Path(__file__).resolve().parents[2]
-
-
-def console(capsys, monkeypatch, *args: str) -> tuple[int, str, str]:
-    """Run the console script's ``main`` in this process: (exit code, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["skillstream", *args])
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as stop:
-        main()
-    out = capsys.readouterr()
-    code = stop.value.code
-    return (code if isinstance(code, int) else (0 if code is None else 1)), out.out, out.err
 
 
 def process(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
