@@ -50,8 +50,17 @@ COLUMNS = (SKILL, SKILL_VERSIONS, PACKAGES)
 
 def _nullable(schema: pa.Schema) -> pa.StructType:
     # every field nullable: older pyarrow cannot cast a struct of nullable fields to one of
-    # non-nullable fields (see transfer.file_schema); the stores check their own constraints
-    return pa.struct([f.with_nullable(True) for f in schema])
+    # non-nullable fields (see transfer.file_schema); the stores check their own constraints.
+    # A fixed-size list (the vector) is written as a list: under a null struct (a row that is no
+    # task skill) its child holds no values, which older pyarrow refuses to read back as a
+    # fixed-size list; the import's TaskSkill.from_row takes either
+    return pa.struct([_loose(f).with_nullable(True) for f in schema])
+
+
+def _loose(f: pa.Field) -> pa.Field:
+    if pa.types.is_fixed_size_list(f.type):
+        return f.with_type(pa.list_(f.type.value_type))
+    return f
 
 
 def file_fields(dim: int) -> list[pa.Field]:
