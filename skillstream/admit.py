@@ -27,13 +27,13 @@ admitted message id.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from skillstream.ids import prefixed_id
+from skillstream.ledger import content_digest
 from skillstream.model import DeadLetter, Message
 
 STAGE = "admit"
@@ -93,7 +93,7 @@ def refusal(window: TimeWindow, state: Admitted, message: Message) -> str | None
                 f"conversation's latest message ({mark.isoformat()}, setting late_tolerance_s)"
             )
     seen = state.digests.get(message.message_id)
-    if seen is not None and seen != _digest(message):
+    if seen is not None and seen != content_digest(message):
         return (
             f"message_id {message.message_id!r} was already used in conversation "
             f"{message.conversation_id!r} by a message with different content; the first is kept"
@@ -109,7 +109,7 @@ def refusal(window: TimeWindow, state: Admitted, message: Message) -> str | None
 
 def admit(state: Admitted, message: Message) -> None:
     """Record an admitted message: its digest and the conversation's new watermark."""
-    state.digests[message.message_id] = _digest(message)
+    state.digests[message.message_id] = content_digest(message)
     mark = state.watermark
     state.watermark = message.ts if mark is None else max(mark, message.ts)
 
@@ -151,11 +151,6 @@ def _shift(t: datetime, by: timedelta) -> datetime | None:
         return t + by
     except OverflowError:
         return None
-
-
-def _digest(m: Message) -> str:
-    parts = json.dumps([m.role, m.speaker, m.text, m.ts.isoformat()], ensure_ascii=False)
-    return hashlib.blake2b(parts.encode("utf-8"), digest_size=12).hexdigest()
 
 
 def _span(d: timedelta) -> str:

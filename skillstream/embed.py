@@ -13,6 +13,7 @@ in a form the memory table records, so that a home is never searched or extended
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -208,11 +209,17 @@ class Embedder:
     def dim(self) -> int:
         """The vectors' width (from the embedding cache when it has the model: nothing loads)."""
         if self._dim is None:
-            self._dim = trace_cache.read_dim(self.cache, self.path)
+            if self.cache is not None:
+                self._dim = trace_cache.read_dim(self.cache, self._entry)
             if self._dim is None:
                 self._load()
         assert self._dim is not None
         return self._dim
+
+    @functools.cached_property
+    def _entry(self) -> str:
+        """The model's embedding-cache entry (its folder's files are listed once)."""
+        return trace_cache.entry_name(self.path)
 
     @property
     def traced(self) -> bool:
@@ -245,7 +252,7 @@ class Embedder:
                 return
             name, cached = "", None
             if self.cache is not None:
-                name = trace_cache.entry_name(self.path)
+                name = self._entry
                 cached = trace_cache.load(self.cache, name, self.path)
             if cached is not None:
                 self._cached = cached

@@ -183,12 +183,10 @@ def load(folder: Path, name: str, model_dir: str) -> CachedModel | None:
         return None
 
 
-def read_dim(folder: Path | None, model_dir: str) -> int | None:
-    """The width an entry records, without loading anything else."""
-    if folder is None:
-        return None
+def read_dim(folder: Path, name: str) -> int | None:
+    """The width entry ``name`` records, without loading anything else."""
     try:
-        meta = json.loads((folder / f"{entry_name(model_dir)}.json").read_text(encoding="utf-8"))
+        meta = json.loads((folder / f"{name}.json").read_text(encoding="utf-8"))
         return int(meta["dim"]) if meta.get("format") == FORMAT else None
     except (OSError, ValueError, KeyError, TypeError):
         return None
