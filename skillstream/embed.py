@@ -56,6 +56,8 @@ class TextEmbedder(Protocol):
 
     def encode_one(self, text: str) -> np.ndarray: ...
 
+    def encode_query(self, text: str) -> np.ndarray: ...
+
     def forward(self, texts: list[str]) -> np.ndarray: ...
 
 
@@ -188,6 +190,9 @@ class Embedder:
         """The embedding cache folder (``skillstream.traced``), or ``None``."""
         self._loading = threading.Lock()
         self._loaded = False
+        self._querying = threading.Lock()
+        self._query: trace_cache.QueryEncoder | None = None
+        self._query_checked = False
         self._dim: int | None = None
         self._st: Any = None  # the sentence-transformers model, when it was loaded
         self._cached: trace_cache.CachedModel | None = None
@@ -286,6 +291,7 @@ class Embedder:
         agrees = fast is not None and trace_cache.agrees(fast, keys, model.preprocess)
         if not agrees:
             log.info("the fast tokeniser disagrees with %s's own: not cached", self.name)
+        numpy = _numpy_encoder(model, module, keys, fast) if agrees else None
         meta = {
             "format": trace_cache.FORMAT,
             "model": self.path,
@@ -294,8 +300,9 @@ class Embedder:
             "max_len": self._max_len,
             "pad_id": int(self._pad_id),
             "fast_tokenizer": agrees,
+            "numpy": numpy[0] if numpy else None,
         }
-        trace_cache.save(self.cache, name, module, meta)
+        trace_cache.save(self.cache, name, module, meta, numpy[1] if numpy else None)
 
     def _tokenize(self, texts: list[str]) -> dict[str, Any]:
         if self._cached is not None:
@@ -326,6 +333,28 @@ class Embedder:
 
     def encode_one(self, text: str) -> np.ndarray:
         return self.encode([text])[0]
+
+    def encode_query(self, text: str) -> np.ndarray:
+        """A search query's vector: from the numpy encoder when the embedding cache has one for
+        this model (no ``torch`` import; the traced model's vector to within
+        ``traced.ENCODER_TOLERANCE``), else as :meth:`encode_one`. A process decides once, so
+        its queries all take one path."""
+        encoder = self._query_encoder()
+        if encoder is None:
+            return self.encode_one(text)
+        return np.asarray(encoder.encode([text])[0], dtype=np.float32)
+
+    def _query_encoder(self) -> trace_cache.QueryEncoder | None:
+        with self._querying:
+            if not self._query_checked:
+                encoder = None
+                if self.cache is not None:
+                    encoder = trace_cache.load_encoder(self.cache, self._entry, self.path)
+                    if encoder is None and not self._loaded:
+                        self._load()  # the first process of a model writes its cache entry
+                        encoder = trace_cache.load_encoder(self.cache, self._entry, self.path)
+                self._query, self._query_checked = encoder, True
+            return self._query
 
     # ------------------------------------------------------------------ model threads
     def _forget_threads(self) -> None:
@@ -498,6 +527,55 @@ def _compile(model: Any) -> tuple[Any, tuple[str, ...]] | None:
         torch.set_num_threads(threads)
 
 
+def _numpy_encoder(
+    model: Any, module: Any, keys: Sequence[str], tokenizer: Any
+) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
+    """The numpy encoder's configuration and weights for ``model`` (``skillstream.encoder``),
+    or ``None`` when it is not built as that encoder runs or did not give the traced
+    ``module``'s vectors on the probe texts."""
+    import torch
+
+    from skillstream.encoder import Encoder, config_of, weights_of
+
+    try:
+        parts = list(model)
+        names = [type(m).__name__ for m in parts]
+        if names not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
+            return None
+        config = config_of(parts[0].auto_model.config.to_dict(), _pooling_mode(parts[1]))
+        if config is None:
+            return None
+        weights = weights_of(parts[0].auto_model.state_dict(), config.layers)
+        encoder = Encoder(weights, config)
+        for texts in [[t] for t in trace_cache.PROBE] + [list(trace_cache.PROBE)]:
+            rows = trace_cache.token_rows(tokenizer, keys, texts)
+            with torch.inference_mode():
+                emb = module(*(torch.from_numpy(rows[k]) for k in keys))
+                want = torch.nn.functional.normalize(emb, p=2, dim=1).float().numpy()
+            got = encoder(rows["input_ids"], rows["attention_mask"], rows.get("token_type_ids"))
+            if not float(np.abs(got - want).max()) <= trace_cache.ENCODER_TOLERANCE:
+                log.info("the numpy encoder disagrees with the traced model: not cached")
+                return None
+        return config.as_dict(), weights
+    except Exception as e:  # noqa: BLE001 - without it, queries go through the traced model
+        log.info("no numpy encoder for this model (%s: %s)", type(e).__name__, e)
+        return None
+
+
+def _pooling_mode(pooling: Any) -> str:
+    """``mean`` or ``cls`` for a sentence-transformers ``Pooling`` module ("" for any other)."""
+    config = dict(pooling.get_config_dict())
+    if not config.get("include_prompt", True):
+        return ""
+    mode = config.get("pooling_mode")
+    if isinstance(mode, str):
+        return mode if mode in ("mean", "cls") else ""
+    flags = [k for k, v in config.items() if k.startswith("pooling_mode_") and v]
+    return {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls"}.get(
+        flags[0] if len(flags) == 1 else "", ""
+    )
+
+
 def _trace(model: Any) -> tuple[Any, tuple[str, ...]] | None:
     import torch
 
@@ -599,6 +677,9 @@ class OpenAIEmbedder:
 
     def encode_one(self, text: str) -> np.ndarray:
         return self.encode([text])[0]
+
+    def encode_query(self, text: str) -> np.ndarray:
+        return self.encode_one(text)
 
     def _request(self, texts: list[str]) -> np.ndarray:
         import openai

@@ -7,15 +7,19 @@ into the embedding cache (setting ``embed_cache``; default ``$XDG_CACHE_HOME/ski
 ``~/.cache/skillstream``; ``off`` keeps nothing), with what running it needs: the input names, the
 width, the token limit and the padding id. Later processes load that file with ``torch.jit.load``
 and tokenise with the model's own ``tokenizer.json`` through the ``tokenizers`` library, neither
-of which imports ``transformers``.
+of which imports ``transformers``. When the numpy encoder (``skillstream.encoder``) reproduces the
+model, its weights are kept too (``<entry>.npz``): a search embeds its query with them and never
+imports ``torch``.
 
-Nothing here changes a vector: the traced module is the one the slow path runs, and the fast
-tokeniser is kept only if it gave exactly the token rows of the model's own preprocessing on a
-probe of awkward texts (long, empty, padded with spaces, accented, Chinese, emoji) when the
-entry was written. An entry is named by a hash of the model folder's files (names, sizes and
-modification times), the ``torch`` and ``tokenizers`` versions and this module's format, so a
-changed model or library makes a new entry; an entry that cannot be read is ignored (and written
-again by the slow path).
+Nothing here changes a stored vector: the traced module is the one the slow path runs, and the
+fast tokeniser is kept only if it gave exactly the token rows of the model's own preprocessing on
+a probe of awkward texts (long, empty, padded with spaces, accented, Chinese, emoji) when the
+entry was written. The numpy weights are kept only if the encoder gave the traced model's
+vectors on the same probe, to within :data:`ENCODER_TOLERANCE`.
+
+An entry is named by a hash of the model folder's files (names, sizes and modification times),
+the ``torch`` and ``tokenizers`` versions and this module's format, so a changed model or library
+makes a new entry; an entry that cannot be read is ignored (and written again by the slow path).
 """
 
 from __future__ import annotations
@@ -31,10 +35,14 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1
+FORMAT = 2
 """Version of the entry layout; part of every entry's name."""
 
 OFF = ("off", "none", "false", "0")
+
+ENCODER_TOLERANCE = 1e-5
+"""Largest difference, in any coordinate of a unit vector, allowed between the numpy encoder and
+the traced model on :data:`PROBE` (measured on the bundled model: below 4e-7)."""
 
 PROBE = [
     "A probe sentence, so the traced model can be checked against the plain one.",
@@ -111,8 +119,9 @@ def fast_tokenizer(model_dir: str, max_len: int, pad_id: int) -> Any | None:
     return tok
 
 
-def tokenize(tokenizer: Any, keys: Sequence[str], texts: Sequence[str]) -> dict[str, Any]:
-    import torch
+def token_rows(tokenizer: Any, keys: Sequence[str], texts: Sequence[str]) -> dict[str, Any]:
+    """Token rows of ``texts`` as int64 numpy arrays, one per input name in ``keys``."""
+    import numpy as np
 
     encodings = tokenizer.encode_batch([str(t) for t in texts])
     columns = {
@@ -120,7 +129,14 @@ def tokenize(tokenizer: Any, keys: Sequence[str], texts: Sequence[str]) -> dict[
         "attention_mask": [e.attention_mask for e in encodings],
         "token_type_ids": [e.type_ids for e in encodings],
     }
-    return {k: torch.tensor(columns[k], dtype=torch.long) for k in keys}
+    return {k: np.asarray(columns[k], dtype=np.int64) for k in keys}
+
+
+def tokenize(tokenizer: Any, keys: Sequence[str], texts: Sequence[str]) -> dict[str, Any]:
+    """Token rows of ``texts`` as torch tensors (what the traced model takes)."""
+    import torch
+
+    return {k: torch.from_numpy(v) for k, v in token_rows(tokenizer, keys, texts).items()}
 
 
 def agrees(tokenizer: Any, keys: Sequence[str], preprocess: Any) -> bool:
@@ -141,8 +157,15 @@ def agrees(tokenizer: Any, keys: Sequence[str], preprocess: Any) -> bool:
     return True
 
 
-def save(folder: Path, name: str, module: Any, meta: dict[str, Any]) -> None:
-    """Write an entry (the module, then its description; each file replaced atomically)."""
+def save(
+    folder: Path,
+    name: str,
+    module: Any,
+    meta: dict[str, Any],
+    weights: dict[str, Any] | None = None,
+) -> None:
+    """Write an entry (the module, the numpy encoder's ``weights`` if any, then the description
+    that names them; each file replaced atomically)."""
     import torch
 
     try:
@@ -151,6 +174,13 @@ def save(folder: Path, name: str, module: Any, meta: dict[str, Any]) -> None:
             tmp_module = f.name
         torch.jit.save(module, tmp_module)
         os.replace(tmp_module, folder / f"{name}.pt")
+        if weights is not None:
+            import numpy as np
+
+            with tempfile.NamedTemporaryFile(dir=folder, suffix=".tmp", delete=False) as f:
+                np.savez(f, **weights)
+                tmp_weights = f.name
+            os.replace(tmp_weights, folder / f"{name}.npz")
         with tempfile.NamedTemporaryFile(
             "w", dir=folder, suffix=".tmp", delete=False, encoding="utf-8"
         ) as f:
@@ -180,6 +210,45 @@ def load(folder: Path, name: str, model_dir: str) -> CachedModel | None:
         return CachedModel(module, tokenizer, meta)
     except Exception as e:  # noqa: BLE001 - a broken entry is rebuilt by the slow path
         log.info("embedding cache entry %s not used (%s: %s)", name, type(e).__name__, e)
+        return None
+
+
+class QueryEncoder:
+    """The numpy encoder of an entry with the model's tokeniser: vectors without ``torch``."""
+
+    def __init__(self, encoder: Any, tokenizer: Any, keys: Sequence[str]) -> None:
+        self.encoder = encoder
+        self.tokenizer = tokenizer
+        self.keys = tuple(keys)
+
+    def encode(self, texts: Sequence[str]) -> Any:
+        rows = token_rows(self.tokenizer, self.keys, texts)
+        return self.encoder(rows["input_ids"], rows["attention_mask"], rows.get("token_type_ids"))
+
+
+def load_encoder(folder: Path, name: str, model_dir: str) -> QueryEncoder | None:
+    """The entry's numpy encoder, or ``None`` when the entry has none (or cannot be read)."""
+    meta_path, weights_path = folder / f"{name}.json", folder / f"{name}.npz"
+    if not meta_path.is_file() or not weights_path.is_file():
+        return None
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        if meta.get("format") != FORMAT or not meta.get("fast_tokenizer") or not meta.get("numpy"):
+            return None
+        tokenizer = fast_tokenizer(model_dir, int(meta["max_len"]), int(meta["pad_id"]))
+        if tokenizer is None:
+            return None
+        import numpy as np
+
+        from skillstream.encoder import Config, Encoder
+
+        with np.load(weights_path) as data:
+            weights = {k: data[k] for k in data.files}
+        return QueryEncoder(
+            Encoder(weights, Config.from_dict(meta["numpy"])), tokenizer, meta["keys"]
+        )
+    except Exception as e:  # noqa: BLE001 - queries then go through the traced model
+        log.info("numpy encoder of %s not used (%s: %s)", name, type(e).__name__, e)
         return None
 
 

@@ -48,12 +48,10 @@ import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import timedelta
 from functools import lru_cache
 from typing import Any
 
 import lance
-import lancedb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -62,6 +60,8 @@ from skillstream import tables as declared
 from skillstream.errors import ConfigError, InputError
 from skillstream.model import Memory
 from skillstream.storage import filters
+from skillstream.storage.lance_db import Database
+from skillstream.storage.lance_db import Table as LanceDBTable
 from skillstream.storage.options import lance_options
 from skillstream.storage.rows import Rows, dedupe, to_table
 from skillstream.vocab import MemoryStatus
@@ -132,14 +132,13 @@ FILE_VERSION = "2.1"
 reads its hits that way. Tables made earlier keep the format they were made with."""
 
 
-def connect(uri: str, storage_options: dict | None = None) -> Any:
+def connect(uri: str, storage_options: dict | None = None) -> Database:
     """Open a LanceDB database at ``uri`` that always reads the latest version; tables it
-    creates are written in :data:`FILE_VERSION`."""
-    options = {
-        "new_table_data_storage_version": FILE_VERSION,
-        **(lance_options(uri, storage_options) or {}),
-    }
-    return lancedb.connect(uri, storage_options=options, read_consistency_interval=timedelta(0))
+    creates are written in :data:`FILE_VERSION`. Nothing is imported or opened until a table
+    is read, and ``lancedb`` only once one is written (``storage.lance_db``)."""
+    dataset_options = lance_options(uri, storage_options)
+    options = {"new_table_data_storage_version": FILE_VERSION, **(dataset_options or {})}
+    return Database(uri, options, dataset_options)
 
 
 COMMIT_ATTEMPTS = 10
@@ -269,6 +268,8 @@ class LanceTable:
                 if col in self._fts_indexed(tbl):
                     break
                 try:
+                    import lancedb
+
                     tbl.create_index(col, config=lancedb.index.FTS(), replace=False)
                     break
                 except RuntimeError as e:
@@ -305,21 +306,46 @@ class LanceTable:
             v = filters.lance_column(self.version_column)
             guard = f"target.{v} IS NULL OR source.{v} >= target.{v}"
         tbl = self._require()
-        retry_conflicts(
-            lambda: (
-                tbl.merge_insert(self.key)
-                .when_matched_update_all(where=guard)
-                .when_not_matched_insert_all()
-                .execute(data)
-            ),
-            self.name,
-        )
+        if isinstance(tbl, LanceDBTable):  # written through lance, as LanceDB itself writes
+
+            def write() -> Any:
+                return (
+                    tbl.to_lance()
+                    .merge_insert(self.key)
+                    .when_matched_update_all(condition=guard)
+                    .when_not_matched_insert_all()
+                    .execute(data)
+                )
+        else:
+
+            def write() -> Any:
+                return (
+                    tbl.merge_insert(self.key)
+                    .when_matched_update_all(where=guard)
+                    .when_not_matched_insert_all()
+                    .execute(data)
+                )
+
+        retry_conflicts(write, self.name)
         return data.num_rows
+
+    def update(self, where: str, values: dict[str, Any]) -> None:
+        """Set columns of the rows matching a filter to values (Python values, written as SQL
+        literals by :func:`filters.literal`)."""
+        tbl = self._require()
+        literals = {column: filters.literal(v) for column, v in values.items()}
+        if isinstance(tbl, LanceDBTable):  # read and written through lance
+            retry_conflicts(lambda: tbl.to_lance().update(literals, where=where), self.name)
+        else:
+            retry_conflicts(lambda: tbl.update(where=where, values_sql=literals), self.name)
 
     def delete(self, where: str) -> None:
         """Delete the rows matching a filter (build it with :mod:`skillstream.storage.filters`)."""
         tbl = self._require()
-        retry_conflicts(lambda: tbl.delete(where), self.name)
+        if isinstance(tbl, LanceDBTable):
+            retry_conflicts(lambda: tbl.to_lance().delete(where), self.name)
+        else:
+            retry_conflicts(lambda: tbl.delete(where), self.name)
 
     def optimize(self, *, force: bool = False) -> list[str]:
         """Compact files and fold rows written since the last refresh into every index when
@@ -379,6 +405,8 @@ class LanceTable:
         if policy.scalar_rows and rows >= policy.scalar_rows:
             for column, kind in policy.scalar:
                 if column in self.schema.names and column not in have:
+                    import lancedb
+
                     config = lancedb.index.Bitmap() if kind == "BITMAP" else lancedb.index.BTree()
                     if self._create_index(tbl, column, config):
                         made.append(column)
@@ -605,6 +633,8 @@ def _pool() -> ThreadPoolExecutor:
 
 def vector_index(kind: str, dim: int) -> Any:
     """The LanceDB index config of ``IndexPolicy.vector_type`` for vectors of width ``dim``."""
+    import lancedb
+
     if kind == "ivf_flat":
         return lancedb.index.IvfFlat(distance_type="l2")
     if kind == "ivf_pq":

@@ -266,6 +266,6 @@ def record_query(
             filters.is_in("id", ids),
             f"last_accessed_at IS NULL OR last_accessed_at < {filters.literal(at)}",
         )
-        index.table.table.update(where=where, values={"last_accessed_at": at, "decay_steps": 0})
+        index.table.update(where, {"last_accessed_at": at, "decay_steps": 0})
     if activated is not None and activated.memories:
         index.upsert(activated.memories)

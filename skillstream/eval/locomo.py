@@ -173,6 +173,10 @@ class _QueryVectors:
         v = self.vectors.get(text)
         return v if v is not None else self.embedder.encode_one(text)
 
+    def encode_query(self, text: str) -> Any:
+        v = self.vectors.get(text)
+        return v if v is not None else self.embedder.encode_query(text)
+
     def encode(self, texts: Sequence[str]) -> Any:
         return self.embedder.encode(texts)
 

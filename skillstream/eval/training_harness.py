@@ -91,6 +91,9 @@ class _Embedder:
     def encode_one(self, text: str) -> np.ndarray:
         return self.encode([text])[0]
 
+    def encode_query(self, text: str) -> np.ndarray:
+        return self.encode_one(text)
+
     def submit(self, texts: Sequence[str]) -> Pending:
         return Pending.of(np.asarray(self.encode(texts), dtype=np.float32))
 

@@ -133,7 +133,7 @@ class MemorySearch:
         reader = Reader(owner, agent, session)
         policy = self.params.policy_set.for_agent(agent)
         text = query if strategy in ("keyword", "hybrid") else None
-        vector = self.embedder.encode_one(query) if strategy in ("semantic", "hybrid") else None
+        vector = self.embedder.encode_query(query) if strategy in ("semantic", "hybrid") else None
         if archived:
             statuses = tuple(dict.fromkeys([*statuses, MemoryStatus.ARCHIVED]))
         skip_nodes = None if nodes or expand else f"NOT ({filters.eq('kind', MemoryKind.TOPIC)})"

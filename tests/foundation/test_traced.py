@@ -1,6 +1,6 @@
 """The embedding cache: the first process traces the model and keeps it; the next loads it without
 importing transformers, tokenises exactly as the model's own preprocessing, and gives the same
-vectors to the last bit."""
+vectors to the last bit. Queries embed with the numpy encoder kept beside it, without torch."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def built(tmp_path_factory):
 def test_the_next_embedder_loads_the_cache_and_gives_the_same_bits(built):
     cache, first, vectors = built
     files = sorted(p.suffix for p in cache.iterdir())
-    assert files == [".json", ".pt"]
+    assert files == [".json", ".npz", ".pt"]
     second = Embedder(cache=str(cache))
     assert second.dim == first.dim
     got = second.encode(CORPUS)
@@ -77,7 +77,8 @@ def test_off_keeps_nothing_and_a_broken_entry_is_written_again(built, tmp_path):
     broken = tmp_path / "cache"
     broken.mkdir()
     for f in cache.iterdir():
-        (broken / f.name).write_bytes(b"not a model" if f.suffix == ".pt" else f.read_bytes())
+        if f.suffix != ".npz":
+            (broken / f.name).write_bytes(b"not a model" if f.suffix == ".pt" else f.read_bytes())
     again = Embedder(cache=str(broken))
     assert again.encode(CORPUS).tobytes() == vectors.tobytes()
     assert not again.from_cache  # the broken entry was not used ...
@@ -99,3 +100,45 @@ def test_a_process_with_a_warm_cache_never_imports_transformers(built):
     head, _, bits = out.partition(b"\n")
     assert head.decode().split() == ["True", "False", "False"]
     assert bits == vectors[:1].tobytes()
+
+
+def test_the_numpy_encoder_gives_the_traced_models_vectors(built):
+    cache, first, vectors = built
+    encoder = traced.load_encoder(cache, first._entry, first.path)
+    assert encoder is not None
+    for texts in [CORPUS, *([t] for t in CORPUS)]:
+        got = encoder.encode(texts)
+        want = first.encode(texts)
+        assert np.abs(got - want).max() <= traced.ENCODER_TOLERANCE, texts[:1]
+    # a query goes through it, and lands within the tolerance of the stored vector
+    query = Embedder(cache=str(cache)).encode_query(CORPUS[0])
+    assert query.dtype == np.float32 and np.abs(query - vectors[0]).max() <= 1e-5
+
+
+def test_without_numpy_weights_a_query_is_embedded_as_a_stored_text(built, tmp_path):
+    cache, _, vectors = built
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for f in cache.iterdir():
+        if f.suffix != ".npz":
+            (bare / f.name).write_bytes(f.read_bytes())
+    e = Embedder(cache=str(bare))
+    assert e.encode_query(CORPUS[0]).tobytes() == vectors[0].tobytes()
+    assert Embedder(cache="off").encode_query(CORPUS[0]).tobytes() == vectors[0].tobytes()
+
+
+def test_a_query_with_a_warm_cache_never_imports_torch(built):
+    cache, _, vectors = built
+    code = (
+        "import sys, numpy as np\n"
+        "from skillstream.embed import Embedder\n"
+        f"e = Embedder(cache={str(cache)!r})\n"
+        "v = e.encode_query('Maya is flying to Lisbon on 3 May 2024.')\n"
+        "print('torch' in sys.modules, 'transformers' in sys.modules)\n"
+        "sys.stdout.buffer.write(v.tobytes())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True).stdout
+    head, _, bits = out.partition(b"\n")
+    assert head.decode().split() == ["False", "False"]
+    got = np.frombuffer(bits, dtype=np.float32)
+    assert np.abs(got - vectors[0]).max() <= 1e-5

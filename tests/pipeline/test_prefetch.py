@@ -69,6 +69,9 @@ class CountingEmbedder:
     def encode_one(self, text: str) -> np.ndarray:
         return self.encode([text])[0]
 
+    def encode_query(self, text: str) -> np.ndarray:
+        return self.encode_one(text)
+
     def forward(self, texts: list[str]) -> np.ndarray:
         return np.asarray(self.inner.forward(texts))
 
