@@ -13,8 +13,9 @@ time is the span's end time: nothing here reads a clock.
   ``merged`` into it, and a new memory that contradicts a live one with the same key opens a
   contradiction that is settled by the rules of ``skillstream.lifecycle.contradictions``.
 * **UPDATE** restating its target reinforces it; one that contradicts it (a slot's value changes,
-  or the statement turns into its opposite) creates a new memory and settles the contradiction, so
-  the old value keeps its validity period; any other update refines the text in place.
+  or the statement turns into its opposite) creates a new memory that replaces the target (the
+  contradiction is recorded as settled by the update), so the old value keeps its validity
+  period; any other update refines the text in place.
 * **DELETE** is soft: status ``deleted``, validity ends at the span's time.
 * Frozen memories refuse updates and deletes (``refused`` events); writes outside the scopes the
   agent's policy allows, and texts matching a ``reject`` pattern of its policy, are refused.
@@ -405,7 +406,7 @@ class _Apply:
                 tags=[*cur.tags, *op.tags],
                 reason=op.reason or f"supersedes {cur.id}",
             )
-            ctr.settle(self.out, cur, new, described, self.t, self.params)
+            ctr.settle(self.out, cur, new, described, self.t, self.params, updated=True)
             return
         old = cur.copy()
         cur.text = text

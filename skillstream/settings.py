@@ -684,8 +684,10 @@ DEFAULT_RANK_WEIGHTS: dict[str, float] = {
     "confidence": 0.2,
     "recency": 0.1,
     "reinforcement": 0.1,
+    "keyword": 0.5,
 }
-"""Search ranking weights that ``rank_weights`` overrides."""
+"""Search ranking weights that ``rank_weights`` overrides (``keyword``: how far a full-text match
+lifts a hit's relevance toward 1; see ``lifecycle.ranking``)."""
 
 
 def _listed(values: Mapping[str, Any]) -> str:

@@ -491,9 +491,14 @@ class LanceTable:
         * ``vector`` only: nearest neighbours (L2); ``score = 1 / (1 + distance)``;
         * ``text`` only: BM25 full-text search over ``fts_columns``; ``score`` is BM25.
 
-        Higher ``score`` is better in every mode. ``where`` is applied before ranking (prefilter),
-        so up to ``k`` matching rows come back. Vector ranking is exact (a flat scan) unless the
-        table has an ANN index and the filter keeps more than ``IndexPolicy.exact_rows`` rows.
+        Higher ``score`` is better in every mode. Every hit also carries two absolute measures,
+        comparable across queries and tables: ``similarity``, the cosine similarity of its vector
+        to the query vector (null without one), and ``keyword``, its BM25 score for the query
+        text (0 when the full-text search did not return it; null without text).
+
+        ``where`` is applied before ranking (prefilter), so up to ``k`` matching rows come back.
+        Vector ranking is exact (a flat scan) unless the table has an ANN index and the filter
+        keeps more than ``IndexPolicy.exact_rows`` rows.
 
         Args:
             text: Query text (not SQL: it is tokenized by the full-text index).
@@ -503,16 +508,20 @@ class LanceTable:
             with_vector: Keep the vector column in the result.
 
         Returns:
-            The hits as an Arrow table: the table's columns plus ``score``, best first.
+            The hits as an Arrow table: the table's columns plus ``score``, ``similarity`` and
+            ``keyword``, best first.
         """
         text = text if text and text.strip() else None
         tbl = self.table
         keep = [n for n in self.schema.names if with_vector or n != self.vector_column]
         if tbl is None or (text is None and vector is None):
+            empty = pa.array([], pa.float64())
             return (
                 self.schema.empty_table()
                 .select(keep)
-                .append_column("score", pa.array([], pa.float64()))
+                .append_column("score", empty)
+                .append_column("similarity", empty)
+                .append_column("keyword", empty)
             )
         if vector is not None:
             vector = self._query_vector(vector)
@@ -543,8 +552,24 @@ class LanceTable:
         else:
             assert words is not None
             rowids, score = words[0], pa.array(words[1], pa.float64())
-        hits = ds._take_rows(rowids, columns=keep) if rowids else self.schema.empty_table()
-        return hits.select(keep).append_column("score", score)
+        read = keep if vector is None or self.vector_column in keep else [*keep, self.vector_column]
+        hits = ds._take_rows(rowids, columns=read) if rowids else self.schema.empty_table()
+        n = hits.num_rows
+        if vector is not None and self.vector_column:
+            similarity = pa.array(_cosine(hits.column(self.vector_column), vector), pa.float64())
+        else:
+            similarity = pa.nulls(n, pa.float64())
+        if words is not None:
+            bm25 = dict(zip(words[0], (float(x) for x in words[1])))
+            keyword = pa.array([bm25.get(r, 0.0) for r in rowids], pa.float64())
+        else:
+            keyword = pa.nulls(n, pa.float64())
+        return (
+            hits.select(keep)
+            .append_column("score", score)
+            .append_column("similarity", similarity)
+            .append_column("keyword", keyword)
+        )
 
     def _near(
         self, ds: Any, vector: np.ndarray, where: str | None, k: int, exact: bool
@@ -644,6 +669,18 @@ def vector_index(kind: str, dim: int) -> Any:
     if kind == "ivf_hnsw_sq":
         return lancedb.index.IvfHnswSq(distance_type="l2")
     raise ConfigError(f"unknown vector index {kind!r}: ivf_flat, ivf_pq or ivf_hnsw_sq")
+
+
+def _cosine(vectors: Any, query: np.ndarray) -> np.ndarray:
+    """Cosine similarity of each row of a fixed-size-list column to ``query``."""
+    if len(vectors) == 0:
+        return np.zeros(0)
+    values = pa.concat_arrays(vectors.chunks) if isinstance(vectors, pa.ChunkedArray) else vectors
+    rows = values.flatten().to_numpy(zero_copy_only=False).astype(np.float64)
+    rows = rows.reshape(len(values), -1)
+    q = np.asarray(query, dtype=np.float64)
+    norms = np.linalg.norm(rows, axis=1) * max(float(np.linalg.norm(q)), 1e-12)
+    return np.clip(rows @ q / np.maximum(norms, 1e-12), -1.0, 1.0)
 
 
 def _distance_to_score(distance: np.ndarray) -> pa.Array:

@@ -29,6 +29,8 @@ import pyarrow as pa
 from skillstream import tables
 from skillstream.distill.record import TaskSkill, TaskSkillVersionRow, version_id
 from skillstream.errors import InputError
+from skillstream.lifecycle.ranking import relevance
+from skillstream.settings import DEFAULT_RANK_WEIGHTS
 from skillstream.storage import filters
 from skillstream.storage.lance import LanceTable, connect
 from skillstream.vocab import TaskSkillStatus
@@ -202,14 +204,27 @@ class TaskSkillIndex:
         owner_id: str | None = None,
         k: int = 5,
         statuses: Sequence[str] = (TaskSkillStatus.ACTIVE,),
+        keyword_weight: float = DEFAULT_RANK_WEIGHTS["keyword"],
     ) -> builtins.list[tuple[TaskSkill, float]]:
-        """Hybrid search (vector + BM25 on ``search_text``, RRF-fused), best first."""
+        """Hybrid search (vector + BM25 on ``search_text``), best first, scored by relevance as
+        memory search scores it (``lifecycle.ranking.relevance``: cosine similarity lifted by
+        the full-text match), so the two searches' scores are on one scale."""
         where = filters.where_all(
             filters.eq("owner_id", owner_id) if owner_id is not None else None,
             filters.is_in("status", statuses),
         )
         hits = self.table.search(text, vector, where=where, k=k).to_pylist()
-        return [(TaskSkill.from_row(h), float(h["score"] or 0.0)) for h in hits]
+        best_keyword = max((float(h.get("keyword") or 0.0) for h in hits), default=0.0)
+        best_score = max((float(h.get("score") or 0.0) for h in hits), default=0.0)
+        scored = [
+            (
+                TaskSkill.from_row(h),
+                round(relevance(h, best_keyword, best_score, keyword_weight), 6),
+            )
+            for h in hits
+        ]
+        scored.sort(key=lambda pair: -pair[1])  # stable: ties keep the store's order
+        return scored
 
     def optimize(self) -> None:
         self.table.optimize()

@@ -81,6 +81,8 @@ def search(
         "confidence",
         "reinforcement",
         "relevance",
+        "similarity",
+        "keyword",
         "node_id",
     ]
     rows = [{c: h.get(c) for c in keep} for h in hits]

@@ -21,6 +21,10 @@ the old value keeps its validity period instead of being overwritten.
 
 Automatic resolution (``resolve``), in this order:
 
+0. when the new memory comes from an UPDATE of the old one (the executor, rules or LLM, said that
+   the statement replaces it, as a correction does), the new one wins (rule ``updated``): a
+   plan's validity starts at its planned date, so "newer" below would keep a plan for April over
+   its correction made in March;
 1. the newer memory (later ``valid_from``) that was also confirmed more recently (created or
    reinforced later) wins;
 2. otherwise the one more than ``contradiction_confidence_gap`` (0.3) more confident wins;
@@ -252,13 +256,17 @@ def settle(
     description: str,
     at: datetime,
     params: LifecycleParams,
+    *,
+    updated: bool = False,
 ) -> str:
     """Record the contradiction between ``a`` and ``b`` detected at ``at`` and apply its resolution.
+
+    ``updated``: ``b`` comes from an UPDATE of ``a``, and replaces it (rule ``updated``).
 
     Returns:
         The resolution (``keep-a``, ``keep-b`` or ``unresolved``).
     """
-    resolution, rule = resolve(a, b, params)
+    resolution, rule = (KEEP_B, "updated") if updated else resolve(a, b, params)
     if resolution == KEEP_B:
         invalidate(log, a, b, rule or "", at)
     elif resolution == KEEP_A:

@@ -1,9 +1,28 @@
 """Search ranking: relevance combined with confidence, recency and reinforcement.
 
-Two rules (setting ``rank_rule``). ``product``, the default, multiplies as the recall skill of the
-seed does ("confidence x recency x reinforcedCount"), on top of the search's relevance::
+Relevance is absolute, so a score means the same in every search and for every kind of hit
+(memories, task skills, summaries): the cosine similarity of the hit to the query (negative
+counts as 0), raised by the full-text match::
 
-    score = relevance / best relevance among the candidates
+    relevance = similarity + w_keyword * (1 - similarity) * keyword / max(best keyword, FLOOR)
+
+where ``keyword`` is the hit's BM25 score for the query text, ``best keyword`` the highest among
+the candidates and ``FLOOR`` :data:`KEYWORD_FLOOR`. A full-text match can lift a hit at most
+``w_keyword`` of the way from its similarity to 1, so an exact word the embedding misses (a name,
+an error code) still counts; the floor keeps a weak best match (one common word of the query)
+from counting as a full one, so no hit is relevant only because it was the best of weak
+candidates. A keyword-only search has no similarity: its relevance is the keyword share alone. A
+hit that carries neither (rows from elsewhere) falls back to its store score over the best one.
+
+The keyword weight (0.5) and the floor (6) were chosen on three LoCoMo dev conversations
+(conv-26, 30, 41: evidence recall@10 0.649 with no keyword lift, 0.687 / 0.700 / 0.706 with
+weights 0.15 / 0.3 / 0.5, 0.704 with 0.7; floors 0, 3 and 6 within 0.001 of each other) and
+checked on the other three (``docs/lifecycle.md``, "Search ranking").
+
+Two rules (setting ``rank_rule``). ``product``, the default, multiplies as the recall skill of the
+seed does ("confidence x recency x reinforcedCount"), on top of the relevance::
+
+    score = relevance
           * confidence
           * (1 - w_recency       * (1 - 0.5 ** (age / recency_half_life)))
           * (1 - w_reinforcement * (1 - min(1, log(1 + reinforcement) / log(11))))
@@ -12,15 +31,15 @@ Recency and reinforcement are factors between ``1 - w`` and 1 rather than raw nu
 recency of a year-old memory (2^-12) or a raw count of 0 would zero out memories the question is
 about. ``weighted`` is the weighted sum::
 
-    score = w_relevance     * relevance / best relevance among the candidates
+    score = w_relevance     * relevance
           + w_confidence    * confidence
           + w_recency       * 0.5 ** (age / recency_half_life)
           + w_reinforcement * min(1, log(1 + reinforcement) / log(11))
 
 ``age`` is the event time of the search (``--now``, default the store's latest event time) minus
 the memory's last confirmation (valid from, created, updated or reinforced, whichever is latest).
-Weights default to 0.6 / 0.2 / 0.1 / 0.1 and are set with ``rank_weights`` (``product`` reads
-only the recency and reinforcement weights). Access does not count
+Weights default to 0.6 / 0.2 / 0.1 / 0.1 (keyword 0.5) and are set with ``rank_weights``
+(``product`` reads the keyword, recency and reinforcement weights). Access does not count
 toward recency, so searching does not change later rankings; it only keeps memories from decaying.
 """
 
@@ -34,6 +53,10 @@ from skillstream.lifecycle.clock import latest
 from skillstream.lifecycle.params import LifecycleParams
 
 _LOG11 = math.log(11.0)
+
+KEYWORD_FLOOR = 6.0
+"""A BM25 score below which the best full-text match of a search counts only in part (about what
+a match of two or three of a question's words scores; one common word scores 1 to 2)."""
 
 
 def recency(hit: dict[str, Any], now: datetime | None, params: LifecycleParams) -> float:
@@ -53,37 +76,52 @@ def reinforcement_score(count: int | None) -> float:
     return min(1.0, math.log1p(max(0, count or 0)) / _LOG11)
 
 
+def relevance(
+    hit: dict[str, Any], best_keyword: float, best_score: float, w_keyword: float
+) -> float:
+    """The hit's absolute relevance (see the module's description)."""
+    similarity, keyword = hit.get("similarity"), hit.get("keyword")
+    share = float(keyword) / max(best_keyword, KEYWORD_FLOOR) if keyword else 0.0
+    if similarity is not None:
+        s = max(0.0, float(similarity))
+        return s + w_keyword * (1.0 - s) * share
+    if keyword is not None:
+        return share
+    score = float(hit.get("score") or 0.0)
+    return score / best_score if best_score > 0 else 0.0
+
+
 def rank(
     hits: list[dict[str, Any]], now: datetime | None, params: LifecycleParams, k: int
 ) -> list[dict[str, Any]]:
-    """Score ``hits`` (each with the store's ``score`` as relevance) and return the best ``k``.
+    """Score ``hits`` (each with the store's ``similarity`` and ``keyword``, see
+    ``LanceTable.search``) and return the best ``k``.
 
-    Each returned hit keeps its relevance as ``relevance``, gets its combined ``score`` and the
-    ``recency`` used; ties keep the order of ``hits`` (the store's ranking: of two hits with one
-    fused relevance, the vector search's better one comes first), never an order of ids, which
-    are hashes and say nothing about the query.
+    Each returned hit gets its ``relevance``, its combined ``score`` and the ``recency`` used;
+    ties keep the order of ``hits`` (the store's ranking), never an order of ids, which are
+    hashes and say nothing about the query.
     """
     w = params.weights
-    best = max((float(h.get("score") or 0.0) for h in hits), default=0.0)
+    best_keyword = max((float(h.get("keyword") or 0.0) for h in hits), default=0.0)
+    best_score = max((float(h.get("score") or 0.0) for h in hits), default=0.0)
     out = []
     for h in hits:
-        rel = float(h.get("score") or 0.0)
         r = dict(h)
+        rel = round(relevance(h, best_keyword, best_score, w["keyword"]), 6)
         r["relevance"] = rel
         r["recency"] = round(recency(h, now, params), 6)
-        relative = rel / best if best > 0 else 0.0
         confidence = float(h.get("confidence") or 0.0)
         reinforced = reinforcement_score(h.get("reinforcement"))
         if params.rank_rule == "weighted":
             score = (
-                w["relevance"] * relative
+                w["relevance"] * rel
                 + w["confidence"] * confidence
                 + w["recency"] * r["recency"]
                 + w["reinforcement"] * reinforced
             )
         else:
             score = (
-                relative
+                rel
                 * confidence
                 * (1 - w["recency"] * (1 - r["recency"]))
                 * (1 - w["reinforcement"] * (1 - reinforced))

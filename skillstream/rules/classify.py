@@ -580,6 +580,14 @@ def _classify_zh(text: str) -> tuple[str, str, bool]:
     return MemoryKind.FACT, _zh_head(re.sub(r"^[我你他她它们这那]+", "", text)), False
 
 
+_EN_LEAD = re.compile(
+    r"^(?:(?:quick|small|minor|little|tiny|short|one more|another|an?)\s+){0,2}"
+    r"(?:update|note|news|heads[- ]up|fyi|btw|by the way)\s*[:,;!.-]+\s*",
+    re.IGNORECASE,
+)
+"""A lead-in that announces news ("Quick update:", "FYI,"): not part of the statement; what
+follows may still open with a correction cue ("Quick update: actually ...")."""
+
 _EN_CUE = re.compile(
     r"^(?:(?:actually|correction|sorry|oops|wait|scratch that|update|so|well|anyway)\b[\s,:;.!-]*)+"
 )
@@ -594,7 +602,7 @@ def strip_cue(statement: str) -> str:
         else re.sub(
             r"^(?:actually|correction|oops|scratch that|update)\b[\s,:;.!-]*",
             "",
-            statement,
+            _EN_LEAD.sub("", statement.lstrip(), count=1),
             flags=re.IGNORECASE,
         )
     )
@@ -627,7 +635,7 @@ def classify(statement: str, lang: str, exclude: tuple[str, ...] = ()) -> Classi
             kind = MemoryKind.PLAN if kind == MemoryKind.FACT else kind
         tags = tuple(t for t in (head,) if t)
         return Classified(kind, head, strong, negated, correction, tags)
-    low = statement.lower().replace("’", "'")
+    low = _EN_LEAD.sub("", statement.lower().replace("’", "'").lstrip(), count=1)
     correction = any(c in low for c in _CORRECTION_HINTS) and bool(_CORRECTION.search(low))
     low = _EN_CUE.sub("", low)
     negated = any(c in low for c in _NEGATION_HINTS) and bool(

@@ -78,7 +78,13 @@ def test_the_defaults_are_todays_values():
         "UserMemory": 480,
         "SkillMemory": 500,
     }
-    assert p.weights == {"relevance": 0.6, "confidence": 0.2, "recency": 0.1, "reinforcement": 0.1}
+    assert p.weights == {
+        "relevance": 0.6,
+        "confidence": 0.2,
+        "recency": 0.1,
+        "reinforcement": 0.1,
+        "keyword": 0.5,
+    }
 
 
 def test_the_parameters_used_without_settings_are_the_settings_defaults():

@@ -41,10 +41,12 @@ def test_rank_combines_the_four_signals_exactly():
         },
     ]
     out = rank(hits, T0, lifecycle_params(rank_rule="weighted"), k=3)
+    # hits with no similarity or keyword score (rows from elsewhere): relevance is the store's
+    # score over the best one
     # a: .6*1 + .2*.7 + .1*.5 + 0 = .79 ; b: .6*.5 + .2*.95 + .1*1 + .1*1 = .69 ; c: .14 + .025
     assert [(h["id"], h["score"], h["relevance"], h["recency"]) for h in out] == [
-        ("a", 0.79, 0.02, 0.5),
-        ("b", 0.69, 0.01, 1.0),
+        ("a", 0.79, 1.0, 0.5),
+        ("b", 0.69, 0.5, 1.0),
         ("c", 0.165, 0.0, 0.25),
     ]
     only_conf = lifecycle_params(
@@ -81,7 +83,13 @@ def test_the_default_rank_multiplies_confidence_recency_and_reinforcement():
 def test_rank_weights_are_configurable_and_checked(tmp_path):
     s = Settings.load(home=str(tmp_path), rank_weights={"recency": 0.5})
     r = LifecycleParams.from_settings(s)
-    assert r.weights == {"relevance": 0.6, "confidence": 0.2, "recency": 0.5, "reinforcement": 0.1}
+    assert r.weights == {
+        "relevance": 0.6,
+        "confidence": 0.2,
+        "recency": 0.5,
+        "reinforcement": 0.1,
+        "keyword": 0.5,
+    }
     with pytest.raises(ConfigError, match="unknown weight 'freshness'"):
         rank_weights({"freshness": 1})
     with pytest.raises(ConfigError, match="must be >= 0"):
@@ -221,12 +229,17 @@ def test_search_scores_follow_the_formula_and_weights_change_the_order(home):
         now=T0 + 2 * DAY,
         record=False,
     )
-    best = max(h["relevance"] for h in hits)
+    best_keyword = max(h["keyword"] for h in hits)
+    assert best_keyword > 0
     for h in hits:
+        similarity = max(0.0, h["similarity"])
+        assert h["relevance"] == round(
+            similarity + 0.5 * (1 - similarity) * h["keyword"] / max(best_keyword, 6.0), 6
+        )
         recency = 0.5 ** ((T0 + 2 * DAY - h["valid_from"]) / timedelta(days=30))
         assert h["recency"] == round(recency, 6)
         assert h["score"] == round(
-            0.6 * h["relevance"] / best
+            0.6 * h["relevance"]
             + 0.2 * 0.7
             + 0.1 * h["recency"]
             + 0.1 * math.log1p(0) / math.log(11),
