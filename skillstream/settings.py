@@ -210,6 +210,7 @@ Backend = Literal["rules", "openai"]
 EmbedBackend = Literal["local", "openai"]
 ResponseFormat = Literal["json_schema", "json_object", "text"]
 Selection = Literal["auto", "all", "top_k", "gumbel"]
+Hemisphere = Literal["north", "south"]
 Fusion = Literal["mean", "weighted"]
 Scope = Literal["private", "fleet", "session"]
 DecayRule = Literal["seed", "idle"]
@@ -615,6 +616,12 @@ class ExtractionSettings(_Group):
         "memory_skill_seed",
         0,
         "Seed of Gumbel-Top-K exploration.",
+    )
+    hemisphere: Annotated[Hemisphere, BeforeValidator(_name)] = _key(
+        "hemisphere",
+        "north",
+        "Which months a season names when the rules executor resolves 'last spring' or "
+        "'去年冬天' to dates: 'north' (spring is March to May) or 'south' (September to November).",
     )
 
 

@@ -21,6 +21,16 @@ Conventions (each an approximation, written down so callers know what they get):
   week.
 * ``N weeks ago`` / ``in N weeks`` give ``around <date>``; ``a few``/``several`` count as three for
   the returned event time and are kept vague in the text.
+* Seasons are the meteorological ones, three whole months each (setting ``hemisphere``; in the
+  north spring is March to May, summer June to August, autumn September to November, winter
+  December to February), written with their months: ``last spring`` said on 14 March 2025 ->
+  ``in spring 2024 (March to May 2024)``, ``去年冬天`` -> ``2024年冬天（2024年12月至2025年2月）``.
+  ``last``/``past`` is the latest one that ended before the reference day, ``next``/``coming``
+  the first that starts after it, ``this`` the one around it (else, by tense, the last or the
+  next). A bare ``in the summer`` is resolved only in a past-tense sentence (the latest summer
+  begun by then) or a future one (the current or next): "I hike in the summer" is a habit and
+  stays as it is. Chinese seasons are resolved when a year names them (``去年夏天``, ``今年秋天``):
+  the season that begins in that year.
 * The returned event time is the start (00:00, in ``ref``'s time zone) of the first resolved
   expression: the day, the Monday-based week's start shifted, the first of the month, or 1 January.
 """
@@ -147,6 +157,70 @@ def _is_vague(word: str) -> bool:
 
 # --------------------------------------------------------------------------------------- English
 
+SEASONS = ("spring", "summer", "autumn", "winter")
+
+HEMISPHERES = ("north", "south")
+
+_SEASON_START = {"north": (3, 6, 9, 12), "south": (9, 12, 3, 6)}
+"""First month of each of :data:`SEASONS`, by hemisphere."""
+
+
+def season_range(season: str, year: int, hemisphere: str = "north") -> tuple[date, date]:
+    """First and last day of ``season`` that begins in ``year`` (a December winter ends in
+    February of the next year)."""
+    month = _SEASON_START[hemisphere][SEASONS.index(season)]
+    first = date(year, month, 1)
+    last_month = add_months(first, 2)
+    return first, date(
+        last_month.year,
+        last_month.month,
+        calendar.monthrange(last_month.year, last_month.month)[1],
+    )
+
+
+def _seasons_around(season: str, ref: date, hemisphere: str) -> list[tuple[date, date]]:
+    """The occurrences of ``season`` from two years before ``ref`` to two after, in order."""
+    return [season_range(season, y, hemisphere) for y in range(ref.year - 2, ref.year + 3)]
+
+
+def pick_season(season: str, rel: str, ref: date, hemisphere: str, past: bool) -> tuple[date, date]:
+    """The occurrence of ``season`` a relative word means on ``ref`` (see the module's
+    conventions; ``rel`` "" is a bare season, resolved by ``past``)."""
+    spans = _seasons_around(season, ref, hemisphere)
+    ended = [s for s in spans if s[1] < ref]
+    begun = [s for s in spans if s[0] <= ref]
+    upcoming = [s for s in spans if s[0] > ref]
+    around = [s for s in spans if s[0] <= ref <= s[1]]
+    if rel in ("last", "past", "this past", "previous"):
+        return ended[-1]
+    if rel in ("next", "coming", "this coming"):
+        return upcoming[0]
+    if rel == "this" and around:
+        return around[0]
+    if past:
+        return begun[-1] if rel == "" else ended[-1]
+    return around[0] if around else upcoming[0]
+
+
+def fmt_season(season: str, first: date, last: date) -> str:
+    """``spring 2024 (March to May 2024)``; a winter across two years ``winter 2024/25
+    (December 2024 to February 2025)``."""
+    if first.year == last.year:
+        months = f"{MONTHS[first.month - 1]} to {fmt_month(last.year, last.month)}"
+        return f"{season} {first.year} ({months})"
+    return (
+        f"{season} {first.year}/{str(last.year)[-2:]} ({fmt_month(first.year, first.month)} to "
+        f"{fmt_month(last.year, last.month)})"
+    )
+
+
+def fmt_season_zh(season: str, first: date, last: date) -> str:
+    name = {"spring": "春天", "summer": "夏天", "autumn": "秋天", "winter": "冬天"}[season]
+    if first.year == last.year:
+        return f"{first.year}年{name}（{first.year}年{first.month}月至{last.month}月）"
+    return f"{first.year}年{name}（{first.year}年{first.month}月至{last.year}年{last.month}月）"
+
+
 _NUM = (
     r"(?:\d{1,3}|a few|a couple of|a couple|couple of|few|several|an?|one|two|three|four|five|"
     r"six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty)"
@@ -171,6 +245,11 @@ _EN_PATTERNS: list[tuple[str, str]] = [
         "weekday",
         rf"(?:(?P<wdrel>this past|this coming|last|next|this|coming|on)\s+)?(?P<wd>{_WD})(?!s)",
     ),
+    (
+        "season",
+        r"(?:(?P<searel>this past|this coming|last|next|this|previous|past|coming)\s+"
+        r"|(?P<seabare>in (?:the )?))(?P<season>spring|summer|autumn|fall|winter)(?!\w)",
+    ),
     ("week", r"(?P<weekrel>this past|last|next|this|previous|coming) week(?!end)"),
     ("month", r"(?P<monthrel>last|next|this|previous|coming) month"),
     ("year", r"(?P<yearrel>last|next|this|previous|coming) year"),
@@ -184,9 +263,19 @@ def _weekday_index(name: str) -> int:
     return WEEKDAYS.index(name.capitalize())
 
 
-def _en_resolve(m: re.Match[str], ref: date, past_tense: Callable[[], bool]) -> Resolved | None:
+def _en_resolve(
+    m: re.Match[str], ref: date, past_tense: Callable[[], bool], hemisphere: str = "north"
+) -> Resolved | None:
     kind = (m.lastgroup or "")[2:]
     g = m.group
+    if kind == "season":
+        season = g("season").lower().replace("fall", "autumn")
+        rel = (g("searel") or "").lower()
+        past = past_tense()
+        if not rel and not past and not _FUTURE.search(m.string):
+            return None  # "I hike in the summer": a habit, not a time
+        first, last = pick_season(season, rel, ref, hemisphere, past)
+        return fmt_season(season, first, last), "in", first
     if kind == "dby":
         d = ref - timedelta(days=2)
         return fmt_day(d), "on", d
@@ -309,6 +398,11 @@ def _preceded_by_prep(text: str, start: int) -> bool:
 
 
 _EN_TRIGGERS = (
+    "spring",
+    "summer",
+    "autumn",
+    "fall",
+    "winter",
     "day",
     "tonight",
     "tomorrow",
@@ -321,7 +415,7 @@ _EN_TRIGGERS = (
     "evening",
     "night",
 )
-_ZH_TRIGGERS = re.compile(r"[天日晚早周星礼拜月年]")
+_ZH_TRIGGERS = re.compile(r"[天日晚早周星礼拜月年季]")
 
 
 def _sentence_start(text: str, start: int) -> bool:
@@ -333,7 +427,7 @@ def _sentence_start(text: str, start: int) -> bool:
     return i == 0 or text[i - 1] in ".!?"
 
 
-def _resolve_en(text: str, ref: date) -> tuple[str, date | None]:
+def _resolve_en(text: str, ref: date, hemisphere: str = "north") -> tuple[str, date | None]:
     low = text.lower()
     if not any(t in low for t in _EN_TRIGGERS):
         return text, None
@@ -347,7 +441,7 @@ def _resolve_en(text: str, ref: date) -> tuple[str, date | None]:
         return tense[0]
 
     def sub(m: re.Match[str]) -> str:
-        got = _en_resolve(m, ref, past_tense)
+        got = _en_resolve(m, ref, past_tense, hemisphere)
         if got is None:
             return m.group(0)
         core, prep, d = got
@@ -397,6 +491,7 @@ _ZH_PATTERNS: list[tuple[str, str]] = [
     ),
     ("zweek", rf"(?P<zweekrel>上上|上|下下|下|这|本)个?{_WEEKWORD}"),
     ("zmonth", r"(?P<zmonthrel>上上|上|下下|下|这|本)个?月"),
+    ("zseason", r"(?P<zseay>前年|去年|今年|明年|后年)的?(?P<zsea>[春夏秋冬])(?:天|季)"),
     ("zyear", r"(?P<zyear>前年|去年|今年|明年|后年)"),
     ("zago", rf"(?P<zagon>{_ZH_NUM})(?P<zagou>天|个?星期|个?礼拜|周|个月|年)(?:以|之)?前"),
     ("zin", rf"(?P<zinn>{_ZH_NUM})(?P<zinu>天|个?星期|个?礼拜|周|个月|年)(?:以|之)?后"),
@@ -428,9 +523,17 @@ def _zh_weekend(sat: date) -> str:
 _ZH_REL = {"上上": -2, "上": -1, "下下": 2, "下": 1, "这": 0, "本": 0, "": 0}
 
 
-def _zh_resolve(m: re.Match[str], ref: date) -> tuple[str, date] | None:
+_ZH_YEARS = {"前年": -2, "去年": -1, "今年": 0, "明年": 1, "后年": 2}
+_ZH_SEASONS = {"春": "spring", "夏": "summer", "秋": "autumn", "冬": "winter"}
+
+
+def _zh_resolve(m: re.Match[str], ref: date, hemisphere: str = "north") -> tuple[str, date] | None:
     kind = (m.lastgroup or "")[2:]
     g = m.group
+    if kind == "zseason":
+        season = _ZH_SEASONS[g("zsea")]
+        first, last = season_range(season, ref.year + _ZH_YEARS[g("zseay")], hemisphere)
+        return fmt_season_zh(season, first, last), first
     if kind == "zday":
         off = {
             "大前天": -3,
@@ -476,7 +579,7 @@ def _zh_resolve(m: re.Match[str], ref: date) -> tuple[str, date] | None:
         first = add_months(ref, _ZH_REL[g("zmonthrel")])
         return f"{first.year}年{first.month}月", first
     if kind == "zyear":
-        y = ref.year + {"前年": -2, "去年": -1, "今年": 0, "明年": 1, "后年": 2}[g("zyear")]
+        y = ref.year + _ZH_YEARS[g("zyear")]
         return f"{y}年", date(y, 1, 1)
     if kind in ("zago", "zin"):
         num = g("zagon") if kind == "zago" else g("zinn")
@@ -505,13 +608,13 @@ def _zh_resolve(m: re.Match[str], ref: date) -> tuple[str, date] | None:
     return None
 
 
-def _resolve_zh(text: str, ref: date) -> tuple[str, date | None]:
+def _resolve_zh(text: str, ref: date, hemisphere: str = "north") -> tuple[str, date | None]:
     if not _ZH_TRIGGERS.search(text):
         return text, None
     first: list[date] = []
 
     def sub(m: re.Match[str]) -> str:
-        got = _zh_resolve(m, ref)
+        got = _zh_resolve(m, ref, hemisphere)
         if got is None:
             return m.group(0)
         out, d = got
@@ -525,7 +628,9 @@ def _resolve_zh(text: str, ref: date) -> tuple[str, date | None]:
 # ------------------------------------------------------------------------------------------ API
 
 
-def resolve_dates(text: str, ref: datetime, lang: str) -> tuple[str, datetime | None]:
+def resolve_dates(
+    text: str, ref: datetime, lang: str, hemisphere: str = "north"
+) -> tuple[str, datetime | None]:
     """Rewrite relative time expressions in ``text`` into absolute ones.
 
     Args:
@@ -533,6 +638,7 @@ def resolve_dates(text: str, ref: datetime, lang: str) -> tuple[str, datetime | 
         ref: when it was said (timezone-aware); its calendar date is the reference day.
         lang: ``"en"`` or ``"zh"``; Chinese expressions are resolved in any text that holds Chinese
             characters, English ones in every text.
+        hemisphere: ``north`` or ``south``: which months a season names.
 
     Returns:
         The rewritten text and the start of the first resolved expression (midnight in ``ref``'s
@@ -542,11 +648,11 @@ def resolve_dates(text: str, ref: datetime, lang: str) -> tuple[str, datetime | 
     found: list[date] = []
     out = text
     if lang == "zh" or CJK.search(text):
-        out, d = _resolve_zh(out, day)
+        out, d = _resolve_zh(out, day, hemisphere)
         if d is not None:
             found.append(d)
     if lang != "zh" or re.search(r"[A-Za-z]", out):
-        out, d = _resolve_en(out, day)
+        out, d = _resolve_en(out, day, hemisphere)
         if d is not None:
             found.append(d)
     if not found:

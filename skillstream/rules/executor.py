@@ -142,15 +142,22 @@ class RulesExecutor:
             ("The assistant suggested ..."); when false, assistant messages are skipped.
         categories: the bank holds the category skills of ``skillstream.rules.skills``: only the
             statements of selected categories are kept (see ``statement_filter``).
+        hemisphere: ``north`` or ``south``: the months a season names (``rules.dates``).
     """
 
     name = "rules"
     needs_span_vector = False
     predictable = True
 
-    def __init__(self, keep_assistant_suggestions: bool = True, categories: bool = False) -> None:
+    def __init__(
+        self,
+        keep_assistant_suggestions: bool = True,
+        categories: bool = False,
+        hemisphere: str = "north",
+    ) -> None:
         self.keep_assistant_suggestions = keep_assistant_suggestions
         self.categories = categories
+        self.hemisphere = hemisphere
         self._said: OrderedDict[int, tuple[Span, tuple, list[Statement]]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -261,7 +268,7 @@ class RulesExecutor:
         if not clean:
             return None
         cls = classify(clean, lang, exclude=vocatives)
-        resolved, ts = resolve_dates(strip_cue(clean), m.ts, lang)
+        resolved, ts = resolve_dates(strip_cue(clean), m.ts, lang, self.hemisphere)
         text = self._attribute(resolved, name, addressee, lang)
         if not _mentions(text, name):
             text = said(text, name, lang, vocatives)
@@ -289,9 +296,9 @@ class RulesExecutor:
     ) -> Statement:
         asker = _speaker_name(prev, lang)
         q_clean = strip_fillers(question, vocatives)
-        q_resolved, q_ts = resolve_dates(q_clean, prev.ts, lang)
+        q_resolved, q_ts = resolve_dates(q_clean, prev.ts, lang, self.hemisphere)
         q_text = self._attribute(q_resolved, asker, name, lang).rstrip()
-        resolved, ts = resolve_dates(clean, m.ts, lang) if clean else ("", None)
+        resolved, ts = resolve_dates(clean, m.ts, lang, self.hemisphere) if clean else ("", None)
         a_text = self._attribute(resolved, name, asker, lang) if resolved else ""
         word = {
             "yes": "是的" if lang == "zh" else "yes",
@@ -357,7 +364,7 @@ class RulesExecutor:
         user = _addressee(msgs, j, lang) or ("用户" if lang == "zh" else "the user")
         out = []
         for sentence in split_sentences(m.text):
-            clean, ts = resolve_dates(strip_fillers(sentence), m.ts, lang)
+            clean, ts = resolve_dates(strip_fillers(sentence), m.ts, lang, self.hemisphere)
             got = _suggestion(clean, user, lang)
             if got is None:
                 continue

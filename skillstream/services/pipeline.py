@@ -47,7 +47,10 @@ def make_executor(settings: Settings) -> Executor:
         from skillstream.rules import RulesExecutor
         from skillstream.rules.skills import NAMES
 
-        return RulesExecutor(categories=bool(NAMES & set(checkpoint_skills(settings))))
+        return RulesExecutor(
+            categories=bool(NAMES & set(checkpoint_skills(settings))),
+            hemisphere=settings.extraction.hemisphere,
+        )
     from skillstream.memskill.factory import make_llm_executor
 
     return make_llm_executor(settings.llm, settings.storage.home)

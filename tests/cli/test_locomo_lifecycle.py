@@ -168,7 +168,7 @@ def test_history_and_contradictions_commands(home):
     ]
     assert hist["memory"]["valid_to"] == bergen["valid_from"]
     assert [(c["memory_b"], c["resolution"], c["rule"]) for c in hist["contradictions"]] == [
-        (bergen["id"], "keep-b", "newer")
+        (bergen["id"], "keep-b", "updated")
     ]
     text = invoke(home, "history", oslo)
     assert "invalidated" in text and "generated -> archived" in text

@@ -134,7 +134,7 @@ def test_update_that_changes_a_slot_value_supersedes_instead_of_overwriting():
         oslo.id,
         bergen.id,
         "keep-b",
-        "newer",
+        "updated",
         bergen.id,
     )
     assert row["description"] == "home changed: oslo -> bergen"

@@ -87,7 +87,7 @@ ZH_CASES = [
     ("上个月搬家了", "2023年4月搬家了", day(2023, 4, 1)),
     ("下个月去巴黎", "2023年6月去巴黎", day(2023, 6, 1)),
     ("去年我搬家了", "2022年我搬家了", day(2022, 1, 1)),
-    ("今年夏天", "2023年夏天", day(2023, 1, 1)),
+    ("今年夏天", "2023年夏天（2023年6月至8月）", day(2023, 6, 1)),
     ("明年毕业", "2024年毕业", day(2024, 1, 1)),
     ("三天前", "2023年5月5日", day(2023, 5, 5)),
     ("两个星期前", "约2023年4月24日", day(2023, 4, 24)),
@@ -126,3 +126,66 @@ def test_month_arithmetic_clamps_and_wraps() -> None:
     jan = datetime(2024, 1, 10, tzinfo=UTC)
     assert resolve_dates("last month", jan, "en") == ("in December 2023", day(2023, 12, 1))
     assert resolve_dates("上个月", jan, "zh") == ("2023年12月", day(2023, 12, 1))
+
+
+SEASON_REF = datetime(2025, 3, 14, 9, 0, tzinfo=UTC)
+SEASON_CASES = [
+    (
+        "I moved to Lisbon last spring.",
+        "I moved to Lisbon in spring 2024 (March to May 2024).",
+        day(2024, 3, 1),
+    ),
+    (
+        "We are going to Japan this summer.",
+        "We are going to Japan in summer 2025 (June to August 2025).",
+        day(2025, 6, 1),
+    ),
+    (
+        "I went skiing last winter.",
+        "I went skiing in winter 2024/25 (December 2024 to February 2025).",
+        day(2024, 12, 1),
+    ),
+    (
+        "We met in the autumn.",
+        "We met in autumn 2024 (September to November 2024).",
+        day(2024, 9, 1),
+    ),
+    (
+        "Next fall I will start college.",
+        "In autumn 2025 (September to November 2025) I will start college.",
+        day(2025, 9, 1),
+    ),
+    (
+        "I will visit in the winter.",
+        "I will visit in winter 2025/26 (December 2025 to February 2026).",
+        day(2025, 12, 1),
+    ),
+    ("我去年春天搬到了上海。", "我2024年春天（2024年3月至5月）搬到了上海。", day(2024, 3, 1)),
+    ("我们今年秋天去北京。", "我们2025年秋天（2025年9月至11月）去北京。", day(2025, 9, 1)),
+    ("明年冬季去滑雪", "2026年冬天（2026年12月至2027年2月）去滑雪", day(2026, 12, 1)),
+]
+
+
+@pytest.mark.parametrize(("text", "expected", "when"), SEASON_CASES)
+def test_seasons_resolve_to_their_months(text: str, expected: str, when: datetime) -> None:
+    lang = "zh" if any("\u4e00" <= c <= "\u9fff" for c in text) else "en"
+    assert resolve_dates(text, SEASON_REF, lang) == (expected, when)
+
+
+def test_a_season_said_as_a_habit_stays_and_the_south_turns_the_year() -> None:
+    habit = "I hike in the summer."
+    assert resolve_dates(habit, SEASON_REF, "en") == (habit, None)
+    got = resolve_dates("We are going to Japan this summer.", SEASON_REF, "en", "south")
+    assert got == (
+        "We are going to Japan in summer 2025/26 (December 2025 to February 2026).",
+        day(2025, 12, 1),
+    )
+    # in the south it is autumn on 14 March: "this autumn" is the one around that day
+    assert resolve_dates("this autumn", SEASON_REF, "en", "south") == (
+        "in autumn 2025 (March to May 2025)",
+        day(2025, 3, 1),
+    )
+    assert resolve_dates("去年夏天", SEASON_REF, "zh", "south") == (
+        "2024年夏天（2024年12月至2025年2月）",
+        day(2024, 12, 1),
+    )
