@@ -590,9 +590,10 @@ class ExtractionSettings(_Group):
     memory_skill_selection: Annotated[Selection, BeforeValidator(_name)] = _key(
         "memory_skill_selection",
         "auto",
-        "How the controller picks memory skills per span: 'auto' (every skill for the rules "
-        "backend, 'top_k' for an LLM), 'all', 'top_k' (deterministic) or 'gumbel' (Gumbel-Top-K "
-        "sampling seeded by memory_skill_seed).",
+        "How the controller picks memory skills per span: 'auto' (every skill, until a trained "
+        "controller is set with memory_skill_scorer and the backend is an LLM: then 'top_k'), "
+        "'all', 'top_k' (deterministic) or 'gumbel' (Gumbel-Top-K sampling seeded by "
+        "memory_skill_seed).",
     )
     memory_skill_k: Int = _key(
         "memory_skill_k",

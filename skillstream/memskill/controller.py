@@ -511,8 +511,11 @@ class TopKController:
 def make_controller(extraction: ExtractionSettings, llm_backend: str, embedder: Any) -> Controller:
     """The controller the ``extraction`` settings ask for (``memory_skill_selection``).
 
-    ``auto`` keeps every memory skill for the offline ``rules`` backend (its rules implement the
-    primitives and need all of them) and uses Top-K for an LLM backend.
+    ``auto`` keeps every memory skill until a controller is trained (``memory_skill_scorer``
+    names its checkpoint): an untrained Top-K scores skills by the cosine of their descriptions
+    to the span, which withholds one of the four primitives on every span, insert among them.
+    With a trained scorer and an LLM backend it is Top-K; the offline ``rules`` backend keeps
+    every skill (its rules implement the primitives and need all of them).
 
     Args:
         extraction: The ``extraction`` settings group.
@@ -529,7 +532,8 @@ def make_controller(extraction: ExtractionSettings, llm_backend: str, embedder: 
             f"{extraction.memory_skill_selection!r}"
         )
     if mode == "auto":
-        mode = "all" if (llm_backend or "rules").strip().lower() == "rules" else "top_k"
+        rules = (llm_backend or "rules").strip().lower() == "rules"
+        mode = "all" if rules or not extraction.memory_skill_scorer else "top_k"
     if mode == "all":
         return AllSkills()
     scorer: Scorer

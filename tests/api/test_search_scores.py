@@ -81,3 +81,17 @@ def test_a_correction_replaces_the_plan_it_corrects(home):
     live = [r["text"] for r in rows if r["status"] in ("generated", "activated")]
     assert len(live) == 1 and "Joana" in live[0], rows
     assert any(r["status"] == "archived" and "Joana" not in r["text"] for r in rows)
+
+
+def test_the_quickstart_query_lists_only_current_memories(home):
+    # the README's first query reads active_memories: the corrected plan is not listed as current
+    rows = home.sql(
+        "SELECT owner_id, kind, text, status FROM active_memories ORDER BY owner_id, event_ts"
+    ).to_pylist()
+    assert rows and {r["status"] for r in rows} <= {"generated", "activated"}
+    assert not any(
+        r["text"] == "Maya is planning a trip to Lisbon in April 2025 with Maya's sister Ana."
+        for r in rows
+    )
+    everything = home.sql("SELECT count(*) AS n FROM memories").to_pylist()[0]["n"]
+    assert everything > len(rows)

@@ -253,7 +253,9 @@ def controller(embedder, **keys):
 def test_make_controller_follows_the_settings(tmp_path, embedder):
     rules = controller(embedder, llm="rules")
     assert isinstance(rules, AllSkills)
-    llm = controller(embedder, llm="openai", memory_skill_k=2)
+    # an untrained controller never withholds a primitive: every skill until one is trained
+    assert isinstance(controller(embedder, llm="openai", memory_skill_k=2), AllSkills)
+    llm = controller(embedder, llm="openai", memory_skill_k=2, memory_skill_selection="top_k")
     assert isinstance(llm, TopKController) and llm.k == 2 and not llm.explore
     assert isinstance(llm.scorer, CosineScorer)
     forced = controller(embedder, llm="rules", memory_skill_selection="top_k")
@@ -269,7 +271,7 @@ def test_make_controller_follows_the_settings(tmp_path, embedder):
 
 
 def test_real_embeddings_keep_insert_for_a_span_with_news(embedder):
-    ctl = controller(embedder, llm="openai")
+    ctl = controller(embedder, llm="openai", memory_skill_selection="top_k")
     span = embedder.encode(
         ['Caroline said, "I moved to Lisbon last month and started as a nurse."']
     )[0]
