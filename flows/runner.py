@@ -604,8 +604,14 @@ class Runner:
 
     def finish(self) -> None:
         """Fold new rows into the full-text index and compact a shared catalog (process 0; a run
-        scoped to some owners leaves both to the next whole run)."""
+        scoped to some owners leaves both to the next whole run, and a one-process run that
+        stored nothing leaves them to the next run that does: its start-up stays small)."""
         if not self.cluster.first or self.owners is not None:
+            return
+        counts = self.counters.snapshot()
+        if self.cluster.processes == 1 and not (
+            counts.get("spans_done", 0) or counts.get("memory_changes", 0)
+        ):
             return
         try:
             from skillstream.storage.home import open_index
