@@ -95,9 +95,9 @@ def test_offline_recall_of_the_raw_turn_baseline(offline: dict[str, Any]) -> Non
     res = offline["result"]
     by_q = {q["index"]: q for q in offline["questions"]}
     # Every single-evidence question finds its turn first. In the multi-hop one (dog + sister),
-    # the turn that names the dog (not evidence: it says nothing of what the dog does) ties with
-    # the sister's turn in fused relevance and comes first, as the vector search ranks it (ties
-    # never follow ids); both evidence turns are within three.
+    # the turn that names the dog (not evidence: it says nothing of what the dog does) is a
+    # little closer to the question than the sister's turn and comes first; both evidence turns
+    # are within three.
     assert {i: by_q[i]["baseline"]["recall@1"] for i in (0, 1, 2, 3, 4)} == {
         0: 1.0,
         1: 1.0,
@@ -106,7 +106,7 @@ def test_offline_recall_of_the_raw_turn_baseline(offline: dict[str, Any]) -> Non
         4: 1.0,
     }
     top = by_q[3]["baseline"]["retrieved"]
-    assert top[0]["source_message_ids"] == ["D1:1"] and top[0]["score"] == top[1]["score"]
+    assert top[0]["source_message_ids"] == ["D1:1"] and top[0]["score"] > top[1]["score"]
     assert res["baseline"]["recall@1"] == 0.8
     assert res["baseline"]["recall@3"] == 1.0
     assert res["baseline_per_category"]["1"]["recall@1"] == 0.0
