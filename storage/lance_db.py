@@ -1,13 +1,15 @@
-"""A LanceDB database that reads through ``lance`` and imports ``lancedb`` only to write.
+"""A LanceDB database that reads and writes rows through ``lance``, and imports ``lancedb`` only
+to create a table or an index, or to compact.
 
 Importing ``lancedb`` takes over a second (most of it the generated client of its namespace
 service, which a local or object-store home never uses), more than everything else a ``search``
-or ``stats`` needs. What reading a table takes (its schema, its indexes, counting rows, the
-``lance`` dataset that search and SQL read) comes from ``lance`` itself, which LanceDB reads
-through too; the ``lancedb`` connection and table are opened the first time something else is
-asked of a table (an upsert, a delete, an index to create, compaction).
+or a run with nothing new needs. Everything a table's rows need (its schema, its indexes,
+counting, the ``lance`` dataset that search and SQL read, upserts, updates and deletes) goes
+through ``lance`` itself, which LanceDB writes through too, with the same merge-insert, update
+and delete of one dataset version; the ``lancedb`` connection and table are opened the first
+time anything else is asked of a table.
 
-Both sides see the latest committed version: datasets are opened afresh for every read, and the
+Both sides see the latest committed version: datasets are opened afresh for every call, and the
 connection is opened with ``read_consistency_interval=0``. ``memory://`` databases live in one
 LanceDB connection's memory, so they go through ``lancedb`` for everything.
 """
