@@ -31,7 +31,7 @@ def write_toml(home, text: str | bytes):
 
 def test_groups_hold_every_key_once_with_todays_defaults(tmp_path):
     s = Settings.load(home=str(tmp_path))
-    assert len(KEYS) == 84
+    assert len(KEYS) == 85
     assert s.llm.backend == "rules" and s.llm.cache is True and s.llm.model == "gpt-4o-mini"
     assert (s.embedding.model, s.embedding.batch) == ("minilm", 64)
     assert (s.embedding.prefetch, s.embedding.threads, s.embedding.blas_threads) == (True, 0, 1)
@@ -51,6 +51,7 @@ def test_groups_hold_every_key_once_with_todays_defaults(tmp_path):
     assert s.distillation.enabled is True and s.distillation.full is False
     assert s.kafka.events_partitions == 3 and s.kafka.config == {}
     assert s.extraction.memory_skill_selection == "auto"
+    assert s.extraction.hemisphere == "north"
     assert s.storage.lancedb == str(tmp_path / "lancedb")
     assert s.storage.index_vector_type == "ivf_flat"
     assert s.storage.catalog == str(tmp_path / "catalog.duckdb")
