@@ -214,6 +214,7 @@ class LanceTable:
         self.indexes = indexes or IndexPolicy(scalar_rows=0, vector_rows=0)
         self._ann = False
         self._ann_checked = -_ANN_RECHECK_S
+        self._key_index = False
         self._tbl: Any = self._open() if create else None
 
     # ------------------------------------------------------------------ opening
@@ -306,15 +307,21 @@ class LanceTable:
             v = filters.lance_column(self.version_column)
             guard = f"target.{v} IS NULL OR source.{v} >= target.{v}"
         tbl = self._require()
-        if isinstance(tbl, LanceDBTable):  # written through lance, as LanceDB itself writes
+        if isinstance(tbl, LanceDBTable) and not self._key_indexed():
+            # written through lance, as LanceDB itself writes. Once the key has its index, the
+            # write goes through LanceDB: pylance 14 refuses a conditional merge-insert that
+            # finds its rows through the key's index ("primary key ... must not be nullable")
 
             def write() -> Any:
+                ds = tbl.to_lance()
+                # the stored fields as they are (a declared key is not nullable), as LanceDB
+                # casts a batch to its table's schema
+                stored = pa.schema([ds.schema.field(n) for n in data.column_names])
                 return (
-                    tbl.to_lance()
-                    .merge_insert(self.key)
+                    ds.merge_insert(self.key)
                     .when_matched_update_all(condition=guard)
                     .when_not_matched_insert_all()
-                    .execute(data)
+                    .execute(data.cast(stored))
                 )
         else:
 
@@ -419,6 +426,12 @@ class LanceTable:
         if made:
             log.info("%s: indexed %s at %d rows", self.name, ", ".join(made), rows)
         return made
+
+    def _key_indexed(self) -> bool:
+        """Whether the key column has its scalar index (a ``True`` is kept: indexes stay)."""
+        if not self._key_index:
+            self._key_index = self.key in self.indexed_columns()
+        return self._key_index
 
     def _has_ann(self) -> bool:
         """Whether the vector column has an ANN index (a ``True`` is kept; a ``False`` is looked

@@ -6,7 +6,8 @@ service, which a local or object-store home never uses), more than everything el
 or a run with nothing new needs. Everything a table's rows need (its schema, its indexes,
 counting, the ``lance`` dataset that search and SQL read, upserts, updates and deletes) goes
 through ``lance`` itself, which LanceDB writes through too, with the same merge-insert, update
-and delete of one dataset version; the ``lancedb`` connection and table are opened the first
+and delete of one dataset version (an upsert into a table whose key has its index goes through
+LanceDB: see ``LanceTable.upsert``); the ``lancedb`` connection and table are opened the first
 time anything else is asked of a table.
 
 Both sides see the latest committed version: datasets are opened afresh for every call, and the
