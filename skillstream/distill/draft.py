@@ -31,7 +31,6 @@ from skillstream.distill.record import (
     slugify,
 )
 from skillstream.distill.steps import terms
-from skillstream.vocab import TaskSkillStatus
 
 MAX_STEPS = 12
 MAX_ITEMS = 12
@@ -111,7 +110,6 @@ def apply_draft(
             skill.stats = fold_stats(skill.stats, draft.stats)
         else:
             _merge_evidence(skill, draft)
-        skill.status = TaskSkillStatus.ACTIVE
     skill.version += 1
     skill.updated_at = now
     skill.distiller = distiller
