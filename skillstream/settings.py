@@ -893,8 +893,9 @@ class DistillationSettings(_Group):
     min_support: Int = _key(
         "skill_min_support",
         2,
-        "Distinct conversations a distilled task skill needs before it leaves `candidate` and is "
-        "served (`active`); 1 serves every new skill at once.",
+        "Task segments (occurrences of the task: conversations, or later sessions of one) a "
+        "distilled task skill needs before it leaves `candidate` and is served and published "
+        "(`active`); 1 serves every new skill at once.",
         ge=1,
     )
     retire_below: Float = _key(

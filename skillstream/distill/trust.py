@@ -1,8 +1,10 @@
 """Trust in a task skill: its state, its reliability and every change of state with its reason.
 
 A distilled skill has to earn its place. It is born a ``candidate`` (kept, recalled by distillation,
-not served to agents) and becomes ``active`` once ``min_support`` independent segments (from
-different conversations) support it. Each skill carries a **reliability**: the posterior mean of
+not served to agents, no package published) and becomes ``active`` once ``min_support`` task
+segments support it: each segment is one occurrence of the task (a conversation, or a later
+session of one, in which the user did it again), so two segments are two independent times the
+procedure was followed. Each skill carries a **reliability**: the posterior mean of
 a Beta(1, 1) prior updated by its outcomes (a success or a failure from feedback or a message's
 ``outcome`` metadata; a view counts as ``view_weight`` of a success, an agent chose to read it).
 An active skill whose reliability falls below ``retire_below`` after at least ``min_outcomes``
@@ -83,8 +85,8 @@ def reliability(skill: TaskSkill, rules: TrustRules) -> float:
 
 
 def support(skill: TaskSkill) -> int:
-    """Independent evidence: the distinct conversations the skill was distilled from."""
-    return len(set(skill.source_conversation_ids))
+    """Independent evidence: the distinct task segments the skill was distilled from."""
+    return len(set(skill.source_segment_ids))
 
 
 def is_pinned(skill: TaskSkill) -> bool:
@@ -116,7 +118,7 @@ def promote(skill: TaskSkill, rules: TrustRules) -> tuple[str, str] | None:
     """``(state, reason)`` a just-distilled version should take instead of its own, if any: a
     candidate with enough support becomes active (the caller keeps the version number)."""
     if skill.status == TaskSkillStatus.CANDIDATE and support(skill) >= rules.min_support:
-        return TaskSkillStatus.ACTIVE, f"supported by {support(skill)} conversations"
+        return TaskSkillStatus.ACTIVE, f"supported by {support(skill)} segments"
     if skill.status == TaskSkillStatus.STALE:
         return TaskSkillStatus.ACTIVE, "distilled again from a new segment"
     return None

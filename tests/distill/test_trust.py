@@ -29,15 +29,15 @@ def skill(name: str = "book-a-table", status: str = "active", **fields) -> TaskS
     return s
 
 
-def test_a_new_skill_waits_for_a_second_conversation():
-    one = skill(status="candidate", source_conversation_ids=["c1"])
+def test_a_new_skill_waits_for_a_second_segment():
+    one = skill(status="candidate", source_segment_ids=["s1"])
     assert born(one, RULES) == "candidate"
     assert promote(one, RULES) is None
-    two = skill(status="candidate", source_conversation_ids=["c1", "c2"])
+    two = skill(status="candidate", source_segment_ids=["s1", "s2"])
     assert born(two, RULES) == "active"
-    assert promote(two, RULES) == ("active", "supported by 2 conversations")
-    # two segments of one conversation are not independent
-    same = skill(status="candidate", source_conversation_ids=["c1", "c1"])
+    assert promote(two, RULES) == ("active", "supported by 2 segments")
+    # one segment recorded twice is one occurrence
+    same = skill(status="candidate", source_segment_ids=["s1", "s1"])
     assert promote(same, RULES) is None
     assert born(one, TrustRules()) == "active"
 
