@@ -7,9 +7,9 @@ model over its name, description and triggers), ``task-skill`` and the name as t
 ``task_skill:<name>`` as its key, and no event time (a procedure happened at no one time; its
 creation and update times are the task skill's). Its status follows the task skill's (only an
 active task skill is a live memory: candidates, stale, retired and archived ones are archived
-items, found when a search asks for archived memories too; deleted ones drop out), its confidence is
-the task skill's reliability (``distill.trust``, which memory search ranks by), its version is the
-task skill's, and each version records one lifecycle event.
+items, found when a search asks for archived memories too; deleted ones drop out), its confidence
+follows the task skill's reliability (:func:`confidence`; memory search ranks by confidence), its
+version is the task skill's, and each version records one lifecycle event.
 
 These items are written by the store's writer, never extracted: the extraction state never reads
 them (``storage.lance.MemoryIndex.owner_memories`` leaves them out), so they change no extracted
@@ -63,7 +63,7 @@ def skill_memory(skill: TaskSkill) -> Memory:
         key=f"task_skill:{skill.name}",
         subject=skill.name,
         tags=[TAG, skill.name],
-        confidence=round(reliability(skill, TrustRules()), 4),
+        confidence=confidence(skill),
         status=_STATUS.get(TaskSkillStatus(skill.status), MemoryStatus.ACTIVATED),
         event_ts=None,
         valid_from=skill.created_at,
@@ -76,6 +76,13 @@ def skill_memory(skill: TaskSkill) -> Memory:
         version=skill.version,
         vector=list(skill.vector) if skill.vector else None,
     )
+
+
+def confidence(skill: TaskSkill) -> float:
+    """The item's confidence: 1 while the skill's reliability is at least the prior's (0.5, no
+    outcomes yet, or more successes than failures), and in proportion below it, so memory search
+    ranks a skill that keeps failing lower and leaves every other skill where it was."""
+    return round(min(1.0, 2.0 * reliability(skill, TrustRules())), 4)
 
 
 def skill_event(skill: TaskSkill, change: str, recorded_at: datetime | None = None) -> MemoryEvent:
