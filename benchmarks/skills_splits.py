@@ -7,9 +7,10 @@ Each share runs ``skillstream eval skills PATH --share S`` (``eval.skills.evalua
 offline ``rules`` distiller, 70% of each task's kept dialogues distilled, the rest recalled) with
 one embedding cache for all runs, so the model loads once. Reported per share: served skills
 (``active``), candidates still on probation, tasks, skills per task, purity, recall@1 and the
-step-coverage figures (``step_recall``, ``baseline_step_recall``, ``no_skill_step_recall``) and
-``grounded_share``. The aim: at most 1.25 served skills per task on every share, purity at least
-0.95 and recall@1 at least 0.9.
+step-coverage figures (``step_recall``, ``baseline_step_recall``, ``no_skill_step_recall``),
+``grounded_share``, the concrete tokens the served skills name and the invented tokens the
+grounding check held back. The aim: at most 1.25 served skills per task on every share, purity
+at least 0.95 and recall@1 at least 0.9.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ KEYS = (
     "baseline_step_recall",
     "no_skill_step_recall",
     "grounded_share",
+    "concrete_tokens",
+    "invented_tokens",
 )
 
 
@@ -63,15 +66,17 @@ def run(data: str, shares: list[float]) -> dict[str, Any]:
 def table(result: dict[str, Any]) -> list[str]:
     lines = [
         "| share | distilled | skills | candidates | tasks | skills/task | purity | recall@1 "
-        "| step_recall | baseline | no skill | grounded |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| step_recall | baseline | no skill | grounded | tokens | invented |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: | ---: |",
     ]
     for r in result["splits"]:
         lines.append(
             f"| {r['share']:g} | {r['train_dialogues']} | {r['skills']} | {r['candidates']} "
             f"| {r['tasks']} | {r['skills_per_task']:.2f} | {r['purity']:.3f} "
             f"| {r['recall@1']:.3f} | {_f(r['step_recall'])} | {_f(r['baseline_step_recall'])} "
-            f"| {_f(r['no_skill_step_recall'])} | {_f(r['grounded_share'])} |"
+            f"| {_f(r['no_skill_step_recall'])} | {_f(r['grounded_share'])} "
+            f"| {r['concrete_tokens']} | {r['invented_tokens']} |"
         )
     return lines
 

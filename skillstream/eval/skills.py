@@ -19,8 +19,9 @@ top task skill is recalled. Reported:
   of the single most similar distilled dialogue (cosine of the same query) in place of a skill,
   and ``no_skill_step_recall`` with no procedure at all (0 by construction: the floor);
 * ``grounded_share``: share of served skills whose commands, paths, URLs, file names and tool
-  names all appear in their source dialogues (``distill.grounding``); ``invented_tokens`` the
-  tokens the grounding check found in drafts before it held them back.
+  names all appear in their source dialogues (``distill.grounding``), ``concrete_tokens`` how many
+  such tokens the served skills name; ``invented_tokens`` the tokens the grounding check found in
+  drafts before it held them back.
 
 The recall query for a held-out dialogue is what the distiller itself would search with: the
 offline draft's name, description and triggers (no LLM call), or the user's turns when the
@@ -44,7 +45,7 @@ from skillstream.connectors.star import load_star_dialogues
 from skillstream.distill.coverage import step_recall
 from skillstream.distill.distiller import CachedEmbed, OwnerTaskSkills, TaskSkillDistiller
 from skillstream.distill.factory import make_distiller, trust_rules
-from skillstream.distill.grounding import invented
+from skillstream.distill.grounding import concrete_tokens, invented
 from skillstream.distill.heuristics import draft_of
 from skillstream.distill.recall import recall
 from skillstream.distill.record import ConversationBlock, TaskSkillResult
@@ -236,6 +237,7 @@ def evaluate_star(
         "no_skill_step_recall": 0.0,
         "step_dialogues": len(cover),
         "grounded_share": _mean([1.0 if g else 0.0 for g in grounded]),
+        "concrete_tokens": sum(len(concrete_tokens(s)) for s in skills),
         "invented_tokens": len(made_up),
         "invented_examples": sorted(set(made_up))[:20],
         "llm_calls": len([c for c in calls if not c.cached]),
