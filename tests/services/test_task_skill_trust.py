@@ -22,7 +22,7 @@ def versions(settings: Settings) -> list[tuple]:
     try:
         rows = cat.sql(
             "select version, change, status, reason, created_at from task_skill_versions "
-            "order by version, created_at"
+            "order by created_at, version"
         ).to_pylist()
     finally:
         cat.close()
@@ -61,11 +61,20 @@ def test_usage_age_makes_a_skill_stale_then_archived_and_a_pin_holds_it(tmp_path
     )
     now = [T0]
 
-    def api() -> TaskSkillAPI:
-        return TaskSkillAPI(settings, owner="u1", embed=embedder.encode, clock=lambda: now[0])
+    service = TaskSkillAPI(settings, owner="u1", embed=embedder.encode, clock=lambda: now[0])
 
-    for name in ("deploy-app", "rotate-keys"):
+    def api() -> TaskSkillAPI:
+        return service
+
+    for name in ("deploy-app", "rotate-keys", "book-room"):
         api().save(TaskSkill.new("u1", name, description=f"{name}.", procedure=["Do it."]))
+    for day, note in ((1, "no room"), (2, "wrong date"), (3, "double booked")):
+        now[0] = T0 + timedelta(days=day)
+        got = api().feedback("book-room", False, note)
+    assert (got["state"], got["change"]) == (
+        "retired",
+        "active -> retired: reliability 0.20 below 0.4 after failure: double booked",
+    )
     now[0] = T0 + timedelta(days=10)
     assert api().pin("rotate-keys")["pinned"] is True
     now[0] = T0 + timedelta(days=29, hours=23)
@@ -94,9 +103,19 @@ def test_usage_age_makes_a_skill_stale_then_archived_and_a_pin_holds_it(tmp_path
     every = api().list(include_archived=True)
     assert [(s["name"], s["state"], s["pinned"]) for s in every] == [
         ("rotate-keys", "active", True),
+        ("book-room", "retired", False),
         ("deploy-app", "archived", False),
     ]
     assert [v for v in versions(settings) if v[1] != "saved"] == [
+        (2, "feedback", "active", "failure: no room", T0 + timedelta(days=1)),
+        (3, "feedback", "active", "failure: wrong date", T0 + timedelta(days=2)),
+        (
+            4,
+            "feedback",
+            "retired",
+            "active -> retired: reliability 0.20 below 0.4 after failure: double booked",
+            T0 + timedelta(days=3),
+        ),
         (2, "pinned", "active", "active -> active: pinned by a person", T0 + timedelta(days=10)),
         (2, "aged", "stale", "active -> stale: unused for 30 days (limit 30)", stale_at),
         (3, "aged", "archived", "stale -> archived: unused for 90 days (limit 90)", archived_at),
