@@ -298,6 +298,12 @@ class TaskSkillDistiller:
                 log.warning("full-mode details for task skill %s failed: %s", skill.name, e)
         made_up = self.unsourced(skill, existing, segment)
         if made_up and existing is not None:  # an update may not bring in made-up tokens
+            log.info(
+                "update of task skill %s from %s refused: %s not in its sources",
+                existing.name,
+                segment.segment_id,
+                ", ".join(made_up),
+            )
             return TaskSkillResult(
                 action="ungrounded",
                 llm_calls=calls,
