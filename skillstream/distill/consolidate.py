@@ -48,7 +48,7 @@ from skillstream.distill.draft import (
 from skillstream.distill.heuristics import STEP_WEIGHT, step_overlap
 from skillstream.distill.recall import mean_cosine, prototype, recall
 from skillstream.distill.record import FILE_SECTIONS, LIST_SECTIONS, TaskSkill
-from skillstream.distill.trust import LIVE
+from skillstream.distill.trust import LIVE, TRUST, counters
 from skillstream.vocab import TaskSkillStatus
 
 SHARED_STEPS = 0.4
@@ -217,6 +217,12 @@ def merge(
         | set(absorbed.stats.get(MERGED_FROM, []))
     )
     kept.stats[SEEN] = max(int(survivor.stats.get(SEEN, 0)), int(absorbed.stats.get(SEEN, 0)))
+    mine, theirs = counters(survivor), counters(absorbed)
+    kept.stats[TRUST] = {
+        "successes": mine["successes"] + theirs["successes"],
+        "failures": mine["failures"] + theirs["failures"],
+        "pinned": mine["pinned"] or theirs["pinned"],
+    }
     kept.source_segment_ids = _union(survivor.source_segment_ids, absorbed.source_segment_ids)
     kept.source_conversation_ids = _union(
         survivor.source_conversation_ids, absorbed.source_conversation_ids

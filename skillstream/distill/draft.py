@@ -220,6 +220,8 @@ def fold_stats(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """Add a draft's evidence to a skill's: steps (support, summed position), term counts, and
     the sums of the draft and request vectors (whose directions are the skill's prototypes)."""
     out: dict[str, Any] = {
+        # what the evidence does not hold (trust counters, merge links) stays as it was
+        **{k: v for k, v in old.items() if k not in ("n", "steps", "terms", *PROTOTYPES)},
         "n": int(old.get("n", 0)) + int(new.get("n", 0)),
         "steps": [list(s) for s in old.get("steps", [])],
         "terms": dict(old.get("terms", {})),

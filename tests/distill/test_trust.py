@@ -10,6 +10,7 @@ from skillstream.distill.trust import (
     TrustRules,
     age_change,
     born,
+    counters,
     outcome_of,
     pin,
     promote,
@@ -120,3 +121,28 @@ def test_outcome_metadata_and_serving_order():
     gone = skill("gone", status="retired")
     order = serve_order([gone, cand, meh, good], RULES)
     assert [s.name for s in order] == ["good", "meh", "cand", "gone"]
+
+
+def test_outcomes_in_message_metadata_count_for_the_skill_a_segment_distils():
+    import dataclasses
+
+    from skillstream.distill.distiller import OwnerTaskSkills, TaskSkillDistiller
+    from skillstream.distill.draft import Draft
+    from skillstream.distill.record import ConversationBlock
+    from tests.distill.conftest import DEPLOY_1, block
+    from tests.distill.test_grounding import Scripted, embed
+
+    def draft() -> Draft:
+        return Draft(name="deploy-flask-app", title="Deploy", procedure=["Run pytest."])
+
+    core = TaskSkillDistiller(Scripted(draft), embed, trust=RULES, clock=lambda: T0)
+    state = OwnerTaskSkills("u1")
+    for n in range(3):
+        plain = block(DEPLOY_1, conversation_id=f"c{n}")
+        last = dataclasses.replace(plain.messages[-1], metadata='{"outcome": "failure"}')
+        (r,) = core.distill_block(state, ConversationBlock.of([*plain.messages[:-1], last]))
+    assert r.skill.status == "retired"
+    assert r.reason == (
+        "active -> retired: reliability 0.20 below 0.4 after failure: message c2-s1-7"
+    )
+    assert counters(r.skill) == {"successes": 0.0, "failures": 3.0, "pinned": False}
