@@ -160,10 +160,17 @@ class TaskSkills:
         """Refuse a read of a home where nothing was stored (see :func:`_require_home`)."""
         _require_home(self._settings)
 
-    def list(self, owner: str | None = None, *, include_archived: bool = False) -> Result:
-        """Owner, name, description and version of each published task skill."""
+    def list(
+        self,
+        owner: str | None = None,
+        *,
+        include_archived: bool = False,
+        states: Sequence[str] | None = None,
+    ) -> Result:
+        """Owner, name, description, version, state and reliability of each served (``active``)
+        task skill; ``include_archived`` adds every state but deleted, ``states`` picks them."""
         self._reading()
-        rows = self._api.list(owner, include_archived=include_archived)
+        rows = self._api.list(owner, include_archived=include_archived, states=states)
         if not rows:
             import pyarrow as pa
 
@@ -174,6 +181,11 @@ class TaskSkills:
                         "name": pa.array([], pa.string()),
                         "description": pa.array([], pa.string()),
                         "version": pa.array([], pa.int64()),
+                        "state": pa.array([], pa.string()),
+                        "reliability": pa.array([], pa.float64()),
+                        "successes": pa.array([], pa.int64()),
+                        "failures": pa.array([], pa.int64()),
+                        "pinned": pa.array([], pa.bool_()),
                     }
                 )
             )
@@ -236,6 +248,27 @@ class TaskSkills:
         """Soft delete: a new version with status ``deleted``; history and packages stay."""
         return self._api.delete(name, owner)
 
+    def feedback(
+        self, name: str, success: bool, note: str = "", owner: str | None = None
+    ) -> dict[str, Any]:
+        """Record whether using a task skill worked: a new version with the outcome counted in
+        its reliability; ``retired`` (no longer served) when it falls below the threshold.
+
+        Returns:
+            ``name``, ``version``, ``state``, ``reliability``, ``successes``, ``failures``,
+            ``pinned`` and ``change`` (the change of state, or None).
+        """
+        return self._api.feedback(name, success, note, owner)
+
+    def pin(self, name: str, owner: str | None = None, *, pinned: bool = True) -> dict[str, Any]:
+        """Pin a task skill (active and served whatever its outcomes and age), or unpin it."""
+        return self._api.pin(name, owner, pinned=pinned)
+
+    def maintain(self, owner: str | None = None) -> builtins.list[dict[str, Any]]:
+        """Move unused task skills to ``stale`` and ``archived`` by usage age; one row per
+        change (``owner_id``, ``name``, ``old``, ``new``, ``reason``, ``at``)."""
+        return self._api.maintain(owner)
+
     def export(
         self, folder: str | os.PathLike[str], owner: str | None = None
     ) -> builtins.list[Path]:
@@ -243,10 +276,18 @@ class TaskSkills:
         self._reading()
         return self._api.export(Path(folder), owner)
 
-    def search(self, query: str, owner: str | None = None, k: int = 5) -> Result:
-        """Task skills by name, description and triggers (hybrid), best first."""
+    def search(
+        self,
+        query: str,
+        owner: str | None = None,
+        k: int = 5,
+        *,
+        states: Sequence[str] | None = None,
+    ) -> Result:
+        """Task skills by name, description and triggers (hybrid), served ones unless
+        ``states`` asks for more, best first by relevance times reliability."""
         self._reading()
-        return Result.from_rows(self._api.search(query, owner, k))
+        return Result.from_rows(self._api.search(query, owner, k, states=states))
 
 
 class Home:

@@ -900,6 +900,48 @@ class DistillationSettings(_Group):
         "Related task skills recalled per segment.",
         ge=0,
     )
+    min_support: Int = _key(
+        "skill_min_support",
+        2,
+        "Task segments (occurrences of the task: conversations, or later sessions of one) a "
+        "distilled task skill needs before it leaves `candidate` and is served and published "
+        "(`active`); 1 serves every new skill at once.",
+        ge=1,
+    )
+    retire_below: Float = _key(
+        "skill_retire_below",
+        0.4,
+        "Reliability (posterior mean success rate of a task skill's outcomes) below which an "
+        "active task skill is `retired` and no longer served.",
+        ge=0,
+        le=1,
+    )
+    min_outcomes: Int = _key(
+        "skill_min_outcomes",
+        3,
+        "Outcomes (successes and failures) a task skill needs before its reliability can retire "
+        "it.",
+        ge=1,
+    )
+    view_weight: Float = _key(
+        "skill_view_weight",
+        0.1,
+        "Weight of one view of a task skill (`skills show`, `skill_view`) as a success in its "
+        "reliability.",
+        ge=0,
+    )
+    stale_days: Float = _key(
+        "skill_stale_days",
+        90.0,
+        "Days without use after which an active task skill becomes `stale` (`skills maintain`).",
+        gt=0,
+    )
+    archive_days: Float = _key(
+        "skill_archive_days",
+        365.0,
+        "Days without use after which a stale or active task skill is `archived`.",
+        gt=0,
+    )
 
 
 class KafkaSettings(_Group):

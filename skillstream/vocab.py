@@ -126,10 +126,18 @@ class Op(Word):
 
 
 class TaskSkillStatus(Word):
-    """Whether a task skill is published (the ``status`` column of ``task_skills``)."""
+    """A task skill's state (the ``status`` column of ``task_skills``; see ``distill.trust``)."""
 
+    CANDIDATE = "candidate"
+    """Distilled, on probation: recalled by distillation, not served until enough support."""
     ACTIVE = "active"
+    """Published and served."""
+    RETIRED = "retired"
+    """Its outcomes brought its reliability below the threshold: not served by default."""
+    STALE = "stale"
+    """Unused for a while: not served by default; a new segment or a pin makes it active."""
     ARCHIVED = "archived"
+    """Unused for long, or merged into another skill: kept with its history, never served."""
     DELETED = "deleted"
     """The soft delete: the record and every package stay, search and lists skip it."""
 

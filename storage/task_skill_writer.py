@@ -61,7 +61,13 @@ def write_lance(stores: Any, results: list[TaskSkillResult]) -> list[TaskSkill]:
 def catalog_rows(results: list[TaskSkillResult], stored: list[TaskSkill]) -> dict[str, list[Any]]:
     """Rows for the catalog tables ``task_skills`` (current) and ``task_skill_versions``."""
     versions = [
-        version_row(r.skill, r.action, segment_id=r.segment_id, conversation_id=r.conversation_id)
+        version_row(
+            r.skill,
+            r.action,
+            segment_id=r.segment_id,
+            conversation_id=r.conversation_id,
+            reason=r.reason,
+        )
         for r in results
         if r.changed and r.skill is not None
     ]

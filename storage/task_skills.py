@@ -57,6 +57,7 @@ def version_row(
     *,
     segment_id: str | None = None,
     conversation_id: str | None = None,
+    reason: str | None = None,
 ) -> TaskSkillVersionRow:
     """The ``task_skill_versions`` row of a task skill's current version."""
     return TaskSkillVersionRow(
@@ -72,6 +73,7 @@ def version_row(
         conversation_id=conversation_id,
         record=json.dumps(skill.document(), ensure_ascii=False, sort_keys=True),
         created_at=skill.updated_at,
+        reason=reason,
     )
 
 

@@ -3,14 +3,17 @@
 It needs the SDK's 2.x line (``mcp.server.mcpserver.MCPServer``; the ``mcp`` extra pins
 ``mcp>=2.3,<3``). Tools, all scoped to one owner:
 
-* ``skill_list``: names and descriptions of the owner's task skills (the index an agent keeps in
-  its prompt; progressive disclosure);
+* ``skill_list``: names, descriptions, states and reliability of the owner's task skills (the
+  index an agent keeps in its prompt; progressive disclosure); active ones unless it asks for more;
 * ``skill_view``: one task skill's ``SKILL.md``, its file list and version; counts as a use;
 * ``skill_save``: create or replace a task skill from a name, a description and a markdown body
   (sections such as ``## Procedure``, ``## Pitfalls``, ``## Verification``); a new version;
 * ``skill_patch``: replace or append one section; a new version;
 * ``skill_delete``: soft delete (history and packages stay);
-* ``skill_search``: task skills by name, description and triggers;
+* ``skill_search``: task skills by name, description and triggers, active ones unless it asks for
+  more, ranked by relevance and reliability;
+* ``skill_feedback``: whether using a task skill worked (its reliability; a skill that keeps
+  failing is retired);
 * ``memory_search``: hybrid search over the owner's memories (task skills come back too, marked
   ``memory_type`` ``SkillMemory``);
 * ``memory_add``: add messages of a conversation (spans, extraction, task skills), as the
@@ -75,9 +78,13 @@ def build_server(settings: Settings, owner: str, *, api: TaskSkillAPI | None = N
     server = MCPServer("skillstream-task-skills", instructions=INSTRUCTIONS)
 
     @tool
-    def skill_list() -> list[dict[str, Any]]:
-        """List the user's task skills: name and one-line description of each."""
-        return [{"name": s["name"], "description": s["description"]} for s in api.list(owner)]
+    def skill_list(include_all: bool = False) -> list[dict[str, Any]]:
+        """List the user's task skills: name, one-line description, state and reliability of
+        each. Only active skills unless include_all (candidates, stale, retired, archived)."""
+        return [
+            {k: s[k] for k in ("name", "description", "state", "reliability")}
+            for s in api.list(owner, include_archived=include_all)
+        ]
 
     @tool
     def skill_view(name: str) -> dict[str, Any]:
@@ -120,13 +127,22 @@ def build_server(settings: Settings, owner: str, *, api: TaskSkillAPI | None = N
         return {"name": skill.name, "version": skill.version, "status": skill.status}
 
     @tool
-    def skill_search(query: str, k: int = 5) -> list[dict[str, Any]]:
-        """Find the user's task skills for a task: name, description and score, best first."""
+    def skill_search(query: str, k: int = 5, include_all: bool = False) -> list[dict[str, Any]]:
+        """Find the user's task skills for a task: name, description, score, state and
+        reliability, best first. Only active skills unless include_all."""
         _require_home(settings)
+        states = None if not include_all else ("candidate", "active", "stale", "retired")
         return [
-            {"name": h["name"], "description": h["description"], "score": h["score"]}
-            for h in api.search(query, owner, k)
+            {k: h[k] for k in ("name", "description", "score", "state", "reliability")}
+            for h in api.search(query, owner, k, states=states)
         ]
+
+    @tool
+    def skill_feedback(name: str, success: bool, note: str = "") -> dict[str, Any]:
+        """Report whether following a task skill worked (success true or false, and a short
+        note). A skill that keeps failing is retired and no longer offered."""
+        got = api.feedback(name, success, note, owner)
+        return {k: got[k] for k in ("name", "version", "state", "reliability", "change")}
 
     @tool
     def memory_search(query: str, k: int = 5) -> list[dict[str, Any]]:

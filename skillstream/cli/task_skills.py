@@ -36,15 +36,32 @@ def skills() -> None:
     """Task skills: reusable procedures distilled from conversations."""
 
 
+STATES = ("candidate", "active", "stale", "retired", "archived")
+
+
 @skills.command("list")
 @_owner_option
-@click.option("--all", "include_archived", is_flag=True, help="Include archived task skills.")
+@click.option(
+    "--all",
+    "include_archived",
+    is_flag=True,
+    help="Every state but deleted (candidates, stale, retired, archived too).",
+)
+@click.option(
+    "--state",
+    "states",
+    multiple=True,
+    type=click.Choice(STATES),
+    help="Only task skills in this state (repeatable; default: active).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-def list_cmd(ctx, owner, include_archived, as_json):
-    """Names and descriptions of the task skills (the progressive-disclosure index)."""
-    rows = _api(ctx, owner).list(include_archived=include_archived)
-    columns = ["name", "description"] if owner else ["owner_id", "name", "description"]
+def list_cmd(ctx, owner, include_archived, states, as_json):
+    """Names, descriptions, states and reliability of the task skills (served first)."""
+    rows = _api(ctx, owner).list(include_archived=include_archived, states=states or None)
+    columns = ["name", "state", "reliability", "description"]
+    if not owner:
+        columns = ["owner_id", *columns]
     if as_json:
         click.echo(dumps([{c: r[c] for c in columns} for r in rows]))
     else:
@@ -112,6 +129,45 @@ def delete(ctx, name, owner):
     click.echo(f"deleted {skill.owner_id}/{skill.name} (version {skill.version})")
 
 
+@skills.command("feedback")
+@click.argument("name")
+@click.option("--success/--failure", required=True, help="Whether using the task skill worked.")
+@click.option("--note", default="", help="What happened (kept with the version).")
+@_owner_option
+@click.pass_context
+def feedback(ctx, name, success, note, owner):
+    """Record an outcome of a task skill: a new version; retired when it keeps failing."""
+    got = _api(ctx, owner).feedback(name, success, note)
+    click.echo(
+        f"{got['name']} version {got['version']}: {got['state']}, "
+        f"reliability {got['reliability']:.2f}" + (f" ({got['change']})" if got["change"] else "")
+    )
+
+
+@skills.command("pin")
+@click.argument("name")
+@click.option("--unpin", is_flag=True, help="Remove the pin (the state stays as it is).")
+@_owner_option
+@click.pass_context
+def pin(ctx, name, unpin, owner):
+    """Pin a task skill: active and served, whatever its outcomes and usage age."""
+    got = _api(ctx, owner).pin(name, pinned=not unpin)
+    word = "unpinned" if unpin else "pinned"
+    click.echo(f"{word} {got['name']} (version {got['version']}, {got['state']})")
+
+
+@skills.command("maintain")
+@_owner_option
+@click.pass_context
+def maintain(ctx, owner):
+    """Move unused task skills to stale, then archived, by usage age (settings)."""
+    changes = _api(ctx, owner).maintain()
+    for c in changes:
+        click.echo(f"{c['owner_id']}/{c['name']}: {c['old']} -> {c['new']} ({c['reason']})")
+    if not changes:
+        click.echo("no task skill changed state")
+
+
 @skills.command("consolidate")
 @_owner_option
 @click.pass_context
@@ -174,6 +230,12 @@ def mcp_cmd(ctx, owner):
     "--per-task", type=int, default=None, help="Use only the first N dialogues of each task."
 )
 @click.option(
+    "--share",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=None,
+    help="Use only the first share of each task's dialogues (a shorter stream).",
+)
+@click.option(
     "--embed-threads",
     type=int,
     default=1,
@@ -185,7 +247,7 @@ def mcp_cmd(ctx, owner):
     "--write", is_flag=True, help="Store the distilled task skills in the home and publish them."
 )
 @click.pass_context
-def eval_skills(ctx, path, json_out, llm, per_task, embed_threads, write):
+def eval_skills(ctx, path, json_out, llm, per_task, share, embed_threads, write):
     """Task-skill evaluation on STAR dialogues: skills, tasks, purity, recall@1, llm_calls."""
     from skillstream.eval.skills import evaluate_star
 
@@ -200,7 +262,9 @@ def eval_skills(ctx, path, json_out, llm, per_task, embed_threads, write):
         if done % 500 == 0 or done == total:
             click.echo(f"distilled {done}/{total} dialogues", err=True)
 
-    result = evaluate_star(path, settings, per_task=per_task, write=write, progress=progress)
+    result = evaluate_star(
+        path, settings, per_task=per_task, share=share, write=write, progress=progress
+    )
     text = dumps(result)
     if json_out:
         Path(json_out).write_text(text + "\n", encoding="utf-8")

@@ -48,6 +48,7 @@ from skillstream.distill.draft import (
 from skillstream.distill.heuristics import STEP_WEIGHT, step_overlap
 from skillstream.distill.recall import mean_cosine, prototype, recall
 from skillstream.distill.record import FILE_SECTIONS, LIST_SECTIONS, TaskSkill
+from skillstream.distill.trust import LIVE, TRUST, counters
 from skillstream.vocab import TaskSkillStatus
 
 SHARED_STEPS = 0.4
@@ -118,10 +119,10 @@ def duplicate_of(
     when its fit reaches ``threshold``.
     """
     others = [s for s in skills if s.id != skill.id and s.owner_id == skill.owner_id]
-    if not others or skill.status != TaskSkillStatus.ACTIVE:
+    if not others or skill.status not in LIVE:
         return None
     vec = np.asarray(skill.vector, dtype=np.float32) if skill.vector else None
-    hits = recall(skill.search_text(), vec, others, k=k)
+    hits = recall(skill.search_text(), vec, others, k=k, statuses=LIVE)
     best: tuple[float, str, TaskSkill] | None = None
     for h in hits:
         if shared_steps(skill, h.skill) < SHARED_STEPS or cosine(skill, h.skill) < SAME_REQUESTS:
@@ -149,7 +150,7 @@ def fold_targets(skills: Sequence[TaskSkill], clock: int) -> list[tuple[TaskSkil
     cosine reaches ``FOLD_NEAR``, or ``FOLD_MIN`` once it is stale. Steps are not compared: a
     one-off segment's steps are what made it miss its task's skill in the first place.
     """
-    active = [s for s in skills if s.status == TaskSkillStatus.ACTIVE]
+    active = [s for s in skills if s.status in LIVE]
     # a young skill is looked at when it has just changed or is stale (one that did not fold
     # when it changed only moves nearer when the established skills move, and they move slowly)
     young_ones = [
@@ -216,6 +217,12 @@ def merge(
         | set(absorbed.stats.get(MERGED_FROM, []))
     )
     kept.stats[SEEN] = max(int(survivor.stats.get(SEEN, 0)), int(absorbed.stats.get(SEEN, 0)))
+    mine, theirs = counters(survivor), counters(absorbed)
+    kept.stats[TRUST] = {
+        "successes": mine["successes"] + theirs["successes"],
+        "failures": mine["failures"] + theirs["failures"],
+        "pinned": mine["pinned"] or theirs["pinned"],
+    }
     kept.source_segment_ids = _union(survivor.source_segment_ids, absorbed.source_segment_ids)
     kept.source_conversation_ids = _union(
         survivor.source_conversation_ids, absorbed.source_conversation_ids
@@ -226,7 +233,7 @@ def merge(
     ):
         kept.last_used_at = absorbed.last_used_at
     kept.description = clip_description(kept.description or kept.title)
-    kept.status = TaskSkillStatus.ACTIVE
+    kept.status = survivor.status if survivor.status in LIVE else TaskSkillStatus.ACTIVE
     kept.version += 1
     kept.updated_at = now
 

@@ -38,13 +38,16 @@ import numpy as np
 
 from skillstream.distill.consolidate import SEEN, duplicate_of, fold_targets, merge, survivor_first
 from skillstream.distill.draft import Draft, apply_draft
+from skillstream.distill.grounding import GROUNDING, concrete_tokens, invented, skill_text
 from skillstream.distill.heuristics import procedural_steps
 from skillstream.distill.package import redact_skill
 from skillstream.distill.recall import RecallHit, recall
 from skillstream.distill.record import ConversationBlock, TaskSegment, TaskSkill, TaskSkillResult
+from skillstream.distill.trust import LIVE, TrustRules, born, count_outcome, outcome_of, promote
 from skillstream.embed import Embed
 from skillstream.errors import TerminalError
 from skillstream.model import LLMCall
+from skillstream.vocab import TaskSkillStatus
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +158,7 @@ class TaskSkillDistiller:
             never).
         clock: Current time (tests pass a fixed one).
         run_id: Identifies states created by this distiller (restored states carry another).
+        trust: Probation and reliability rules (``distill.trust``).
     """
 
     def __init__(
@@ -170,7 +174,9 @@ class TaskSkillDistiller:
         consolidate_threshold: float = 0.55,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         run_id: str = "",
+        trust: TrustRules | None = None,
     ) -> None:
+        self.trust = trust or TrustRules()
         self.distiller = distiller
         self.embed = embed if isinstance(embed, CachedEmbed) else CachedEmbed(embed)
         self.publisher = publisher
@@ -250,6 +256,7 @@ class TaskSkillDistiller:
                 vecs[0],
                 list(state.skills.values()),
                 k=self.recall_k,
+                statuses=LIVE,
                 request=vecs[1] if request else None,
             )
             recalled.update((h.skill.id, h) for h in hits)
@@ -289,11 +296,86 @@ class TaskSkillDistiller:
             except TerminalError as e:  # the skill stands without its details
                 calls = calls + list(getattr(e, "calls", []))
                 log.warning("full-mode details for task skill %s failed: %s", skill.name, e)
+        made_up = self.unsourced(skill, existing, segment)
+        if made_up and existing is not None:  # an update may not bring in made-up tokens
+            log.info(
+                "update of task skill %s from %s refused: %s not in its sources",
+                existing.name,
+                segment.segment_id,
+                ", ".join(made_up),
+            )
+            return TaskSkillResult(
+                action="ungrounded",
+                llm_calls=calls,
+                reason=f"update of {existing.name} refused, not in its sources: "
+                + ", ".join(made_up),
+                invented=made_up,
+                **base,
+            )
         skill.stats[SEEN] = len(state.segments) + 1
+        reasons = self.judge(skill, existing, segment)
         skill = self.finish(skill)
         state.put(skill)
         action = "updated" if existing is not None else "created"
-        return TaskSkillResult(action=action, skill=skill, llm_calls=calls, **base)
+        return TaskSkillResult(
+            action=action,
+            skill=skill,
+            llm_calls=calls,
+            reason="; ".join(reasons) or None,
+            invented=made_up,
+            **base,
+        )
+
+    def unsourced(
+        self, skill: TaskSkill, existing: TaskSkill | None, segment: TaskSegment
+    ) -> list[str]:
+        """The concrete tokens of a just-distilled version that neither the segment nor the
+        skill's earlier version (itself checked) contains; recorded in ``stats["grounding"]``,
+        which keeps a new skill a candidate (see ``distill.grounding``)."""
+        sources = [m.text for m in segment.messages]
+        earlier: list[str] = []
+        if existing is not None:
+            sources.append(skill_text(existing))
+            earlier = list((existing.stats.get(GROUNDING) or {}).get("invented", []))
+        made_up = invented(skill, sources)
+        now = " ".join(sources[: len(segment.messages)]).lower()
+        still = [t for t in earlier if t.lower() not in now and t in concrete_tokens(skill)]
+        made_up = list(dict.fromkeys([*made_up, *still]))
+        skill.stats = {k: v for k, v in skill.stats.items() if k != GROUNDING}
+        if made_up:
+            skill.stats[GROUNDING] = {"invented": made_up}
+        return made_up
+
+    def judge(
+        self, skill: TaskSkill, existing: TaskSkill | None, segment: TaskSegment | None = None
+    ) -> list[str]:
+        """Set the state of a just-distilled version (probation, promotion, outcomes carried by
+        the segment's messages), in place; returns the reasons of its changes of state."""
+        reasons: list[str] = []
+        old = existing.status if existing is not None else None
+        held = (skill.stats.get(GROUNDING) or {}).get("invented")
+        if existing is None:
+            skill.status = TaskSkillStatus.CANDIDATE if held else born(skill, self.trust)
+            reasons.append(f"new: {skill.status}")
+            if held:
+                reasons.append("not in its sources: " + ", ".join(held))
+        elif held:
+            pass  # a candidate whose draft named made-up tokens stays one
+        else:
+            step = promote(skill, self.trust)
+            if step is not None:
+                skill.status = step[0]
+                reasons.append(f"{old} -> {step[0]}: {step[1]}")
+        for m in segment.messages if segment is not None else ():
+            success = outcome_of(m.metadata)
+            if success is None:
+                continue
+            change = count_outcome(
+                skill, success, self.trust, self.clock(), f"message {m.message_id}"
+            )
+            if change is not None:
+                reasons.append(f"{change.old} -> {change.new}: {change.reason}")
+        return reasons
 
     def consolidate(self, state: OwnerTaskSkills, skill: TaskSkill) -> list[TaskSkillResult]:
         """Merge ``skill`` with the owner's task skills it duplicates (mutates ``state``).
@@ -344,15 +426,17 @@ class TaskSkillDistiller:
     ) -> tuple[TaskSkill, TaskSkill]:
         """Merge two skills, publish the survivor's new version and record both in ``state``."""
         kept, gone = merge(survivor, absorbed, now=self.clock())
+        self.judge(kept, survivor)
         kept = self.finish(kept)
         state.put(kept)
         state.put(gone)
         return kept, gone
 
     def finish(self, skill: TaskSkill) -> TaskSkill:
-        """Redact, embed and publish a task-skill version (also used by the API)."""
+        """Redact, embed and publish a task-skill version (also used by the API); a candidate is
+        not published (its package comes with the version that makes it active)."""
         skill = redact_skill(skill)
         skill.vector = [float(x) for x in self.embed([skill.search_text()])[0]]
-        if self.publisher is not None:
+        if self.publisher is not None and skill.status != TaskSkillStatus.CANDIDATE:
             skill.package_url = self.publisher.publish(skill)
         return skill

@@ -31,7 +31,6 @@ from skillstream.distill.record import (
     slugify,
 )
 from skillstream.distill.steps import terms
-from skillstream.vocab import TaskSkillStatus
 
 MAX_STEPS = 12
 MAX_ITEMS = 12
@@ -111,7 +110,6 @@ def apply_draft(
             skill.stats = fold_stats(skill.stats, draft.stats)
         else:
             _merge_evidence(skill, draft)
-        skill.status = TaskSkillStatus.ACTIVE
     skill.version += 1
     skill.updated_at = now
     skill.distiller = distiller
@@ -222,6 +220,8 @@ def fold_stats(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """Add a draft's evidence to a skill's: steps (support, summed position), term counts, and
     the sums of the draft and request vectors (whose directions are the skill's prototypes)."""
     out: dict[str, Any] = {
+        # what the evidence does not hold (trust counters, merge links) stays as it was
+        **{k: v for k, v in old.items() if k not in ("n", "steps", "terms", *PROTOTYPES)},
         "n": int(old.get("n", 0)) + int(new.get("n", 0)),
         "steps": [list(s) for s in old.get("steps", [])],
         "terms": dict(old.get("terms", {})),

@@ -10,6 +10,7 @@ from skillstream.distill.distiller import (
     PackagePublisher,
     TaskSkillDistiller,
 )
+from skillstream.distill.trust import TrustRules
 from skillstream.embed import Embed
 from skillstream.settings import DistillationSettings, LLMSettings
 
@@ -81,4 +82,17 @@ def make_task_skill_distiller(
         recall_k=distillation.recall_k,
         consolidate_threshold=distillation.merge_threshold,
         run_id=run_id,
+        trust=trust_rules(distillation),
+    )
+
+
+def trust_rules(distillation: DistillationSettings) -> TrustRules:
+    """The probation, reliability and usage-age rules of the ``distillation`` settings."""
+    return TrustRules(
+        min_support=distillation.min_support,
+        retire_below=distillation.retire_below,
+        min_outcomes=distillation.min_outcomes,
+        view_weight=distillation.view_weight,
+        stale_days=distillation.stale_days,
+        archive_days=distillation.archive_days,
     )

@@ -5,9 +5,11 @@ same owner, under an id derived from the task skill's id: ``title: description``
 a reader needs to decide whether to load the skill), the task skill's vector (the same embedding
 model over its name, description and triggers), ``task-skill`` and the name as tags,
 ``task_skill:<name>`` as its key, and no event time (a procedure happened at no one time; its
-creation and update times are the task skill's). Its status follows the task skill's (deleted and
-archived task skills drop out of search), its version is the task skill's, and each version records
-one lifecycle event.
+creation and update times are the task skill's). Its status follows the task skill's (only an
+active task skill is a live memory: candidates, stale, retired and archived ones are archived
+items, found when a search asks for archived memories too; deleted ones drop out), its confidence
+follows the task skill's reliability (:func:`confidence`; memory search ranks by confidence), its
+version is the task skill's, and each version records one lifecycle event.
 
 These items are written by the store's writer, never extracted: the extraction state never reads
 them (``storage.lance.MemoryIndex.owner_memories`` leaves them out), so they change no extracted
@@ -19,6 +21,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from skillstream.distill.record import TaskSkill
+from skillstream.distill.trust import TrustRules, reliability
 from skillstream.ids import prefixed_id
 from skillstream.model import Memory, MemoryEvent
 from skillstream.vocab import (
@@ -33,7 +36,10 @@ TAG = "task-skill"
 """The tag every task-skill memory item carries."""
 
 _STATUS = {
+    TaskSkillStatus.CANDIDATE: MemoryStatus.ARCHIVED,
     TaskSkillStatus.ACTIVE: MemoryStatus.ACTIVATED,
+    TaskSkillStatus.STALE: MemoryStatus.ARCHIVED,
+    TaskSkillStatus.RETIRED: MemoryStatus.ARCHIVED,
     TaskSkillStatus.ARCHIVED: MemoryStatus.ARCHIVED,
     TaskSkillStatus.DELETED: MemoryStatus.DELETED,
 }
@@ -57,7 +63,7 @@ def skill_memory(skill: TaskSkill) -> Memory:
         key=f"task_skill:{skill.name}",
         subject=skill.name,
         tags=[TAG, skill.name],
-        confidence=1.0,
+        confidence=confidence(skill),
         status=_STATUS.get(TaskSkillStatus(skill.status), MemoryStatus.ACTIVATED),
         event_ts=None,
         valid_from=skill.created_at,
@@ -70,6 +76,13 @@ def skill_memory(skill: TaskSkill) -> Memory:
         version=skill.version,
         vector=list(skill.vector) if skill.vector else None,
     )
+
+
+def confidence(skill: TaskSkill) -> float:
+    """The item's confidence: 1 while the skill's reliability is at least the prior's (0.5, no
+    outcomes yet, or more successes than failures), and in proportion below it, so memory search
+    ranks a skill that keeps failing lower and leaves every other skill where it was."""
+    return round(min(1.0, 2.0 * reliability(skill, TrustRules())), 4)
 
 
 def skill_event(skill: TaskSkill, change: str, recorded_at: datetime | None = None) -> MemoryEvent:

@@ -38,8 +38,22 @@ NAME_MAX = 64
 DESCRIPTION_MAX = 1024
 NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
-CHANGES = ("created", "updated", "merged", "saved", "patched", "imported", "deleted")
-"""What a new version of a task skill came from."""
+CHANGES = (
+    "created",
+    "updated",
+    "merged",
+    "saved",
+    "patched",
+    "imported",
+    "deleted",
+    "feedback",
+    "pinned",
+    "unpinned",
+    "aged",
+)
+"""What a new version of a task skill came from (``feedback``: an outcome was recorded;
+``pinned``/``unpinned``: a person's pin; ``aged``: usage age moved its state, see
+``distill.trust``)."""
 
 
 def slugify(text: str, fallback: str = "task") -> str:
@@ -313,6 +327,8 @@ class TaskSkillVersionRow(CatalogRow):
     conversation_id: str | None = column(pa.string(), default=None)
     record: str | None = column(pa.string(), default=None)
     created_at: datetime | None = column(TS, default=None)
+    reason: str | None = column(pa.string(), default=None)
+    """Why the state changed with this version (``old -> new: why``), or what it recorded."""
 
 
 @dataclass(frozen=True)
@@ -398,6 +414,10 @@ class TaskSkillResult:
     conversation_id: str | None = None
     llm_calls: list[LLMCall] = field(default_factory=list)
     error: str | None = None
+    reason: str | None = None
+    """Why the skill's state changed with this result (the version row's ``reason``)."""
+    invented: list[str] = field(default_factory=list)
+    """Concrete tokens of the draft its sources do not contain (``distill.grounding``)."""
 
     @property
     def changed(self) -> bool:

@@ -10,7 +10,18 @@ top task skill is recalled. Reported:
   averaged over task skills weighted by their number of source dialogues;
 * ``recall@1``: the share of held-out dialogues whose top recalled task skill's majority task is
   the dialogue's own task (no hit counts as a miss);
-* ``llm_calls``: LLM requests made while distilling (0 with the ``rules`` backend).
+* ``llm_calls``: LLM requests made while distilling (0 with the ``rules`` backend);
+* ``candidates``: task skills still on probation at the end (not served, not counted in
+  ``skills``);
+* ``step_recall``: whether the skill would have helped: for each held-out dialogue that states
+  steps, the share of its assistant's steps (in order) that the recalled skill's procedure covers
+  (``distill.coverage.step_recall``), averaged; ``baseline_step_recall`` the same with the steps
+  of the single most similar distilled dialogue (cosine of the same query) in place of a skill,
+  and ``no_skill_step_recall`` with no procedure at all (0 by construction: the floor);
+* ``grounded_share``: share of served skills whose commands, paths, URLs, file names and tool
+  names all appear in their source dialogues (``distill.grounding``), ``concrete_tokens`` how many
+  such tokens the served skills name; ``invented_tokens`` the tokens the grounding check found in
+  drafts before it held them back.
 
 The recall query for a held-out dialogue is what the distiller itself would search with: the
 offline draft's name, description and triggers (no LLM call), or the user's turns when the
@@ -28,9 +39,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from skillstream.connectors.star import load_star_dialogues
+from skillstream.distill.coverage import step_recall
 from skillstream.distill.distiller import CachedEmbed, OwnerTaskSkills, TaskSkillDistiller
-from skillstream.distill.factory import make_distiller
+from skillstream.distill.factory import make_distiller, trust_rules
+from skillstream.distill.grounding import concrete_tokens, invented
 from skillstream.distill.heuristics import draft_of
 from skillstream.distill.recall import recall
 from skillstream.distill.record import ConversationBlock, TaskSkillResult
@@ -55,7 +70,10 @@ class Split:
 
 
 def split_dialogues(
-    dialogues: list[dict[str, Any]], train_share: float = 0.7, per_task: int | None = None
+    dialogues: list[dict[str, Any]],
+    train_share: float = 0.7,
+    per_task: int | None = None,
+    share: float | None = None,
 ) -> Split:
     """Single-task dialogues, per task the first ``train_share`` (rounded) for distillation.
 
@@ -63,6 +81,8 @@ def split_dialogues(
         dialogues: As returned by ``connectors.star.load_star_dialogues``.
         train_share: Share of each task's dialogues that is distilled.
         per_task: Keep only the first ``per_task`` dialogues of each task (quick runs).
+        share: Keep only the first ``share`` of each task's dialogues (rounded, at least 2): a
+            shorter stream with the same mix of tasks.
     """
     by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for d in dialogues:
@@ -71,6 +91,8 @@ def split_dialogues(
     train, test = [], []
     for task in sorted(by_task):
         items = by_task[task][:per_task] if per_task else by_task[task]
+        if share is not None:
+            items = items[: max(2, int(round(len(items) * share)))]
         cut = int(round(len(items) * train_share))
         train.extend(items[:cut])
         test.extend(items[cut:])
@@ -106,6 +128,7 @@ def evaluate_star(
     backend: Any = None,
     train_share: float = 0.7,
     per_task: int | None = None,
+    share: float | None = None,
     write: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
@@ -119,6 +142,7 @@ def evaluate_star(
         backend: An LLM backend for the LLM distiller (default: from the settings).
         train_share: Share of each task's dialogues distilled.
         per_task: Only the first dialogues of each task (quick runs).
+        share: Only the first share of each task's dialogues (a shorter stream).
         write: Store the final task skills (LanceDB, DuckDB) and publish their packages.
         progress: Called with ``(done, total)`` training dialogues.
 
@@ -131,7 +155,7 @@ def evaluate_star(
 
         embed = get_embedder(settings.embedding).encode
     cached = CachedEmbed(embed)
-    split = split_dialogues(load_star_dialogues(path), train_share, per_task)
+    split = split_dialogues(load_star_dialogues(path), train_share, per_task, share)
     if not split.train or not split.test:
         raise InputError(
             f"{path}: found no single-task STAR dialogues to split for the evaluation; expected "
@@ -148,6 +172,7 @@ def evaluate_star(
         min_steps=settings.distillation.min_steps,
         recall_k=settings.distillation.recall_k,
         consolidate_threshold=settings.distillation.merge_threshold,
+        trust=trust_rules(settings.distillation),
     )
     state = OwnerTaskSkills(OWNER)
     train_blocks = [block_of(d) for d in split.train]
@@ -173,13 +198,26 @@ def evaluate_star(
         pure += n
         total += sum(counts.values())
 
+    past = [(s, b) for s, b in ((dialogue_steps(b), b) for b in train_blocks) if s]
+    past_vecs = cached([query_of(b, settings) for _, b in past]) if past else None
     hits = 0
+    cover: list[tuple[float, float]] = []
     for block in test_blocks:
         query, request = query_of(block, settings), request_text(block.messages)
         vecs = cached([query, request] if request else [query])
         found = recall(query, vecs[0], skills, k=1, request=vecs[1] if request else None)
         if found and majority[found[0].skill.id] == split.task_of[block.conversation_id]:
             hits += 1
+        actual = dialogue_steps(block)
+        if actual:
+            mine = found[0].skill.procedure if found else []
+            nearest = past[int(np.argmax(past_vecs @ vecs[0]))][0] if past_vecs is not None else []
+            cover.append((step_recall(actual, mine), step_recall(actual, nearest)))
+    text_of = {b.conversation_id: "\n".join(m.text for m in b.messages) for b in train_blocks}
+    grounded = [
+        not invented(s, [text_of.get(c, "") for c in s.source_conversation_ids]) for s in skills
+    ]
+    made_up = [t for r in results for t in r.invented]
 
     if write:
         _write(settings, skills, cached)
@@ -188,9 +226,20 @@ def evaluate_star(
     tasks = sorted({split.task_of[d["id"]] for d in split.train + split.test})
     return {
         "skills": len(skills),
+        "candidates": sum(
+            1 for s in state.skills.values() if s.status == TaskSkillStatus.CANDIDATE
+        ),
         "tasks": len(tasks),
         "purity": round(pure / total, 4) if total else 0.0,
         "recall@1": round(hits / len(test_blocks), 4),
+        "step_recall": _mean([c[0] for c in cover]),
+        "baseline_step_recall": _mean([c[1] for c in cover]),
+        "no_skill_step_recall": 0.0,
+        "step_dialogues": len(cover),
+        "grounded_share": _mean([1.0 if g else 0.0 for g in grounded]),
+        "concrete_tokens": sum(len(concrete_tokens(s)) for s in skills),
+        "invented_tokens": len(made_up),
+        "invented_examples": sorted(set(made_up))[:20],
         "llm_calls": len([c for c in calls if not c.cached]),
         "llm_calls_cached": len([c for c in calls if c.cached]),
         "distiller": distiller.name,
@@ -202,6 +251,20 @@ def evaluate_star(
         "seconds_distill": round(t_distill - t_prime, 1),
         "per_task_skills": dict(sorted(Counter(majority.values()).items())),
     }
+
+
+def _mean(values: list[float]) -> float:
+    return round(sum(values) / len(values), 4) if values else 0.0
+
+
+def dialogue_steps(block: ConversationBlock) -> list[str]:
+    """The steps a dialogue states, in order (its offline draft's procedure; none when it states
+    no step)."""
+    for seg in segment_block(block, _no_embed, shift_threshold=-1.0):
+        draft = draft_of(seg)
+        if draft is not None:
+            return list(draft.procedure)
+    return []
 
 
 def query_of(block: ConversationBlock, settings: Settings) -> str:

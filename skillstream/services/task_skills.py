@@ -14,7 +14,12 @@ Rules:
 * ``consolidate`` merges an owner's duplicate task skills: the survivor's next version holds both
   sources and is published, the absorbed skill's next version is archived;
 * ``delete`` is soft: status ``deleted``, hidden from lists and search, history and packages kept;
-  saving the name again brings it back as the next version.
+  saving the name again brings it back as the next version;
+* trust (``distill.trust``): lists and search serve ``active`` skills unless asked for more
+  (``states``), ranked by reliability, and show each skill's state and reliability; ``feedback``
+  records an outcome (a new version, ``retired`` when its reliability falls below the threshold),
+  ``pin`` keeps a skill active whatever its outcomes and age, and ``maintain`` moves unused skills
+  to ``stale`` and ``archived``; every change of state is a version whose ``reason`` says why.
 
 Example:
     >>> api = TaskSkillAPI(Settings.load(home=".skillstream"), owner="omar")  # doctest: +SKIP
@@ -27,11 +32,14 @@ from __future__ import annotations
 import builtins
 import contextlib
 import logging
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from skillstream.distill import trust
 from skillstream.distill.distiller import OwnerTaskSkills, TaskSkillDistiller
+from skillstream.distill.factory import trust_rules
 from skillstream.distill.imports import read_zip
 from skillstream.distill.package import (
     package_files,
@@ -127,25 +135,53 @@ class TaskSkillAPI:
         core = TaskSkillDistiller(_NoDistiller(), self.embed, publisher=self.publisher)  # type: ignore[arg-type]
         return core.finish(skill)
 
+    @property
+    def rules(self) -> trust.TrustRules:
+        return trust_rules(self.settings.distillation)
+
+    def _states(self, include_archived: bool, states: Sequence[str] | None) -> tuple[str, ...]:
+        if states is not None:
+            unknown = sorted(set(states) - set(trust.SHOWN))
+            if unknown:
+                raise InputError(
+                    f"unknown task-skill states {unknown}; use some of {list(trust.SHOWN)}"
+                )
+            return tuple(states)
+        return trust.SHOWN if include_archived else trust.SERVED
+
+    def trust_of(self, skill: TaskSkill) -> dict[str, Any]:
+        """A task skill's state, reliability, outcomes and pin."""
+        c = trust.counters(skill)
+        return {
+            "state": skill.status,
+            "reliability": round(trust.reliability(skill, self.rules), 4),
+            "successes": int(c["successes"]),
+            "failures": int(c["failures"]),
+            "pinned": c["pinned"],
+        }
+
     # ------------------------------------------------------------------ reading
     def list(
-        self, owner: str | None = None, *, include_archived: bool = False
+        self,
+        owner: str | None = None,
+        *,
+        include_archived: bool = False,
+        states: Sequence[str] | None = None,
     ) -> list[dict[str, Any]]:
-        """The progressive-disclosure index: owner, name, description, version per task skill."""
-        statuses = (
-            (TaskSkillStatus.ACTIVE, TaskSkillStatus.ARCHIVED)
-            if include_archived
-            else (TaskSkillStatus.ACTIVE,)
-        )
-        skills = self._index().list(self._owner(owner), statuses)
+        """The progressive-disclosure index: owner, name, description, version, state and
+        reliability per task skill; served (``active``) skills only unless ``include_archived``
+        (every state but deleted) or ``states`` asks for more; served first, the most reliable
+        first."""
+        skills = self._index().list(self._owner(owner), self._states(include_archived, states))
         return [
             {
                 "owner_id": s.owner_id,
                 "name": s.name,
                 "description": s.description,
                 "version": s.version,
+                **self.trust_of(s),
             }
-            for s in skills
+            for s in trust.serve_order(skills, self.rules)
         ]
 
     def get(
@@ -207,20 +243,31 @@ class TaskSkillAPI:
         return self.publisher.read(skill.package_url)
 
     def search(
-        self, query: str, owner: str | None = None, k: int = 5
+        self,
+        query: str,
+        owner: str | None = None,
+        k: int = 5,
+        *,
+        states: Sequence[str] | None = None,
     ) -> builtins.list[dict[str, Any]]:
-        """Hybrid search over name, description and triggers (name, description, score)."""
+        """Hybrid search over name, description and triggers: served (``active``) skills unless
+        ``states`` asks for more, each with its relevance (``score``), state and reliability,
+        ordered by relevance times reliability (a skill that keeps failing sinks)."""
         vec = self.embed([query])[0]
-        hits = self._index().search(query, vec, owner_id=self._owner(owner), k=k)
-        return [
+        hits = self._index().search(
+            query, vec, owner_id=self._owner(owner), k=k, statuses=self._states(False, states)
+        )
+        rows = [
             {
                 "owner_id": s.owner_id,
                 "name": s.name,
                 "description": s.description,
                 "score": round(score, 6),
+                **self.trust_of(s),
             }
             for s, score in hits
         ]
+        return sorted(rows, key=lambda r: -r["score"] * r["reliability"])
 
     # ------------------------------------------------------------------ writing
     def save(self, skill: TaskSkill, *, change: str = "saved") -> TaskSkill:
@@ -321,6 +368,70 @@ class TaskSkillAPI:
         self._write([TaskSkillResult(skill.owner_id, "deleted", skill=skill)])
         return skill
 
+    def feedback(
+        self, name: str, success: bool, note: str = "", owner: str | None = None
+    ) -> dict[str, Any]:
+        """Record whether using a task skill worked: a new version with the outcome counted;
+        ``retired`` when its reliability falls below ``skill_retire_below``.
+
+        Returns:
+            The skill's name, version and trust (``trust_of``), and the change of state or None.
+        """
+        self._reconcile()
+        skill, change = trust.record_outcome(
+            self.get(name, owner), success, self.rules, self.clock(), note
+        )
+        word = "success" if success else "failure"
+        reason = _reason(change) or (f"{word}: {note}" if note else word)
+        self._write([TaskSkillResult(skill.owner_id, "feedback", skill=skill, reason=reason)])
+        return {
+            "name": skill.name,
+            "version": skill.version,
+            **self.trust_of(skill),
+            "change": _reason(change),
+        }
+
+    def pin(self, name: str, owner: str | None = None, *, pinned: bool = True) -> dict[str, Any]:
+        """Pin a task skill (active, served, and no outcome or age moves it) or unpin it."""
+        self._reconcile()
+        skill, change = trust.pin(self.get(name, owner), pinned, self.clock())
+        action = "pinned" if pinned else "unpinned"
+        self._write([TaskSkillResult(skill.owner_id, action, skill=skill, reason=_reason(change))])
+        return {"name": skill.name, "version": skill.version, **self.trust_of(skill)}
+
+    def maintain(self, owner: str | None = None) -> builtins.list[dict[str, Any]]:
+        """Move the task skills whose usage age passed ``skill_stale_days`` or
+        ``skill_archive_days`` to ``stale`` or ``archived`` (one version each, with its reason).
+
+        Returns:
+            One row per change: owner, name, old and new state, reason, time.
+        """
+        self._reconcile()
+        index = self._index()
+        if not index.table.exists:
+            return []
+        now = self.clock()
+        results, out = [], []
+        for skill in index.list(self._owner(owner), statuses=None):
+            moved = trust.age_change(skill, self.rules, now)
+            if moved is None:
+                continue
+            new, change = moved
+            results.append(TaskSkillResult(new.owner_id, "aged", skill=new, reason=_reason(change)))
+            out.append(
+                {
+                    "owner_id": new.owner_id,
+                    "name": new.name,
+                    "old": change.old,
+                    "new": change.new,
+                    "reason": change.reason,
+                    "at": change.at.isoformat(),
+                }
+            )
+        if results:
+            self._write(results)
+        return out
+
     def consolidate(self, owner: str | None = None) -> builtins.list[tuple[str, str]]:
         """Merge the duplicate task skills of each owner and fold its young ones that are due (see
         ``distill.consolidate``).
@@ -343,6 +454,7 @@ class TaskSkillAPI:
             recall_k=self.settings.distillation.recall_k,
             consolidate_threshold=self.settings.distillation.merge_threshold,
             clock=self.clock,
+            trust=self.rules,
         )
         stored = index.list(owner, statuses=None)
         results: builtins.list[TaskSkillResult] = []
@@ -352,12 +464,12 @@ class TaskSkillAPI:
                 if skill.owner_id == owner_id:
                     state.put(skill)
             order = sorted(
-                (s for s in state.skills.values() if s.status == TaskSkillStatus.ACTIVE),
+                (s for s in state.skills.values() if s.status in trust.LIVE),
                 key=lambda s: (s.created_at or self.clock(), s.name),
             )
             for skill in order:
                 current = state.skills[skill.id]
-                if current.status == TaskSkillStatus.ACTIVE:
+                if current.status in trust.LIVE:
                     results.extend(core.consolidate(state, current))
             results.extend(core.fold(state))
         if results:
@@ -390,6 +502,11 @@ class TaskSkillAPI:
 
         front, _ = split_frontmatter(files["SKILL.md"].decode("utf-8", errors="replace"))
         return str(front.get("name", ""))
+
+
+def _reason(change: trust.StateChange | None) -> str | None:
+    """A change of state as the ``reason`` of its version row: ``old -> new: why``."""
+    return None if change is None else f"{change.old} -> {change.new}: {change.reason}"
 
 
 class _NoDistiller:

@@ -76,6 +76,21 @@ def test_run_search_sql_history_and_task_skills(tmp_path):
     assert [p.name for p in written] == ["deploy-flask-app"]
     assert (tmp_path / "export" / "deploy-flask-app" / "SKILL.md").is_file()
 
+    # outcomes through the API: three failures retire the skill (hidden from lists and memory
+    # search), a pin brings it back
+    for note in ("wrong registry", "push refused", "health check failed"):
+        got = home.task_skills.feedback("deploy-flask-app", False, note, owner="omar")
+    assert (got["state"], got["failures"]) == ("retired", 3)
+    assert got["change"].startswith("active -> retired: reliability ")
+    assert home.task_skills.list(owner="omar").pl().is_empty()
+    retired = home.task_skills.list(owner="omar", states=["retired"]).to_pylist()
+    assert [(r["name"], r["state"]) for r in retired] == [("deploy-flask-app", "retired")]
+    hidden = home.search("how do I deploy the flask app to staging", owner="omar", k=10)
+    assert all(h["memory_type"] != "SkillMemory" for h in hidden)
+    assert home.task_skills.pin("deploy-flask-app", owner="omar")["state"] == "active"
+    (row,) = home.task_skills.search("deploy the flask app", owner="omar", k=1).to_pylist()
+    assert (row["name"], row["state"], row["pinned"]) == ("deploy-flask-app", "active", True)
+
     with pytest.raises(InputError, match="no memory 'nope'"):
         home.history("nope")
     with pytest.raises(InputError, match="not valid"):

@@ -19,6 +19,7 @@ TOOLS = [
     "memory_add",
     "memory_search",
     "skill_delete",
+    "skill_feedback",
     "skill_list",
     "skill_patch",
     "skill_save",
@@ -87,6 +88,12 @@ def test_the_server_lists_its_tools_and_each_call_works(tmp_path, embedder):
             names = sorted(t.name for t in tools.tools)
             listed = payload(await client.call_tool("skill_list", {}))
             viewed = payload(await client.call_tool("skill_view", {"name": "deploy-flask-app"}))
+            worked = payload(
+                await client.call_tool(
+                    "skill_feedback",
+                    {"name": "deploy-flask-app", "success": True, "note": "deployed"},
+                )
+            )
             saved = payload(
                 await client.call_tool(
                     "skill_save",
@@ -114,16 +121,29 @@ def test_the_server_lists_its_tools_and_each_call_works(tmp_path, embedder):
             deleted = payload(await client.call_tool("skill_delete", {"name": "rotate-keys"}))
             after = payload(await client.call_tool("skill_list", {}))
             missing = await client.call_tool("skill_view", {"name": "rotate-keys"})
-            return names, listed, viewed, saved, patched, memories, deleted, after, missing
+            out = names, listed, viewed, saved, patched, memories, deleted, after, missing
+            return (*out, worked)
 
-    names, listed, viewed, saved, patched, memories, deleted, after, missing = anyio.run(session)
+    names, listed, viewed, saved, patched, memories, deleted, after, missing, worked = anyio.run(
+        session
+    )
     assert names == TOOLS
     assert listed == [
         {
             "name": "deploy-flask-app",
             "description": "Deploy the Flask app to staging. Use it for staging deploys.",
+            "state": "active",
+            "reliability": 0.5,
         }
     ]
+    # one view (0.1 of a success) and one success: (1.1 + 1) / (1.1 + 2)
+    assert worked == {
+        "name": "deploy-flask-app",
+        "version": 2,
+        "state": "active",
+        "reliability": round(2.1 / 3.1, 4),
+        "change": None,
+    }
     assert viewed["name"] == "deploy-flask-app" and viewed["times_used"] == 1
     assert (
         viewed["skill_md"].startswith("---\nname: deploy-flask-app\n")

@@ -20,6 +20,7 @@ TOOLS = [
     "memory_add",
     "memory_search",
     "skill_delete",
+    "skill_feedback",
     "skill_list",
     "skill_patch",
     "skill_save",
@@ -102,6 +103,14 @@ def test_every_tool_over_stdio_against_the_real_server(tmp_path):
             )
             name = out["listed"][0]["name"]
             out["viewed"] = payload(await client.call_tool("skill_view", {"name": name}))
+            for n in range(3):
+                out["feedback"] = payload(
+                    await client.call_tool(
+                        "skill_feedback", {"name": name, "success": False, "note": f"try {n}"}
+                    )
+                )
+            out["served"] = payload(await client.call_tool("skill_list", {}))
+            out["all"] = payload(await client.call_tool("skill_list", {"include_all": True}))
             out["saved"] = payload(
                 await client.call_tool(
                     "skill_save",
@@ -148,6 +157,13 @@ def test_every_tool_over_stdio_against_the_real_server(tmp_path):
     assert out["listed"][0]["name"] == "deploy-flask-app"
     assert out["searched"][0]["name"] == "deploy-flask-app"
     assert out["viewed"]["skill_md"].startswith("---\nname: deploy-flask-app\n")
+    # three failures retire it: no longer served, still there for whoever asks
+    assert out["feedback"]["state"] == "retired"
+    assert out["feedback"]["change"] == (
+        "active -> retired: reliability 0.22 below 0.4 after failure: try 2"
+    )
+    assert out["served"] == []
+    assert [(s["name"], s["state"]) for s in out["all"]] == [("deploy-flask-app", "retired")]
     assert (out["saved"]["version"], out["patched"]["version"]) == (1, 2)
     top = out["keys"][0]
     assert (top["kind"], top["memory_type"]) == ("task_skill", "SkillMemory")

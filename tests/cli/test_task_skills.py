@@ -65,22 +65,22 @@ def home(sample_home, tmp_path) -> Path:
 
 
 def test_the_default_run_publishes_spec_valid_task_skill_zips(sample_home):
-    assert zips(sample_home) == [
-        "omar/deploy-flask-app/v1/deploy-flask-app.zip",
-        "omar/deploy-flask-app/v2/deploy-flask-app.zip",
-    ]
+    # the first session makes a candidate (not published); the second supports it: active
+    assert zips(sample_home) == ["omar/deploy-flask-app/v2/deploy-flask-app.zip"]
     root = sample_home / "artifacts" / "task-skills"
     for rel in zips(sample_home):
         assert validate_zip((root / rel).read_bytes()) == [], rel
     versions = rows(
         sample_home,
-        "select name, version, change, package_url from task_skill_versions order by version",
+        "select name, version, change, status, reason, package_url from task_skill_versions "
+        "order by version",
     )
-    assert [(r["name"], r["version"], r["change"]) for r in versions] == [
-        ("deploy-flask-app", 1, "created"),
-        ("deploy-flask-app", 2, "updated"),
+    assert [(r["version"], r["change"], r["status"], r["reason"]) for r in versions] == [
+        (1, "created", "candidate", "new: candidate"),
+        (2, "updated", "active", "candidate -> active: supported by 2 segments"),
     ]
-    assert versions[0]["package_url"] == (root / zips(sample_home)[0]).as_uri()
+    assert versions[0]["package_url"] is None
+    assert versions[1]["package_url"] == (root / zips(sample_home)[0]).as_uri()
     (current,) = rows(
         sample_home, "select owner_id, name, version, status, package_url from task_skills"
     )
@@ -89,20 +89,21 @@ def test_the_default_run_publishes_spec_valid_task_skill_zips(sample_home):
         "name": "deploy-flask-app",
         "version": 2,
         "status": "active",
-        "package_url": (root / zips(sample_home)[1]).as_uri(),
+        "package_url": (root / zips(sample_home)[0]).as_uri(),
     }
 
 
 def test_a_second_run_over_the_same_input_adds_no_version(home):
     ok(home, "run", "--json")
-    assert len(zips(home)) == 2
+    assert len(zips(home)) == 1
     assert rows(home, "select count(*) as n from task_skill_versions")[0]["n"] == 2
 
 
 def test_list_and_show_with_usage_counts(home):
     listed = json.loads(ok(home, "skills", "list", "--json"))
     assert [(r["owner_id"], r["name"]) for r in listed] == [("omar", "deploy-flask-app")]
-    assert set(listed[0]) == {"owner_id", "name", "description"}
+    assert set(listed[0]) == {"owner_id", "name", "state", "reliability", "description"}
+    assert (listed[0]["state"], listed[0]["reliability"]) == ("active", 0.5)
     assert json.loads(ok(home, "skills", "list", "--owner", "maya", "--json")) == []
     text = ok(home, "skills", "show", "deploy-flask-app")
     assert text.startswith("---\nname: deploy-flask-app\n") and "## Procedure" in text
@@ -142,7 +143,7 @@ def test_patch_delete_export_and_save_make_versions_and_keep_packages(home, tmp_
 
     ok(home, "skills", "delete", "deploy-flask-app")
     assert json.loads(ok(home, "skills", "list", "--json")) == []
-    assert zips(home) == [f"omar/deploy-flask-app/v{v}/deploy-flask-app.zip" for v in (1, 2, 3)]
+    assert zips(home) == [f"omar/deploy-flask-app/v{v}/deploy-flask-app.zip" for v in (2, 3)]
 
     secret = "sk-" + "Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2"
     md = export / "deploy-flask-app" / "SKILL.md"
@@ -165,6 +166,40 @@ def test_patch_delete_export_and_save_make_versions_and_keep_packages(home, tmp_
     body = zipfile.ZipFile(io.BytesIO(v5)).read("deploy-flask-app/SKILL.md").decode()
     assert secret not in body and "[REDACTED:openai_key]" in body
     assert json.loads(ok(home, "skills", "list", "--json"))[0]["name"] == "deploy-flask-app"
+
+
+def test_feedback_retires_pin_restores_and_each_change_has_its_reason(home):
+    for note in ("wrong registry", "push refused", "health check failed"):
+        out = ok(home, "skills", "feedback", "deploy-flask-app", "--failure", "--note", note)
+    assert "retired, reliability 0.20" in out
+    assert json.loads(ok(home, "skills", "list", "--json")) == []
+    listed = json.loads(ok(home, "skills", "list", "--state", "retired", "--json"))
+    assert [(r["name"], r["state"], r["reliability"]) for r in listed] == [
+        ("deploy-flask-app", "retired", 0.2)
+    ]
+    assert "pinned deploy-flask-app (version 6, active)" in ok(
+        home, "skills", "pin", "deploy-flask-app"
+    )
+    ok(home, "skills", "feedback", "deploy-flask-app", "--failure")
+    assert json.loads(ok(home, "skills", "list", "--json"))[0]["state"] == "active"
+    assert "no task skill changed state" in ok(home, "skills", "maintain")
+    versions = rows(
+        home,
+        "select version, change, status, reason from task_skill_versions where version > 2 "
+        "order by version",
+    )
+    assert [(r["version"], r["change"], r["status"], r["reason"]) for r in versions] == [
+        (3, "feedback", "active", "failure: wrong registry"),
+        (4, "feedback", "active", "failure: push refused"),
+        (
+            5,
+            "feedback",
+            "retired",
+            "active -> retired: reliability 0.20 below 0.4 after failure: health check failed",
+        ),
+        (6, "pinned", "active", "retired -> active: pinned by a person"),
+        (7, "feedback", "active", "failure"),
+    ]
 
 
 def _zip(entries: list[tuple[str, bytes, int]]) -> bytes:

@@ -206,12 +206,17 @@ def test_chinese_blocks_get_chinese_prompts_with_the_existing_skills(tmp_path):
         seen.append(prompt(req))
         if purpose(req) == "distill_chunk":
             return json.dumps({"tasks": [{"name": "网站部署", "ranges": [[0, 2]]}]})
+        grounded = {"tools": [], "planned_scripts": {}}  # the conversation names no tool
         if len(seen) == 2:
             return extracted(
-                name="site-deployment", title="网站部署", description="把网站部署到测试服务器。"
+                name="site-deployment",
+                title="网站部署",
+                description="把网站部署到测试服务器。",
+                **grounded,
             )
         existing_id = prompt(req).split('"id": "')[1].split('"')[0]
         return extracted(
+            **grounded,
             name="site-deployment",
             title="网站部署",
             description="把网站部署到测试服务器。",

@@ -79,4 +79,4 @@ def test_abort_and_resume_with_recovery_gives_the_same_task_skill_versions(tmp_p
         ("omar", "deploy-flask-app", 2, "updated"),
     ]
     root = tmp_path / "home" / "artifacts" / "task-skills" / "omar" / "deploy-flask-app"
-    assert sorted(p.name for p in root.iterdir()) == ["v1", "v2"]
+    assert sorted(p.name for p in root.iterdir()) == ["v2"]  # v1 was a candidate: no package

@@ -95,11 +95,14 @@ def answer(body: dict[str, Any]) -> str:
         if kind == "boolean":
             out[key] = False
         elif kind == "array":
-            out[key] = [f"configure {word} step {i}" for i in range(3)]
+            # steps that name only what the conversation names (the grounding check)
+            out[key] = [f"Step {i}: set up {word}" for i in range(3)]
         elif kind == "object":
             out[key] = {}
         else:
             out[key] = f"deploy with {word}"
+    if "tools" in out:
+        out["tools"] = []
     out["name"] = f"deploy-{word.lower()}"
     out["update_of"] = ""
     return json.dumps(out)
@@ -113,6 +116,9 @@ def env(home: Path, url: str, **extra: str) -> dict[str, str]:
         SKILLSTREAM_LLM_API_KEY="sk-test-" + "k" * 20,
         SKILLSTREAM_LLM_RESPONSE_FORMAT="json_schema",
         SKILLSTREAM_DISTILL_MIN_STEPS="0",
+        # one task-skill conversation per owner: serve (and publish) it at once, so a package
+        # holds the owner's bytes for forget to erase
+        SKILLSTREAM_SKILL_MIN_SUPPORT="1",
         **extra,
     )
 
