@@ -264,7 +264,7 @@ def title_of(segment: TaskSegment, triggers: list[str]) -> str:
     return " ".join(t.capitalize() for t in triggers[:3]) or "Task"
 
 
-_TITLE_VERBS = st.IMPERATIVE_VERBS | frozenset("rsvp attend access unlock play know fix".split())
+_TITLE_VERBS = st.IMPERATIVE_VERBS | frozenset("attend access unlock play know fix".split())
 
 
 def _verb_object(sentence: str) -> str | None:
