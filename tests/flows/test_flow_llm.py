@@ -230,8 +230,9 @@ def test_rerun_and_replay_with_the_same_llm_configuration_make_zero_requests(
         for name, sessions in (("Sam", SESSIONS), ("Kim", SESSIONS[::-1]), ("Lea", SESSIONS)):
             firsts = [t for body in stub.requests for n, t in span_turns(body)[:1] if n == name]
             assert firsts == [sessions[0][0], sessions[1][0]]
-        # First span of an owner: nothing stored, so only insert and skip can be selected.
-        assert [s["memory_skills"] for s in spans if s["seq"] == 0] == [["insert", "skip"]] * 3
+        # No controller is trained: every span gets every primitive (none is withheld).
+        every = ["insert", "update", "delete", "skip"]
+        assert [s["memory_skills"] for s in spans if s["seq"] == 0] == [every] * 3
         ok = sql(
             settings, "select count(*) as n from llm_calls where status = 'ok' and not cached"
         )[0]["n"]

@@ -79,7 +79,7 @@ def test_flow_extracts_and_stores_memories_through_llama_cpp(tmp_path, llama_bas
     finally:
         cat.close()
     assert (span["status"], span["extractor"]) == ("done", "memskill")
-    assert span["memory_skills"] == ["insert", "skip"]
+    assert span["memory_skills"] == ["insert", "update", "delete", "skip"]  # none withheld
     assert calls[-1]["status"] == "ok" and calls[-1]["model"] == MODEL_ALIAS
     assert calls[-1]["purpose"] == "extract"
     assert calls[-1]["prompt_tokens"] > 300 and calls[-1]["completion_tokens"] > 0
