@@ -13,6 +13,7 @@ in a form the memory table records, so that a home is never searched or extended
 
 from __future__ import annotations
 
+import atexit
 import functools
 import logging
 import os
@@ -204,6 +205,7 @@ class Embedder:
         self._texts: list[tuple[list[str], Pending]] = []  # submitted, not yet tokenised
         self._batches: deque[_Batch] = deque()
         self._workers: list[threading.Thread] = []
+        self._closing = False
         self._pid = 0
         self.batches_run = 0
         """Model batches run so far (all threads)."""
@@ -365,11 +367,13 @@ class Embedder:
         self._pid = 0
 
     def _start(self) -> None:
-        """Start the model threads, once per process."""
+        """Start the model threads, once per process; they are stopped at the process's exit."""
         if self._pid == os.getpid():
             return
         self._pid = os.getpid()
         _limit_blas(self.blas_threads)
+        self._closing = False
+        atexit.register(self._stop)
         self._texts, self._batches = [], deque()
         self._workers = [
             threading.Thread(target=self._work, name=f"embed_{i}", daemon=True)
@@ -378,6 +382,18 @@ class Embedder:
         for t in self._workers:
             t.start()
 
+    def _stop(self) -> None:
+        """Let the model threads end and wait for them (at exit: a thread left inside torch while
+        the interpreter tears down can abort the process, "terminate called without an active
+        exception")."""
+        if self._pid != os.getpid():
+            return
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        for t in self._workers:
+            t.join(timeout=10)
+
     def _work(self) -> None:
         import torch
 
@@ -385,6 +401,8 @@ class Embedder:
         while True:
             with self._cond:
                 while not self._batches and not self._texts:
+                    if self._closing:
+                        return
                     self._cond.wait()
                 if self._batches:
                     batch: _Batch | None = self._batches.popleft()
