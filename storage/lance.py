@@ -61,7 +61,6 @@ from skillstream.errors import ConfigError, InputError
 from skillstream.model import Memory
 from skillstream.storage import filters
 from skillstream.storage.lance_db import Database
-from skillstream.storage.lance_db import Table as LanceDBTable
 from skillstream.storage.options import lance_options
 from skillstream.storage.rows import Rows, dedupe, to_table
 from skillstream.vocab import MemoryStatus
@@ -214,7 +213,6 @@ class LanceTable:
         self.indexes = indexes or IndexPolicy(scalar_rows=0, vector_rows=0)
         self._ann = False
         self._ann_checked = -_ANN_RECHECK_S
-        self._key_index = False
         self._tbl: Any = self._open() if create else None
 
     # ------------------------------------------------------------------ opening
@@ -307,31 +305,14 @@ class LanceTable:
             v = filters.lance_column(self.version_column)
             guard = f"target.{v} IS NULL OR source.{v} >= target.{v}"
         tbl = self._require()
-        if isinstance(tbl, LanceDBTable) and not self._key_indexed():
-            # written through lance, as LanceDB itself writes. Once the key has its index, the
-            # write goes through LanceDB: pylance 14 refuses a conditional merge-insert that
-            # finds its rows through the key's index ("primary key ... must not be nullable")
 
-            def write() -> Any:
-                ds = tbl.to_lance()
-                # the stored fields as they are (a declared key is not nullable), as LanceDB
-                # casts a batch to its table's schema
-                stored = pa.schema([ds.schema.field(n) for n in data.column_names])
-                return (
-                    ds.merge_insert(self.key)
-                    .when_matched_update_all(condition=guard)
-                    .when_not_matched_insert_all()
-                    .execute(data.cast(stored))
-                )
-        else:
-
-            def write() -> Any:
-                return (
-                    tbl.merge_insert(self.key)
-                    .when_matched_update_all(where=guard)
-                    .when_not_matched_insert_all()
-                    .execute(data)
-                )
+        def write() -> Any:
+            return (
+                tbl.merge_insert(self.key)
+                .when_matched_update_all(where=guard)
+                .when_not_matched_insert_all()
+                .execute(data)
+            )
 
         retry_conflicts(write, self.name)
         return data.num_rows
@@ -341,18 +322,12 @@ class LanceTable:
         literals by :func:`filters.literal`)."""
         tbl = self._require()
         literals = {column: filters.literal(v) for column, v in values.items()}
-        if isinstance(tbl, LanceDBTable):  # read and written through lance
-            retry_conflicts(lambda: tbl.to_lance().update(literals, where=where), self.name)
-        else:
-            retry_conflicts(lambda: tbl.update(where=where, values_sql=literals), self.name)
+        retry_conflicts(lambda: tbl.update(where=where, values_sql=literals), self.name)
 
     def delete(self, where: str) -> None:
         """Delete the rows matching a filter (build it with :mod:`skillstream.storage.filters`)."""
         tbl = self._require()
-        if isinstance(tbl, LanceDBTable):
-            retry_conflicts(lambda: tbl.to_lance().delete(where), self.name)
-        else:
-            retry_conflicts(lambda: tbl.delete(where), self.name)
+        retry_conflicts(lambda: tbl.delete(where), self.name)
 
     def optimize(self, *, force: bool = False) -> list[str]:
         """Compact files and fold rows written since the last refresh into every index when
@@ -426,12 +401,6 @@ class LanceTable:
         if made:
             log.info("%s: indexed %s at %d rows", self.name, ", ".join(made), rows)
         return made
-
-    def _key_indexed(self) -> bool:
-        """Whether the key column has its scalar index (a ``True`` is kept: indexes stay)."""
-        if not self._key_index:
-            self._key_index = self.key in self.indexed_columns()
-        return self._key_index
 
     def _has_ann(self) -> bool:
         """Whether the vector column has an ANN index (a ``True`` is kept; a ``False`` is looked

@@ -7,7 +7,7 @@ or a run with nothing new needs. Everything a table's rows need (its schema, its
 counting, the ``lance`` dataset that search and SQL read, upserts, updates and deletes) goes
 through ``lance`` itself, which LanceDB writes through too, with the same merge-insert, update
 and delete of one dataset version (an upsert into a table whose key has its index goes through
-LanceDB: see ``LanceTable.upsert``); the ``lancedb`` connection and table are opened the first
+LanceDB: see :class:`Merge`); the ``lancedb`` connection and table are opened the first
 time anything else is asked of a table.
 
 Both sides see the latest committed version: datasets are opened afresh for every call, and the
@@ -156,9 +156,66 @@ class Table:
         got = self.to_lance().stats.index_stats(name)
         return IndexStats(int(got["num_indexed_rows"]), int(got["num_unindexed_rows"]))
 
+    def update(self, where: str | None = None, values_sql: dict[str, str] | None = None) -> None:
+        """LanceDB's ``Table.update`` with SQL values, through ``lance``."""
+        self.to_lance().update(values_sql or {}, where=where)
+
+    def delete(self, where: str) -> None:
+        """LanceDB's ``Table.delete``, through ``lance``."""
+        self.to_lance().delete(where)
+
+    def merge_insert(self, on: str) -> Merge:
+        """LanceDB's merge-insert builder (the calls ``LanceTable.upsert`` makes of it)."""
+        return Merge(self, on)
+
+    def _lancedb_table(self) -> Any:
+        if self._table is None:
+            self._table = self._db.lancedb.open_table(self.name)
+        return self._table
+
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("_"):
             raise AttributeError(attr)
-        if self._table is None:
-            self._table = self._db.lancedb.open_table(self.name)
-        return getattr(self._table, attr)
+        return getattr(self._lancedb_table(), attr)
+
+
+class Merge:
+    """A merge-insert on a key that updates every matched row (where ``where`` holds) and inserts
+    the rest, as LanceDB's builder does. It runs through ``lance``, except on a table whose key
+    has its index: pylance 14 refuses a conditional merge-insert that finds its rows through that
+    index ("primary key ... must not be nullable"), so such a table is written through LanceDB.
+    """
+
+    def __init__(self, table: Table, on: str) -> None:
+        self.table = table
+        self.on = on
+        self.where: str | None = None
+
+    def when_matched_update_all(self, where: str | None = None) -> Merge:
+        self.where = where
+        return self
+
+    def when_not_matched_insert_all(self) -> Merge:
+        return self
+
+    def execute(self, data: Any) -> Any:
+        ds = self.table.to_lance()
+        if any(ix["fields"][:1] == [self.on] for ix in ds.list_indices()):
+            return (
+                self.table._lancedb_table()
+                .merge_insert(self.on)
+                .when_matched_update_all(where=self.where)
+                .when_not_matched_insert_all()
+                .execute(data)
+            )
+        # the stored fields as they are (a declared key is not nullable), as LanceDB casts a
+        # batch to its table's schema
+        import pyarrow as pa
+
+        stored = pa.schema([ds.schema.field(n) for n in data.column_names])
+        return (
+            ds.merge_insert(self.on)
+            .when_matched_update_all(condition=self.where)
+            .when_not_matched_insert_all()
+            .execute(data.cast(stored))
+        )
