@@ -55,7 +55,7 @@ def test_every_module_of_the_package_has_a_layer():
     names |= {p.name for p in package.iterdir() if (p / "__init__.py").exists()}
     assert names - placed == set(), "modules in no layer of pyproject.toml"
     core = {m.removeprefix("skillstream.") for m in contracts["core"]["source_modules"]}
-    above = {"storage", "tables", "connectors", "services", "flows", "eval", "cli", "api"}
+    above = {"storage", "tables", "connectors", "services", "flows", "eval", "cli", "api", "server"}
     assert names - above - core == set(), "core modules missing from the core contract"
 
 

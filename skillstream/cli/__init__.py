@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("skillstream.cli.eval", "eval_group"),
     "export": ("skillstream.cli.transfer", "export_group"),
     "import": ("skillstream.cli.transfer", "import_group"),
+    "serve": ("skillstream.cli.serve", "serve"),
 }
 """name -> (module, attribute). A command's module is imported only when the command runs, so
 ``skillstream --help`` does not load the models, Bytewax or the stores."""

@@ -209,7 +209,7 @@ def import_cmd(ctx, zip_path, owner):
 @click.pass_context
 def mcp_cmd(ctx, owner):
     """Serve task-skill and memory tools (search, add) over MCP on stdio, for one owner."""
-    from skillstream.cli.mcp_server import build_server
+    from skillstream.server.mcp_tools import build_server
 
     build_server(settings_from(ctx), owner).run("stdio")
 

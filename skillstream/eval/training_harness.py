@@ -541,6 +541,7 @@ def train_controller(
         updates=opts.updates,
         selected_update=first.selected,
         runs=len(runs),
+        curve=json.dumps(first.curve.points),
     )
     stored = store_checkpoint(settings, ckpt)
     trained = RolloutController(embed, trainer.net, k=opts.k, fusion=fusion, explore=False)
@@ -865,6 +866,7 @@ def evolve_controller(
         seed=opts.seed,
         skills=",".join(s.name for s in best_skills),
         updates=trainer.updates,
+        curve=json.dumps(trainer.curve.points),
     )
     stored = store_checkpoint(settings, out)
     for row in result.cycles:

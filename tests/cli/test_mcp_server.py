@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import anyio
 import pytest
 
-from skillstream.cli.mcp_server import build_server
 from skillstream.distill.record import TaskSkill
+from skillstream.server.mcp_tools import build_server
 from skillstream.services.task_skills import TaskSkillAPI
 from skillstream.settings import Settings
 

@@ -11,9 +11,9 @@ import anyio
 import duckdb
 import pytest
 
-from skillstream.cli.mcp_server import build_server
 from skillstream.flows.memory import default_sample
 from skillstream.ids import prefixed_id
+from skillstream.server.mcp_tools import build_server
 from skillstream.settings import Settings
 from tests.cli.conftest import invoke
 

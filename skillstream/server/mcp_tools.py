@@ -20,13 +20,20 @@ It needs the SDK's 2.x line (``mcp.server.mcpserver.MCPServer``; the ``mcp`` ext
   owner.
 
 Errors (an unknown name, an invalid section, a home with nothing stored yet, a bad message) come
-back as tool errors with the message saying what to do, never as an empty result. The server talks
-over stdio; ``build_server`` gives the server object for in-process use.
+back as tool errors with the message saying what to do, never as an empty result.
+
+``build_server`` gives the server object: ``skillstream mcp`` runs it over stdio for one owner;
+``skillstream serve`` mounts it over streamable HTTP, where each request names its owner and the
+caller's token decides whether it may (``owner`` is then a function of the request's context).
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
+import inspect
+import typing
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -47,35 +54,70 @@ INSTRUCTIONS = (
 )
 
 
-def build_server(settings: Settings, owner: str, *, api: TaskSkillAPI | None = None) -> Any:
-    """An ``MCPServer`` with the task-skill tools for ``owner``.
+_OWNER: contextvars.ContextVar[str] = contextvars.ContextVar("skillstream_mcp_owner")
+"""The owner of the tool call running in this thread."""
+
+
+def build_server(
+    settings: Settings,
+    owner: str | Callable[[Any], str],
+    *,
+    api: TaskSkillAPI | None = None,
+    name: str = "skillstream-task-skills",
+) -> Any:
+    """An ``MCPServer`` with the task-skill and memory tools.
+
+    Args:
+        settings: The home.
+        owner: The owner of every call, or a function of a call's MCP ``Context`` that gives it
+            (and raises ``InputError`` for an owner the caller may not touch).
+        api: The task-skill service to use (default: one over ``settings``).
+        name: The server's name in the protocol.
 
     Raises:
         MissingExtraError: when the ``mcp`` package is not installed.
     """
     try:
-        from mcp.server.mcpserver import MCPServer
+        from mcp.server.mcpserver import Context, MCPServer
         from mcp.server.mcpserver.exceptions import ToolError
     except ImportError as e:  # pragma: no cover - the test extra installs it
         raise MissingExtraError("mcp", "mcp") from e
 
+    resolve: Callable[[Any], str] = owner if callable(owner) else (lambda ctx: owner)
+
     def tool(fn: Any) -> Any:
-        """Register ``fn``; skillstream's own errors reach the model as tool errors with text."""
+        """Register ``fn``; skillstream's own errors reach the model as tool errors with text.
+
+        The registered function takes the call's ``Context`` too (the SDK fills it in and keeps
+        it out of the tool's schema), from which the call's owner is resolved first."""
 
         @functools.wraps(fn)
-        def wrapped(*args: Any, **kwargs: Any) -> Any:
+        def wrapped(*args: Any, ctx: Any, **kwargs: Any) -> Any:
             try:
-                return fn(*args, **kwargs)
+                token = _OWNER.set(resolve(ctx))
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    _OWNER.reset(token)
             except SkillstreamError as e:
                 raise ToolError(str(e)) from e
             except (ValueError, OSError) as e:  # a store that is missing or unreadable
                 raise ToolError(f"{fn.__name__} failed: {type(e).__name__}: {e}") from e
 
+        sig = inspect.signature(fn)
+        extra = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)
+        wrapped.__signature__ = sig.replace(  # type: ignore[attr-defined]
+            parameters=[*sig.parameters.values(), extra]
+        )
+        wrapped.__annotations__ = {**typing.get_type_hints(fn), "ctx": Context}
         server.add_tool(wrapped)
         return wrapped
 
-    api = api or TaskSkillAPI(settings, owner=owner)
-    server = MCPServer("skillstream-task-skills", instructions=INSTRUCTIONS)
+    def who() -> str:
+        return _OWNER.get()
+
+    api = api or TaskSkillAPI(settings, owner=None if callable(owner) else owner)
+    server = MCPServer(name, instructions=INSTRUCTIONS)
 
     @tool
     def skill_list(include_all: bool = False) -> list[dict[str, Any]]:
@@ -83,13 +125,13 @@ def build_server(settings: Settings, owner: str, *, api: TaskSkillAPI | None = N
         each. Only active skills unless include_all (candidates, stale, retired, archived)."""
         return [
             {k: s[k] for k in ("name", "description", "state", "reliability")}
-            for s in api.list(owner, include_archived=include_all)
+            for s in api.list(who(), include_archived=include_all)
         ]
 
     @tool
     def skill_view(name: str) -> dict[str, Any]:
         """Load a task skill's full SKILL.md (procedure, pitfalls, preferences, checks) by name."""
-        skill = api.show(name, owner)
+        skill = api.show(name, who())
         return {
             "name": skill.name,
             "version": skill.version,
@@ -109,7 +151,7 @@ def build_server(settings: Settings, owner: str, *, api: TaskSkillAPI | None = N
         problems = validate_skill_md(text, name)
         if problems:
             raise InputError("cannot save: " + "; ".join(problems))
-        skill = api.save(skill_from_files({"SKILL.md": text.encode("utf-8")}, owner))
+        skill = api.save(skill_from_files({"SKILL.md": text.encode("utf-8")}, who()))
         return {"name": skill.name, "version": skill.version, "package_url": skill.package_url}
 
     @tool
@@ -117,13 +159,13 @@ def build_server(settings: Settings, owner: str, *, api: TaskSkillAPI | None = N
         """Replace (or with append=true, extend) one section of a task skill: description,
         triggers, procedure, pitfalls, preferences, examples, tools, verification, or a file
         'scripts/<name>' / 'references/<name>'."""
-        skill = api.patch(name, section, text, owner, append=append)
+        skill = api.patch(name, section, text, who(), append=append)
         return {"name": skill.name, "version": skill.version, "package_url": skill.package_url}
 
     @tool
     def skill_delete(name: str) -> dict[str, Any]:
         """Delete a task skill (soft: its history and packages are kept)."""
-        skill = api.delete(name, owner)
+        skill = api.delete(name, who())
         return {"name": skill.name, "version": skill.version, "status": skill.status}
 
     @tool
@@ -134,14 +176,14 @@ def build_server(settings: Settings, owner: str, *, api: TaskSkillAPI | None = N
         states = None if not include_all else ("candidate", "active", "stale", "retired")
         return [
             {k: h[k] for k in ("name", "description", "score", "state", "reliability")}
-            for h in api.search(query, owner, k, states=states)
+            for h in api.search(query, who(), k, states=states)
         ]
 
     @tool
     def skill_feedback(name: str, success: bool, note: str = "") -> dict[str, Any]:
         """Report whether following a task skill worked (success true or false, and a short
         note). A skill that keeps failing is retired and no longer offered."""
-        got = api.feedback(name, success, note, owner)
+        got = api.feedback(name, success, note, who())
         return {k: got[k] for k in ("name", "version", "state", "reliability", "change")}
 
     @tool
@@ -151,7 +193,7 @@ def build_server(settings: Settings, owner: str, *, api: TaskSkillAPI | None = N
         from skillstream.services.search import search_memories
 
         _require_home(settings)
-        hits = search_memories(settings, query, owner=owner, k=k)
+        hits = search_memories(settings, query, owner=who(), k=k)
         return [
             {
                 "id": h.get("id"),
@@ -188,11 +230,11 @@ def build_server(settings: Settings, owner: str, *, api: TaskSkillAPI | None = N
                 {
                     **m,
                     "conversation_id": m.get("conversation_id") or conversation_id,
-                    "user_id": owner,
+                    "user_id": who(),
                     "timestamp": m.get("timestamp") or now,
                 }
             )
-        added = Home(settings, owner).add(records, flush=flush)
+        added = Home(settings, who()).add(records, flush=flush)
         if added.dead_letters and not added.messages:
             raise InputError("no message could be stored: " + "; ".join(added.refused))
         return {
