@@ -90,7 +90,9 @@ def served(home: Path, asked: list[tuple[str, str]], k: int, env: dict[str, str]
             try:
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
                 conn.request("GET", "/healthz")
-                if conn.getresponse().status == 200:
+                health = conn.getresponse()
+                health.read()
+                if health.status == 200:
                     break
             except OSError:
                 time.sleep(0.1)

@@ -31,7 +31,7 @@ span was already in the ledger) write nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -244,28 +244,48 @@ def record_query(
 
     The catalog transaction first, then LanceDB.
     """
-    ids = list(row.result_ids)
+    record_queries(catalog, index, [(row, at, activated)])
+
+
+def record_queries(
+    catalog: Any,
+    index: Any,
+    searches: Sequence[tuple[QueryRow, datetime | None, MaintenanceResult | None]],
+) -> None:
+    """``record_query`` for several searches at once, in their order: one catalog transaction,
+    then one LanceDB update of access times per distinct search time and one upsert of the
+    activated memories (a memory is activated by the first search of the batch that found it)."""
+    if not searches:
+        return
+    accessed: dict[datetime, list[str]] = {}
+    for row, at, _ in searches:
+        if at is not None and row.result_ids:
+            accessed.setdefault(at, []).extend(row.result_ids)
+    activated = [m for _, _, a in searches if a is not None for m in a.memories]
 
     def commit(cat: Any) -> None:
-        cat.upsert(QUERIES_TABLE, [row])
-        if activated is not None:
-            cat.upsert("memory_meta", [_meta_row(m) for m in activated.memories], version="version")
-            cat.insert_ignore("memory_events", [as_dict(e) for e in activated.events])
-        if ids and at is not None:
-            placeholders = ", ".join("?" for _ in ids)
+        cat.upsert(QUERIES_TABLE, [row for row, _, _ in searches])
+        if activated:
+            cat.upsert("memory_meta", [_meta_row(m) for m in activated], version="version")
+            events = [as_dict(e) for _, _, a in searches if a is not None for e in a.events]
+            cat.insert_ignore("memory_events", events)
+        for at, ids in accessed.items():
+            unique = list(dict.fromkeys(ids))
+            placeholders = ", ".join("?" for _ in unique)
             cat.con.execute(
                 "UPDATE memory_meta SET last_accessed_at = ?, decay_steps = 0 "
                 f"WHERE id IN ({placeholders}) AND "
                 "(last_accessed_at IS NULL OR last_accessed_at < ?)",
-                [at, *ids, at],
+                [at, *unique, at],
             )
 
     catalog.run_transaction(commit)
-    if ids and at is not None and index is not None and index.table.exists:
-        where = filters.where_all(
-            filters.is_in("id", ids),
-            f"last_accessed_at IS NULL OR last_accessed_at < {filters.literal(at)}",
-        )
-        index.table.update(where, {"last_accessed_at": at, "decay_steps": 0})
-    if activated is not None and activated.memories:
-        index.upsert(activated.memories)
+    if index is not None and index.table.exists:
+        for at, ids in accessed.items():
+            where = filters.where_all(
+                filters.is_in("id", list(dict.fromkeys(ids))),
+                f"last_accessed_at IS NULL OR last_accessed_at < {filters.literal(at)}",
+            )
+            index.table.update(where, {"last_accessed_at": at, "decay_steps": 0})
+        if activated:
+            index.upsert(activated)

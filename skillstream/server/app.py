@@ -153,11 +153,15 @@ def build_app(home: ServedHome, *, host: str = "127.0.0.1", mcp: bool = True) ->
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        if server is None:
-            yield
-            return
-        async with server.session_manager.run():
-            yield
+        home.recorder.start()
+        try:
+            if server is None:
+                yield
+            else:
+                async with server.session_manager.run():
+                    yield
+        finally:
+            home.recorder.stop()  # what is left is recorded before the process ends
 
     app = Starlette(routes=routes, lifespan=lifespan)
     app.add_middleware(TokenCheck, home=home)

@@ -22,6 +22,7 @@ from uuid import UUID
 from skillstream.errors import InputError, TransientError
 from skillstream.server import reads
 from skillstream.server.auth import Access, Denied, Tokens
+from skillstream.server.recorder import Made, Recorder
 from skillstream.settings import Settings
 
 
@@ -61,8 +62,10 @@ class ServedHome:
         self.settings = settings
         self.tokens = tokens or Tokens()
         """The tokens the server accepts (none: every request has full access)."""
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         self._skills: Any = None
+        self._clock: tuple[Any, datetime | None] = (None, None)
+        self.recorder = Recorder(self._recording_search, self.lock, after=self._recorded)
 
     # ------------------------------------------------------------------ plumbing
     def warm(self) -> None:
@@ -140,19 +143,87 @@ class ServedHome:
             raise InputError("search needs a query: q=...")
         if not self.exists:
             return []
-        from skillstream.services.search import search_memories
+        from skillstream.lifecycle.clock import latest
+        from skillstream.lifecycle.policy import Reader
+        from skillstream.services.search import MemorySearch
 
-        with self.lock:
-            hits = search_memories(
-                self.settings,
-                query,
-                owner=owner,
-                k=k,
-                strategy=strategy,
-                agent=agent,
-                session=session,
+        made_at = datetime.now(UTC)
+        at = self.clock()
+        # LanceDB reads need no lock: a search runs beside the recorder's and the API's writes
+        with MemorySearch(self.settings, record=False) as s:
+            hits = s.search(
+                query, owner=owner, k=k, strategy=strategy, agent=agent, session=session, now=at
             )
+        at = at or latest(*(h.get("updated_at") for h in hits))
+        reader = Reader(owner, agent, session)
+        self.recorder.add(Made(reader, query, strategy, k, hits, at, made_at))
         return [{k: v for k, v in h.items() if k != "vector"} for h in hits]
+
+    def clock(self) -> datetime | None:
+        """The store's clock (its latest event time), read again only when the catalog file
+        changed; while another process holds the catalog, the last one read."""
+        from skillstream.services.home_lifecycle import store_clock
+
+        key = self._catalog_stamp()
+        if key is not None and key == self._clock[0]:
+            return self._clock[1]
+        with self.lock:
+            try:
+                with self.catalog() as cat:
+                    value = store_clock(cat) if cat is not None else None
+            except Busy:
+                return self._clock[1]
+            self._clock = (key, value)
+        return value
+
+    def _recorded(self) -> None:
+        """After the recorder wrote a batch (under the lock): a search's records leave the
+        store's clock where it was (their events carry the clock's time), so the clock read
+        before stays good for the catalog as it is now."""
+        if self._clock[0] is not None:
+            self._clock = (self._catalog_stamp(), self._clock[1])
+
+    def _catalog_stamp(self) -> Any:
+        """What changes when a DuckDB catalog file is written (``None`` for DuckLake)."""
+        from pathlib import Path
+
+        if self.settings.storage.shared_catalog:
+            return None
+        stamp = []
+        for path in (
+            Path(self.settings.storage.catalog),
+            Path(self.settings.storage.catalog + ".wal"),
+        ):
+            try:
+                st = path.stat()
+            except OSError:
+                stamp.append(None)
+                continue
+            stamp.append((st.st_mtime_ns, st.st_size, st.st_ino))
+        return tuple(stamp)
+
+    def _recording_search(self) -> Any:
+        """A ``MemorySearch`` that records into the catalog, open for the recorder's batch.
+
+        Raises:
+            Busy: another process holds the catalog.
+        """
+        from skillstream.services.search import MemorySearch
+        from skillstream.storage.catalog import open_catalog
+
+        try:
+            cat = open_catalog(self.settings.storage)
+        except Exception as e:
+            raise Busy(f"the catalog is not available for recording: {e}") from e
+        search = MemorySearch(self.settings, record=True, catalog=cat)
+        closing = search.close
+
+        def close() -> None:
+            closing()
+            cat.close()
+
+        search.close = close  # type: ignore[method-assign]
+        return search
 
     def controller(self) -> tuple[dict[str, Any] | None, list[dict[str, float]]]:
         """The active controller's record (``<home>/controller.json``) and the training curve

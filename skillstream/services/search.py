@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -160,6 +161,41 @@ class MemorySearch:
 
             hits = expand_nodes(hits, self._node_members().members, fetch, k)
         if self.recording:
+            self.record(reader, query, strategy, k, hits, at)
+        return hits
+
+    def record(
+        self,
+        reader: Reader,
+        query: str,
+        strategy: str,
+        k: int,
+        hits: list[dict[str, Any]],
+        at: datetime | None,
+        recorded_at: datetime | None = None,
+    ) -> None:
+        """Record a search made earlier (by this or another ``MemorySearch``): its ``queries``
+        row, the hits' access times, and the first activation of those still ``generated``.
+
+        Raises:
+            ValueError: when this search was opened without a catalog to record into.
+        """
+        self.record_many([(reader, query, strategy, k, hits, at, recorded_at)])
+
+    def record_many(self, searches: Sequence[tuple[Any, ...]]) -> None:
+        """Record several searches made earlier, in their order, in one write: each is
+        ``(reader, query, strategy, k, hits, at, recorded_at)`` as :meth:`record` takes them.
+
+        Raises:
+            ValueError: when this search was opened without a catalog to record into.
+        """
+        if not self.recording:
+            raise ValueError("this search records nothing: open it with record=True")
+        from skillstream.storage.writer import record_queries
+
+        batch = []
+        activated: set[str] = set()
+        for reader, query, strategy, k, hits, at, recorded_at in searches:
             row = query_row(
                 reader,
                 query,
@@ -167,13 +203,15 @@ class MemorySearch:
                 k,
                 [h["id"] for h in hits],
                 at,
-                datetime.now(UTC),
+                recorded_at or datetime.now(UTC),
                 self.redactor,
             )
-            from skillstream.storage.writer import record_query
-
-            record_query(self.catalog, self.index, row, at, self._activations(hits, row, at))
-        return hits
+            fresh = [h for h in hits if h["id"] not in activated]
+            result = self._activations(fresh, row, at)
+            if result is not None:
+                activated.update(m.id for m in result.memories)
+            batch.append((row, at, result))
+        record_queries(self.catalog, self.index, batch)
 
     def _activations(self, hits: list[dict[str, Any]], row: Any, at: datetime | None) -> Any:
         """The ``generated`` hits activated by this search (a ``MaintenanceResult``), if any."""

@@ -54,6 +54,26 @@ class Served:
         return status, json.loads(raw) if "json" in kind else raw.decode("utf-8", "replace")
 
 
+def retry(fn: Any, seconds: float = 60) -> Any:
+    """``fn()``, tried again while the server holds the catalog for a moment (its recorder
+    writes searches behind their answers)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return fn()
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def sql(home: Path, query: str, params: list | None = None) -> list[dict]:
+    """Rows of a read-only query on the served home, from the test's own process."""
+    import skillstream
+
+    return retry(lambda: skillstream.open(home).sql(query, params).to_pylist())
+
+
 def start(home: Path, tokens_file: Path | None, *extra: str) -> Served:
     port = free_port()
     args = ["serve", "--addr", f"127.0.0.1:{port}", *extra]

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 import skillstream
-from tests.server.conftest import FULL, Served, start, stop, tokens_file
+from tests.server.conftest import FULL, Served, retry, sql, start, stop, tokens_file
 from tests.servers.ports import free_port
 from tests.servers.processes import cli_env, skillstream_cmd
 
@@ -24,9 +24,21 @@ def test_health_needs_no_token_and_everything_else_does(served: Served):
     assert served.call("/v1/owners", token="wrong")[0] == 401
 
 
-def test_search_returns_the_contract_keys_ranked_as_the_library(served: Served):
-    served.call("/v1/search?q=trip%20to%20Lisbon&owner=maya&k=3")  # activates what it finds
-    status, body = served.call("/v1/search?q=trip%20to%20Lisbon&owner=maya&k=3")
+def test_search_returns_the_contract_keys_ranked_as_the_library(sample_home, tmp_path):
+    from skillstream.services.home_lifecycle import store_clock
+    from skillstream.services.search import search_memories
+    from skillstream.storage.catalog import open_catalog
+
+    home = tmp_path / "home"
+    shutil.copytree(sample_home, home)
+    settings = skillstream.open(home).settings
+    clock = _clock(settings, open_catalog, store_clock)
+    lib = search_memories(settings, "trip to Lisbon", owner="maya", k=3, record=False, now=clock)
+    s = start(home, tokens_file(tmp_path))
+    try:
+        status, body = s.call("/v1/search?q=trip%20to%20Lisbon&owner=maya&k=3")
+    finally:
+        stop(s)
     assert status == 200
     hits = body["hits"]
     assert 1 <= len(hits) <= 3
@@ -34,10 +46,31 @@ def test_search_returns_the_contract_keys_ranked_as_the_library(served: Served):
         assert {"id", "text", "score", "owner_id"} <= set(h)
         assert h["owner_id"] == "maya"
         assert "vector" not in h
-    scores = [h["score"] for h in hits]
-    assert scores == sorted(scores, reverse=True)
-    lib = skillstream.open(served.home).search("trip to Lisbon", owner="maya", k=3)
     assert [h["id"] for h in hits] == [r["id"] for r in lib]
+    assert [h["score"] for h in hits] == [r["score"] for r in lib]
+    # the server recorded the search before it stopped
+    rows = sql(home, "select result_ids from queries where query = 'trip to Lisbon'")
+    assert [r["result_ids"] for r in rows] == [[h["id"] for h in hits]]
+
+
+def _clock(settings, open_catalog, store_clock):
+    with open_catalog(settings.storage, read_only=True) as cat:
+        return store_clock(cat)
+
+
+def test_searches_are_recorded_behind_the_answer(served: Served):
+    query = "what did Lin say about the marathon"
+    hits = served.call(f"/v1/search?q={query.replace(' ', '%20')}&owner=lin&k=2")[1]["hits"]
+
+    def recorded():
+        rows = sql(served.home, "select result_ids from queries where query = ?", [query])
+        assert rows, "not recorded yet"
+        return rows
+
+    rows = retry(recorded)
+    assert rows[0]["result_ids"] == [h["id"] for h in hits]
+    statuses = sql(served.home, "select status from memory_meta where id = ?", [hits[0]["id"]])
+    assert statuses[0]["status"] in ("activated", "archived", "frozen")
 
 
 def test_reads_of_owners_memories_history_contradictions_skills_and_stats(served: Served):
@@ -51,9 +84,10 @@ def test_reads_of_owners_memories_history_contradictions_skills_and_stats(served
     one = listed[0]
     assert served.call(f"/v1/memories/{one['id']}")[1]["text"] == one["text"]
     events = served.call(f"/v1/memories/{one['id']}/history")[1]["events"]
-    assert [e["event"] for e in events] == [r["event"] for r in home.history(one["id"])]
+    stored = retry(lambda: home.history(one["id"]).to_pylist())
+    assert [e["event"] for e in events] == [r["event"] for r in stored]
     every = served.call("/v1/contradictions?all=true")[1]["contradictions"]
-    assert len(every) == home.sql("select count(*) as n from contradictions")[0]["n"]
+    assert len(every) == sql(served.home, "select count(*) as n from contradictions")[0]["n"]
     skills = served.call("/v1/task-skills?all=true")[1]["task_skills"]
     assert any(s["name"] == "deploy-flask-app" and s["owner_id"] == "omar" for s in skills)
     stats = served.call("/v1/stats")[1]
@@ -91,9 +125,7 @@ def test_metrics_count_requests_and_read_memories_by_status(served: Served):
     status, text = served.call("/metrics")
     assert status == 200
     assert 'skillstream_http_requests_total{method="GET",route="/v1/owners",status="200"}' in text
-    counts = skillstream.open(served.home).sql(
-        "select status, count(*) as n from memory_meta group by 1"
-    )
+    counts = sql(served.home, "select status, count(*) as n from memory_meta group by 1")
     for row in counts:
         assert f'skillstream_memories{{status="{row["status"]}"}} {float(row["n"])}' in text
 

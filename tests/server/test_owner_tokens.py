@@ -8,15 +8,13 @@ import json
 import anyio
 import pytest
 
-import skillstream
-from tests.server.conftest import MAYA, Served
+from tests.server.conftest import MAYA, Served, sql
 
 pytestmark = pytest.mark.slow
 
 
 def omar_facts(home) -> dict:
-    h = skillstream.open(home)
-    rows = h.sql("select id, text from memory_meta where owner_id = 'omar'").to_pylist()
+    rows = sql(home, "select id, text from memory_meta where owner_id = 'omar'")
     return {"ids": [r["id"] for r in rows], "texts": [r["text"] for r in rows]}
 
 
@@ -63,9 +61,7 @@ def test_every_api_path_with_another_owners_ids_reads_nothing(served: Served):
     assert after["memories"] == before["memories"]
     assert not any(
         r["change"] == "feedback"
-        for r in skillstream.open(served.home).sql(
-            "select change from task_skill_versions where owner_id = 'omar'"
-        )
+        for r in sql(served.home, "select change from task_skill_versions where owner_id = 'omar'")
     )
 
 
@@ -147,7 +143,5 @@ def test_every_mcp_tool_with_another_owner_reads_and_writes_nothing(served: Serv
     for name in ("skill_list", "skill_search", "memory_search"):
         assert not leaks([c.text for c in as_maya[name].content], omar), name
     assert served.call("/v1/stats")[1]["memories"] >= before
-    kept = skillstream.open(served.home).sql(
-        "select count(*) as n from memory_meta where owner_id = 'omar'"
-    )[0]["n"]
+    kept = sql(served.home, "select count(*) as n from memory_meta where owner_id = 'omar'")[0]["n"]
     assert kept == len(omar["ids"])

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import skillstream
-from tests.server.conftest import FULL, Served
+from tests.server.conftest import FULL, Served, retry, sql
 
 pytestmark = pytest.mark.slow
 
@@ -66,6 +66,15 @@ def page(browser, served: Served):
     context.close()
 
 
+def busiest(served: Served) -> str:
+    """The memory with the most lifecycle events."""
+    rows = sql(
+        served.home,
+        "select memory_id from memory_events group by 1 order by count(*) desc, 1 limit 1",
+    )
+    return str(rows[0]["memory_id"])
+
+
 def visit(page, served: Served, path: str, shot: str | None = None):
     response = page.goto(served.base + path)
     assert response is not None and response.status == 200, (path, response and response.status)
@@ -77,10 +86,7 @@ def visit(page, served: Served, path: str, shot: str | None = None):
 
 
 def test_every_page_loads_without_a_console_error(page, served: Served):
-    home = skillstream.open(served.home)
-    memory_id = home.sql(
-        "select memory_id from memory_events group by 1 order by count(*) desc, 1 limit 1"
-    )[0]["memory_id"]
+    memory_id = busiest(served)
     for path, shot in [
         ("/", "owners"),
         ("/owners/maya", "owner-memories"),
@@ -116,11 +122,8 @@ def test_the_search_box_finds_memories(page, served: Served):
 
 
 def test_the_timeline_shows_every_event_of_a_memory(page, served: Served):
-    home = skillstream.open(served.home)
-    memory_id = home.sql(
-        "select memory_id from memory_events group by 1 order by count(*) desc, 1 limit 1"
-    )[0]["memory_id"]
-    events = home.history(memory_id).to_pylist()
+    memory_id = busiest(served)
+    events = retry(lambda: skillstream.open(served.home).history(memory_id).to_pylist())
     assert len(events) >= 2
     visit(page, served, f"/memories/{memory_id}")
     items = page.locator("#timeline li.event")
