@@ -189,7 +189,7 @@ class ServedHome:
 
         if self.settings.storage.shared_catalog:
             return None
-        stamp = []
+        stamp: list[tuple[int, int, int] | None] = []
         for path in (
             Path(self.settings.storage.catalog),
             Path(self.settings.storage.catalog + ".wal"),
