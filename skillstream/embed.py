@@ -339,8 +339,10 @@ class Embedder:
     def encode_query(self, text: str) -> np.ndarray:
         """A search query's vector: from the numpy encoder when the embedding cache has one for
         this model (no ``torch`` import; the traced model's vector to within
-        ``traced.ENCODER_TOLERANCE``), else as :meth:`encode_one`. A process decides once, so
-        its queries all take one path."""
+        ``traced.ENCODER_TOLERANCE``), else as :meth:`encode_one`. A process whose model is
+        already loaded when it embeds its first query (a server, once it has warmed up) keeps to
+        the model, which is the faster of the two once loaded. A process decides once, so its
+        queries all take one path."""
         encoder = self._query_encoder()
         if encoder is None:
             return self.encode_one(text)
@@ -350,7 +352,7 @@ class Embedder:
         with self._querying:
             if not self._query_checked:
                 encoder = None
-                if self.cache is not None:
+                if self.cache is not None and not self._loaded:
                     encoder = trace_cache.load_encoder(self.cache, self._entry, self.path)
                     if encoder is None and not self._loaded:
                         self._load()  # the first process of a model writes its cache entry

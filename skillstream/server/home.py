@@ -73,6 +73,7 @@ class ServedHome:
         from skillstream.embed import get_embedder
 
         embedder = get_embedder(self.settings.embedding)
+        embedder.encode(["warm up"])  # the model itself: a loaded model embeds queries fastest
         embedder.encode_query("warm up")
 
     @property
