@@ -74,14 +74,16 @@ def sql(home: Path, query: str, params: list | None = None) -> list[dict]:
     return retry(lambda: skillstream.open(home).sql(query, params).to_pylist())
 
 
-def start(home: Path, tokens_file: Path | None, *extra: str) -> Served:
+def start(
+    home: Path, tokens_file: Path | None, *extra: str, env: dict[str, str] | None = None
+) -> Served:
     port = free_port()
     args = ["serve", "--addr", f"127.0.0.1:{port}", *extra]
     if tokens_file is not None:
         args += ["--tokens", str(tokens_file)]
     proc = subprocess.Popen(
         skillstream_cmd(*args),
-        env=cli_env(home),
+        env=cli_env(home, **(env or {})),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
