@@ -115,11 +115,21 @@ STATS_SQL = {
 
 
 @click.command()
+@click.option(
+    "--cost",
+    is_flag=True,
+    help="LLM calls, billed prompt and completion tokens and their cost (setting llm_prices) by "
+    "purpose, in all and per 1,000 turns (the messages of the stored spans).",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def stats(ctx, as_json):
-    """Row counts per table, memories per status and type, spans, dead letters."""
+def stats(ctx, cost, as_json):
+    """Row counts per table, memories per status and type, spans, dead letters; with --cost, what
+    the LLM cost."""
     settings = settings_from(ctx)
+    if cost:
+        _cost(settings, as_json)
+        return
     cat = open_catalog(settings)
     try:
         tables = [
@@ -151,6 +161,88 @@ def stats(ctx, as_json):
         if rows:
             click.echo(f"\n{name}:")
             click.echo(format_text(list(rows[0]), rows))
+
+
+COST_SQL = (
+    "SELECT purpose, model, count(*) FILTER (WHERE NOT cached) AS calls, "
+    "count(*) FILTER (WHERE cached) AS cached, "
+    "coalesce(sum(prompt_tokens) FILTER (WHERE NOT cached), 0) AS prompt_tokens, "
+    "coalesce(sum(completion_tokens) FILTER (WHERE NOT cached), 0) AS completion_tokens "
+    "FROM llm_calls GROUP BY ALL ORDER BY ALL"
+)
+"""LLM calls by purpose and model: HTTP attempts (each retry is one, as each is billed), cached
+answers, and the billed tokens (a cached answer is not billed)."""
+TURNS_SQL = "SELECT coalesce(sum(len(message_ids)), 0) AS n FROM spans"
+"""Turns: the messages admitted into the stored spans."""
+
+
+def cost_report(calls: list[dict], turns: int, prices: dict) -> dict:
+    """``stats --cost``: per purpose, the calls, cached answers, billed tokens and cost in all
+    and per 1,000 turns; the cost is ``None`` when a model the purpose used has no price.
+
+    Args:
+        calls: Rows of :data:`COST_SQL`.
+        turns: Messages of the stored spans.
+        prices: Setting ``llm_prices``.
+    """
+    from skillstream.llm.cost import token_cost
+
+    by: dict[str, dict] = {}
+    for r in calls:
+        zero = {"calls": 0, "cached": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost": 0.0}
+        p = by.setdefault(r["purpose"], {"purpose": r["purpose"], "models": [], **zero})
+        p["models"].append(r["model"])
+        for k in ("calls", "cached", "prompt_tokens", "completion_tokens"):
+            p[k] += int(r[k])
+        c = token_cost(prices, r["model"], int(r["prompt_tokens"]), int(r["completion_tokens"]))
+        p["cost"] = None if c is None or p["cost"] is None else p["cost"] + c
+    per = 1000.0 / turns if turns else None
+    out = []
+    for p in by.values():
+        p["per_1000_turns"] = {
+            k: (None if per is None or p[k] is None else round(p[k] * per, 6))
+            for k in ("calls", "prompt_tokens", "completion_tokens", "cost")
+        }
+        if p["cost"] is not None:
+            p["cost"] = round(p["cost"], 6)
+        out.append(p)
+    unpriced = sorted({r["model"] for r in calls if r["model"] not in prices})
+    return {"turns": turns, "purposes": out, "unpriced_models": unpriced}
+
+
+def _cost(settings, as_json: bool) -> None:
+    from skillstream.storage import catalog as store
+
+    existing_home(settings)
+    with store.open_catalog(settings.storage, read_only=True) as cat:
+        calls = cat.sql(COST_SQL).to_pylist()
+        turns = int(cat.sql(TURNS_SQL).to_pylist()[0]["n"])
+    report = cost_report(calls, turns, settings.llm.prices)
+    if as_json:
+        click.echo(dumps(report))
+        return
+    click.echo(f"turns: {turns}")
+    rows = [
+        {
+            "purpose": p["purpose"],
+            "calls": p["calls"],
+            "cached": p["cached"],
+            "prompt_tokens": p["prompt_tokens"],
+            "completion_tokens": p["completion_tokens"],
+            "cost": p["cost"],
+            "cost_per_1000_turns": p["per_1000_turns"]["cost"],
+            "calls_per_1000_turns": p["per_1000_turns"]["calls"],
+        }
+        for p in report["purposes"]
+    ]
+    if rows:
+        click.echo(format_text(list(rows[0]), rows))
+    if report["unpriced_models"]:
+        click.echo(
+            "no price for " + ", ".join(report["unpriced_models"]) + ": set llm_prices "
+            '(e.g. SKILLSTREAM_LLM_PRICES=\'{"MODEL": {"input": 0.15, "output": 0.6}}\')',
+            err=True,
+        )
 
 
 @click.command("config")
