@@ -73,7 +73,7 @@ def kind(key: str) -> str:
 
 def bad_values(key: str) -> list[Any]:
     k, b = kind(key), _bounds(key)
-    values: list[Any] = {
+    table: dict[str, list[Any]] = {
         "bool": ["ture", "2", "maybe", 2],
         "int": ["abc", "1.5", "nan", True],
         "float": ["abc", "nan", "inf", "-inf", True],
@@ -86,7 +86,8 @@ def bad_values(key: str) -> list[Any]:
         "url": ["localhost:8080", "ftp://host/x", 5],
         "time": ["yesterday", "2020-13-01", 5],
         "text": [5, ["x"]],
-    }[k]
+    }
+    values = table[k]
     step = 1 if k == "int" else 0.5
     if "ge" in b:
         values.append(b["ge"] - step)
