@@ -81,7 +81,7 @@ def build_flow(parts: FlowParts, source: Source, flow_id: str = "skillstream-mem
     messages = split.trues
     dead = op.filter("dead", split.falses, lambda x: isinstance(x, DeadLetter))
     op.inspect("count-messages", messages, counters.counter("messages"))
-    op.inspect("count-dead", dead, counters.counter("dead_letters"))
+    op.inspect("count-dead", dead, counters.counter("dead_letters", stage="source"))
     messages = not_erased(messages, parts.erased, counters)
     admission = admit_messages("admit", messages, parts.window, counters=counters)
     messages = admission.admitted

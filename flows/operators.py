@@ -40,6 +40,7 @@ import bytewax.operators as op
 from bytewax.dataflow import Stream, operator
 from bytewax.operators import StatefulBatchLogic, StatefulLogic
 
+from skillstream import telemetry
 from skillstream.admit import Admitted, TimeWindow, admit, refusal, refused
 from skillstream.flows.distill import Distillation, distil_task_skills
 from skillstream.flows.live import OpenLogic, OpenSpans, conversation_of
@@ -97,9 +98,13 @@ class SpanLogic(OpenLogic[SpanState]):
 
     A message that the span builder cannot take (its text cannot be tokenised, say) leaves as a
     ``DeadLetter``; the conversation goes on without it.
+
+    While its conversation has an open span, the logic counts one in the process's
+    ``skillstream_open_spans`` gauge (when the process records metrics).
     """
 
     stage = SPANS
+    _counted = False
 
     def __init__(
         self, builder: SpanBuilder, resume: SpanState | None, live: OpenSpans | None = None
@@ -108,6 +113,26 @@ class SpanLogic(OpenLogic[SpanState]):
         super().__init__(
             resume, live if live is not None else OpenSpans(IdleRule(builder.idle_gap))
         )
+
+    def on_item(self, value: Any) -> tuple[Iterable[Any], bool]:
+        return self._gauged(super().on_item(value))
+
+    def on_notify(self) -> tuple[Iterable[Any], bool]:
+        return self._gauged(super().on_notify())
+
+    def on_eof(self) -> tuple[Iterable[Any], bool]:
+        return self._gauged(super().on_eof())
+
+    def _gauged(self, out: tuple[Iterable[Any], bool]) -> tuple[Iterable[Any], bool]:
+        """Move the open-spans gauge when this conversation's span opened or closed."""
+        state = self.state
+        is_open = out[1] == StatefulLogic.RETAIN and state is not None and bool(state.messages)
+        if is_open != self._counted:
+            m = telemetry.metrics()
+            if m is not None:
+                m.OPEN_SPANS.inc() if is_open else m.OPEN_SPANS.dec()
+                self._counted = is_open
+        return out
 
     def copy(self, state: SpanState) -> SpanState:
         return state.copy()
@@ -179,7 +204,10 @@ def admit_messages(
     split = op.branch("admitted", op.key_rm("unkeyed", judged), _is_message)
     refused_letters = cast("Stream[DeadLetter]", split.falses)
     if counters is not None:
-        op.inspect("count-refused", refused_letters, counters.counter("dead_letters"))
+        op.inspect(
+            "count-refused", refused_letters, counters.counter("dead_letters", stage="admit")
+        )
+        op.inspect("count-admitted", split.trues, counters.counter("admitted"))
     return Admission(cast("Stream[Message]", split.trues), refused_letters)
 
 
@@ -346,7 +374,7 @@ def extract_memories(
     built = op.branch("built", op.key_rm("spans-unkeyed", keyed_spans), _is_span)
     spans = cast("Stream[Span]", built.trues)
     refused_letters = op.filter("refused", built.falses, _is_dead_letter)
-    op.inspect("count-refused", refused_letters, counters.counter("dead_letters"))
+    op.inspect("count-refused", refused_letters, counters.counter("dead_letters", stage="spans"))
     by_shard = op.key_on(
         "by-owner-shard", spans, lambda s: shard_key(shard_of(s.owner_id, shards), workers)
     )

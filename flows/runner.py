@@ -20,6 +20,10 @@ rules, take the same lock and count the same way:
 5. **Execution**: Bytewax's ``cli_main`` (a cluster or a recovery folder) or ``run_main``; the
    run's own :class:`~skillstream.flows.progress.Counters`.
 6. **Finish**: the full-text index folds the new rows; a shared catalog is compacted.
+
+Around it all, the run serves the process's Prometheus metrics while it goes on (setting
+``metrics_addr``, ``flows.exposition``) and turns OpenTelemetry spans on or off for the process
+(setting ``tracing``, ``skillstream.telemetry``).
 """
 
 from __future__ import annotations
@@ -278,6 +282,8 @@ class Runner:
         self.started = time.time()
         self.counters = Counters()
         """This run's counters (the progress bar reads them while the run goes on)."""
+        self.metrics_url: str | None = None
+        """Where the run's metrics are served while it runs (setting ``metrics_addr``)."""
         self.collect: Callable[[Any], None] | None = None
         """Called with every span and task-skill result of the run (``Home.add`` keeps them)."""
         self._embedder = embedder
@@ -477,8 +483,15 @@ class Runner:
             yield
 
     def run(self, source: Source) -> Summary:
-        """Lock the home, read it, run the flow over ``source`` and finish; the run's summary."""
-        with self.locked():
+        """Lock the home, read it, run the flow over ``source`` and finish; the run's summary.
+
+        Its metrics are served on setting ``metrics_addr`` while it runs; spans are emitted
+        when setting ``tracing`` is on."""
+        from skillstream import telemetry
+        from skillstream.flows.exposition import serving
+
+        telemetry.set_tracing(self.settings.telemetry.tracing)
+        with serving(self.settings.telemetry) as self.metrics_url, self.locked():
             if self.live is None:
                 self.live = bool(getattr(source, "tail", False))
             if self.signals and isinstance(source, FixedPartitionedSource):

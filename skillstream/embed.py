@@ -18,6 +18,7 @@ import functools
 import logging
 import os
 import threading
+import time
 import warnings
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -28,6 +29,7 @@ from typing import Any, Protocol, TypeAlias
 
 import numpy as np
 
+from skillstream import telemetry
 from skillstream import traced as trace_cache
 from skillstream.errors import ConfigError, TransientError
 from skillstream.settings import OPENAI_BASE_URL_ENV, EmbeddingSettings, embed_api_key
@@ -474,8 +476,13 @@ class Embedder:
     def _compute(self, batch: _Batch) -> None:
         import torch
 
+        texts = len(batch.to)  # the rows copied to fill a small batch are not texts
+        t0 = time.perf_counter()
         try:
-            with torch.inference_mode():
+            with (
+                telemetry.span(*_embedding_span(self.name, texts, "local")),
+                torch.inference_mode(),
+            ):
                 if self._run is not None:
                     emb = self._run(batch.inputs)
                 else:
@@ -485,6 +492,9 @@ class Embedder:
             for p, _ in batch.to:
                 p._fail(e)
             return
+        m = telemetry.metrics()
+        if m is not None:
+            m.embedded("local", texts, time.perf_counter() - t0)
         finished = []
         with self._cond:
             self.batches_run += 1
@@ -705,13 +715,15 @@ class OpenAIEmbedder:
         import openai
 
         extra = {"dimensions": self.dimensions} if self.dimensions else {}
+        t0 = time.perf_counter()
         try:
-            response = self._client.embeddings.create(
-                model=self.name,
-                input=[t if t.strip() else " " for t in texts],
-                encoding_format="float",
-                **extra,
-            )
+            with telemetry.span(*_embedding_span(self.name, len(texts), "openai"), client=True):
+                response = self._client.embeddings.create(
+                    model=self.name,
+                    input=[t if t.strip() else " " for t in texts],
+                    encoding_format="float",
+                    **extra,
+                )
         except openai.NotFoundError as e:
             raise ConfigError(
                 f"the embeddings endpoint {self._where()} has no model {self.name!r} "
@@ -731,6 +743,9 @@ class OpenAIEmbedder:
             raise TransientError(
                 f"embeddings request to {self._where()} failed: {type(e).__name__}"
             ) from None
+        m = telemetry.metrics()
+        if m is not None:
+            m.embedded("openai", len(texts), time.perf_counter() - t0)
         rows = sorted(response.data, key=lambda d: d.index)
         if len(rows) != len(texts):
             raise TransientError(
@@ -743,6 +758,20 @@ class OpenAIEmbedder:
 
     def _where(self) -> str:
         return self.base_url or "api.openai.com"
+
+
+def _embedding_span(model: str, texts: int, backend: str) -> tuple[str, dict[str, Any]]:
+    """The name and GenAI semantic-convention attributes of an embedding call's trace span (a
+    local model has no provider to name)."""
+    g = telemetry.GEN_AI
+    attributes: dict[str, Any] = {
+        g["operation"]: "embeddings",
+        g["model"]: model,
+        "skillstream.embedding.texts": texts,
+    }
+    if backend == "openai":
+        attributes[g["provider"]] = attributes[g["system"]] = "openai"
+    return f"embeddings {model}", attributes
 
 
 def _short(error: Exception, limit: int = 200) -> str:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from skillstream import telemetry
 from skillstream.apply import ApplyOptions, apply_ops, op_texts
 from skillstream.embed import Embed
 from skillstream.errors import SkillstreamError
@@ -276,7 +277,7 @@ class MemoryPipeline:
                     SpanResult(span=span, status="skipped", extractor=self.executor.name)
                 )
                 continue
-            results.append(self._one(state, span, pending, defer, options, embed))
+            results.append(self._timed(state, span, pending, defer, options, embed))
         if pending:
             self._embed_into(list(pending.values()), embed)
             for m in pending.values():
@@ -331,6 +332,34 @@ class MemoryPipeline:
                 texts = []
         lookup.add(texts)
         return lookup
+
+    def _timed(
+        self,
+        state: OwnerState,
+        span: Span,
+        pending: dict[str, Memory],
+        defer: bool,
+        options: ApplyOptions,
+        embed: Embed,
+    ) -> SpanResult:
+        """:meth:`_one`, in a trace span of its own (its LLM and embedding calls nest inside),
+        timed into ``skillstream_span_extraction_seconds``."""
+        attributes = {
+            "skillstream.span.id": span.span_id,
+            "skillstream.span.messages": len(span.messages),
+            "skillstream.span.tokens": span.n_tokens,
+            "skillstream.extractor": self.executor.name,
+        }
+        t0 = time.perf_counter()
+        with telemetry.span("extract span", attributes) as traced:
+            result = self._one(state, span, pending, defer, options, embed)
+            if traced is not None:
+                traced.set_attribute("skillstream.span.status", result.status)
+                traced.set_attribute("skillstream.memory.changes", len(result.memories))
+        m = telemetry.metrics()
+        if m is not None:
+            m.EXTRACTION_SECONDS.labels(result.status).observe(time.perf_counter() - t0)
+        return result
 
     def _one(
         self,

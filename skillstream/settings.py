@@ -1,8 +1,8 @@
 """Settings, in groups, parsed strictly.
 
 ``Settings`` holds one frozen group per concern: ``storage``, ``embedding``, ``llm``, ``spans``,
-``extraction``, ``flow``, ``lifecycle``, ``distillation`` and ``kafka``. A component takes its own
-group (``make_backend(settings.llm, home)``), never the whole object.
+``extraction``, ``flow``, ``lifecycle``, ``distillation``, ``kafka`` and ``telemetry``. A component
+takes its own group (``make_backend(settings.llm, home)``), never the whole object.
 
 Every setting has one flat *key* (``span_tokens``, ``llm_base_url``, ``llm`` for the backend name),
 and the key is what the user writes. Precedence, highest first:
@@ -129,6 +129,45 @@ def _mapping(value: Any) -> Any:
     return dict(value)
 
 
+def _prices(value: Any) -> Any:
+    """``{model: {"input": USD, "output": USD}}`` per million tokens, both finite and >= 0."""
+    value = _mapping(value)
+    out = {}
+    for model, price in value.items():
+        if not isinstance(price, Mapping) or set(price) != {"input", "output"}:
+            raise ValueError("each model needs exactly input and output")
+        pair = {}
+        for side in ("input", "output"):
+            v = price[side]
+            if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < float("inf"):
+                raise ValueError("a price is a finite number >= 0")
+            pair[side] = float(v)
+        out[str(model)] = pair
+    return out
+
+
+def _address(value: Any) -> Any:
+    """``PORT`` (loopback), ``HOST:PORT`` or ``[IPv6]:PORT`` as ``HOST:PORT``; empty stays empty."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        raise ValueError("not text")
+    text = value.strip()
+    if not text:
+        return ""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = "127.0.0.1", text
+    host = host.strip()
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not host or _CONTROL.search(host) or " " in host:
+        raise ValueError("no host")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError("not a port")
+    return f"[{host}]:{int(port)}" if ":" in host else f"{host}:{int(port)}"
+
+
 def _location(value: Any) -> Any:
     if not isinstance(value, str):
         raise ValueError("not text")
@@ -171,6 +210,10 @@ Bool = Annotated[bool, BeforeValidator(_bool)]
 Int = Annotated[int, BeforeValidator(_number)]
 Float = Annotated[float, BeforeValidator(_number)]
 Map = Annotated[dict[str, Any], BeforeValidator(_mapping)]
+Prices = Annotated[dict[str, dict[str, float]], BeforeValidator(_prices)]
+"""Model -> ``{"input": ..., "output": ...}``, per million tokens."""
+Address = Annotated[str, BeforeValidator(_address)]
+"""``HOST:PORT`` or empty; a bare port means the loopback host."""
 Location = Annotated[str, BeforeValidator(_location)]
 """A folder, file or URI; ``accepted`` says ``LOCATION_ACCEPTED``."""
 Url = Annotated[str, BeforeValidator(_url)]
@@ -517,6 +560,16 @@ class LLMSettings(_Group):
         1024,
         "Completion token limit of one extraction call (0: no limit).",
         ge=0,
+    )
+    prices: Prices = _key(
+        "llm_prices",
+        dict,
+        'Prices per million tokens by model name, e.g. {"gpt-4o-mini": {"input": 0.15, '
+        '"output": 0.6}}: the cost metrics and `stats --cost` use them; a model without a '
+        "price gets no cost, never a guess.",
+        json_schema_extra={
+            "accepts": "a JSON object (a table in TOML): model -> {input, output}, numbers >= 0"
+        },
     )
 
 
@@ -963,6 +1016,30 @@ class KafkaSettings(_Group):
     )
 
 
+class TelemetrySettings(_Group):
+    """What a run tells about itself while it runs: Prometheus metrics and OpenTelemetry traces."""
+
+    metrics_addr: Address = _key(
+        "metrics_addr",
+        "",
+        "Serve the run's Prometheus metrics at http://HOST:PORT/metrics; a bare PORT listens on "
+        "127.0.0.1 only (empty: no metrics endpoint).",
+        json_schema_extra={"accepts": "PORT, HOST:PORT or [IPv6]:PORT, or empty"},
+    )
+    metrics_public: Bool = _key(
+        "metrics_public",
+        False,
+        "Allow metrics_addr to name a host other than a loopback one (the metrics hold counts "
+        "and labels, never messages or owner ids, but the port opens to the network).",
+    )
+    tracing: Bool = _key(
+        "tracing",
+        False,
+        "Emit OpenTelemetry spans (span extraction, LLM and embedding calls, store commits) to "
+        "the tracer provider your OpenTelemetry SDK set up; without an SDK they cost nothing.",
+    )
+
+
 GROUPS: dict[str, type[_Group]] = {
     "storage": StorageSettings,
     "embedding": EmbeddingSettings,
@@ -973,6 +1050,7 @@ GROUPS: dict[str, type[_Group]] = {
     "lifecycle": LifecycleSettings,
     "distillation": DistillationSettings,
     "kafka": KafkaSettings,
+    "telemetry": TelemetrySettings,
 }
 """Group name -> group model, in ``Settings`` order."""
 
@@ -999,6 +1077,7 @@ class Settings(BaseModel):
     lifecycle: LifecycleSettings = Field(default_factory=LifecycleSettings)
     distillation: DistillationSettings = Field(default_factory=DistillationSettings)
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
 
     @classmethod
     def load(cls, **explicit: Any) -> Settings:

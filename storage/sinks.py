@@ -9,12 +9,14 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 import zlib
 from collections.abc import Callable
 from typing import Any
 
 from bytewax.outputs import FixedPartitionedSink, StatefulSinkPartition
 
+from skillstream import telemetry
 from skillstream.model import DeadLetter, MaintenanceResult, SpanResult
 from skillstream.settings import Settings
 from skillstream.storage.home import Stores, open_stores
@@ -27,6 +29,10 @@ PARTITION = "store"
 
 WRITES_AHEAD = 2
 """Batches handed to a store partition's writer that may wait for it (the flow then waits)."""
+
+COUNT_MEMORIES_EVERY_S = 5.0
+"""Least seconds between two reads of the memories by status for ``skillstream_stored_memories``
+(one grouped count of ``memory_meta``, on the writer's own catalog connection)."""
 
 Shard = Callable[[str], str]
 """An owner id's shard (the flow's ``shard_of``: a decimal number below the shard count)."""
@@ -177,13 +183,19 @@ class _StorePartition(StatefulSinkPartition):
     stored is stored. A write that fails stops the writing: the batches after it are not written
     (a later ledger row must not commit before an earlier span's rows), and the error is raised at
     the next ``write_batch``, ``snapshot`` or ``close``, which fails the flow as a write of its own
-    would have."""
+    would have.
+
+    When the process records metrics, each write is timed into ``skillstream_store_commit_seconds``
+    and the home's memories are counted by status after it (at most every
+    ``COUNT_MEMORIES_EVERY_S``, and once at the close); with tracing on, a write is one
+    ``update_memory`` span."""
 
     def __init__(self, stores: Stores, optimize_every: int, checkpoint: bool = True) -> None:
         self.stores = stores
         self.checkpoint = checkpoint
         self.optimize_every = optimize_every
         self._since_optimize = 0
+        self._counted_at = 0.0
         self._queue: queue.Queue[list[Any] | None] = queue.Queue(maxsize=WRITES_AHEAD)
         self._error: BaseException | None = None
         self._reported = False
@@ -207,6 +219,7 @@ class _StorePartition(StatefulSinkPartition):
             self._raise()
             if self.optimize_every and self._since_optimize:
                 self.stores.index.optimize()
+            self._count_memories(force=True)
         finally:
             self.stores.close(checkpoint=self.checkpoint)
 
@@ -231,8 +244,37 @@ class _StorePartition(StatefulSinkPartition):
                 self._queue.task_done()
 
     def _write(self, values: list[Any]) -> None:
-        summary = write_results(self.stores, values)
+        g = telemetry.GEN_AI
+        t0 = time.perf_counter()
+        with telemetry.span(
+            "update_memory memories", {g["operation"]: "update_memory", g["store"]: "memories"}
+        ) as traced:
+            summary = write_results(self.stores, values)
+            if traced is not None:
+                traced.set_attribute("skillstream.memory.records", summary.memories)
+                traced.set_attribute("skillstream.spans", summary.spans)
+        m = telemetry.metrics()
+        if m is not None:
+            m.COMMIT_SECONDS.observe(time.perf_counter() - t0)
+            self._count_memories()
         self._since_optimize += summary.memories
         if self.optimize_every and self._since_optimize >= self.optimize_every:
             self.stores.index.optimize()
             self._since_optimize = 0
+
+    def _count_memories(self, force: bool = False) -> None:
+        """Set ``skillstream_stored_memories`` from the catalog (metrics recorded, and the last
+        count ``COUNT_MEMORIES_EVERY_S`` ago or ``force``)."""
+        m = telemetry.metrics()
+        now = time.monotonic()
+        if m is None or (not force and now - self._counted_at < COUNT_MEMORIES_EVERY_S):
+            return
+        self._counted_at = now
+        try:
+            rows = self.stores.catalog.sql(
+                "SELECT status, count(*) AS n FROM memory_meta GROUP BY 1"
+            ).to_pylist()
+        except Exception as e:  # noqa: BLE001 - a gauge must not fail the writes
+            log.warning("could not count the memories by status: %s", e)
+            return
+        m.stored_memories({str(r["status"]): int(r["n"]) for r in rows})

@@ -115,11 +115,21 @@ STATS_SQL = {
 
 
 @click.command()
+@click.option(
+    "--cost",
+    is_flag=True,
+    help="LLM calls, billed prompt and completion tokens and their cost (setting llm_prices) by "
+    "purpose, in all and per 1,000 turns (the messages of the stored spans).",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def stats(ctx, as_json):
-    """Row counts per table, memories per status and type, spans, dead letters."""
+def stats(ctx, cost, as_json):
+    """Row counts per table, memories per status and type, spans, dead letters; with --cost, what
+    the LLM cost."""
     settings = settings_from(ctx)
+    if cost:
+        _cost(settings, as_json)
+        return
     cat = open_catalog(settings)
     try:
         tables = [
@@ -151,6 +161,42 @@ def stats(ctx, as_json):
         if rows:
             click.echo(f"\n{name}:")
             click.echo(format_text(list(rows[0]), rows))
+
+
+def _cost(settings, as_json: bool) -> None:
+    from skillstream.storage import catalog as store
+
+    existing_home(settings)
+    from skillstream.services.cost import read_cost
+
+    with store.open_catalog(settings.storage, read_only=True) as cat:
+        report = read_cost(cat, settings.llm.prices)
+    turns = report["turns"]
+    if as_json:
+        click.echo(dumps(report))
+        return
+    click.echo(f"turns: {turns}")
+    rows = [
+        {
+            "purpose": p["purpose"],
+            "calls": p["calls"],
+            "cached": p["cached"],
+            "prompt_tokens": p["prompt_tokens"],
+            "completion_tokens": p["completion_tokens"],
+            "cost": p["cost"],
+            "cost_per_1000_turns": p["per_1000_turns"]["cost"],
+            "calls_per_1000_turns": p["per_1000_turns"]["calls"],
+        }
+        for p in report["purposes"]
+    ]
+    if rows:
+        click.echo(format_text(list(rows[0]), rows))
+    if report["unpriced_models"]:
+        click.echo(
+            "no price for " + ", ".join(report["unpriced_models"]) + ": set llm_prices "
+            '(e.g. SKILLSTREAM_LLM_PRICES=\'{"MODEL": {"input": 0.15, "output": 0.6}}\')',
+            err=True,
+        )
 
 
 @click.command("config")

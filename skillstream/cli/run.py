@@ -92,6 +92,13 @@ def parse_pairs(pairs: tuple[str, ...], what: str) -> dict[str, str]:
     help="Exit with code 3 when more records than this were dead-lettered (setting "
     "max_dead_letters; -1: no limit, the default).",
 )
+@click.option(
+    "--metrics-addr",
+    default=None,
+    metavar="[HOST:]PORT",
+    help="Serve Prometheus metrics at http://HOST:PORT/metrics while the run goes on; a bare PORT "
+    "listens on 127.0.0.1 only (setting metrics_addr; another host needs metrics_public=true).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_context
 def run(
@@ -112,6 +119,7 @@ def run(
     events_to,
     max_failed_spans,
     max_dead_letters,
+    metrics_addr,
     as_json,
 ):
     """Read conversations, cut spans, extract memories and store them.
@@ -127,6 +135,7 @@ def run(
         llm_model=llm_model,
         max_failed_spans=max_failed_spans,
         max_dead_letters=max_dead_letters,
+        metrics_addr=metrics_addr,
     )
     kafka_pairs = parse_pairs(kafka_config, "--kafka-config")
     if kafka_pairs:  # the source and the event sink both read settings.kafka_config
@@ -160,6 +169,8 @@ def run(
         tail=tail,
         owner=owner,
     )
+    if settings.telemetry.metrics_addr:
+        click.echo(f"note: metrics at http://{settings.telemetry.metrics_addr}/metrics", err=True)
     done = _run(runner, src)
     summary = done.as_dict()
     exceeded = over_limits(summary, settings.flow.max_failed_spans, settings.flow.max_dead_letters)

@@ -29,7 +29,9 @@ OpenAI, vLLM, Ollama, the llama.cpp server, Together... anything that speaks
   endpoint (a semaphore shared by every backend of this process that talks to the same endpoint with
   the same limit); backoff sleeps do not hold a slot.
 * **Accounting**: one ``LLMCall`` row per HTTP attempt (tokens from ``usage``, latency, ``ok`` or
-  ``error`` with a secret-free message), or one ``cached`` row.
+  ``error`` with a secret-free message), or one ``cached`` row; each row also moves the process's
+  LLM metrics (``skillstream.metrics``: requests, tokens, and the cost at ``llm.prices``) when the
+  process records them, and a request is one ``chat MODEL`` trace span when tracing is on.
 * **The response cache** (``cache.SqliteCache``): looked up before the first attempt, filled after a
   validated answer only.
 * **Redaction of answers**: a model may repeat a secret that reached its prompt, so every answer
@@ -57,6 +59,7 @@ from datetime import UTC, datetime
 from typing import Any, Self, get_args
 from urllib.parse import urlsplit
 
+from skillstream import telemetry
 from skillstream.errors import ConfigError, TerminalError
 from skillstream.ids import prefixed_id
 from skillstream.llm.base import (
@@ -67,6 +70,7 @@ from skillstream.llm.base import (
     request_hash,
 )
 from skillstream.llm.cache import CachedAnswer, ResponseCache
+from skillstream.llm.cost import token_cost
 from skillstream.llm.parse import ParseError, check_schema, excerpt, extract_json
 from skillstream.model import LLMCall
 from skillstream.redact import DEFAULT_REDACTOR, redact_answer
@@ -177,7 +181,7 @@ class OpenAIBackend:
 
     Args:
         llm: The ``llm`` settings group: ``base_url``, ``model``, ``temperature``, ``timeout_s``,
-            ``max_retries``, ``concurrency``, ``response_format``.
+            ``max_retries``, ``concurrency``, ``response_format``, ``prices``.
         cache: Response cache, or ``None`` for none (``make_backend`` opens the one the settings ask
             for).
         backoff_base_s: First backoff delay; doubled per retry, with jitter.
@@ -227,6 +231,7 @@ class OpenAIBackend:
         self.max_retries = llm.max_retries
         self.concurrency = llm.concurrency
         self.cache = cache
+        self.prices = dict(llm.prices)
         self.backoff_base_s = backoff_base_s
         self.backoff_max_s = backoff_max_s
         self._sleep = sleep
@@ -282,6 +287,39 @@ class OpenAIBackend:
                 HTTP error.
         """
         request = self._effective(request)
+        with telemetry.span(
+            f"chat {self.model}", self._span_attributes(request), client=True
+        ) as traced:
+            response = self._chat(request, validate)
+            if traced is not None:
+                g = telemetry.GEN_AI
+                traced.set_attribute(g["input_tokens"], response.call.prompt_tokens)
+                traced.set_attribute(g["output_tokens"], response.call.completion_tokens)
+                traced.set_attribute("skillstream.llm.attempts", len(response.calls))
+                traced.set_attribute("skillstream.llm.cached", response.cached)
+        return response
+
+    def _span_attributes(self, request: ChatRequest) -> dict[str, Any]:
+        """The GenAI semantic-convention attributes of a chat request's trace span."""
+        g = telemetry.GEN_AI
+        where = urlsplit(self.endpoint)
+        out: dict[str, Any] = {
+            g["operation"]: "chat",
+            g["provider"]: "openai",
+            g["system"]: "openai",
+            g["model"]: self.model,
+            "skillstream.llm.purpose": request.purpose,
+            "server.address": where.hostname or "",
+        }
+        if where.port:
+            out["server.port"] = where.port
+        if request.temperature is not None:
+            out[g["temperature"]] = request.temperature
+        if request.max_tokens is not None:
+            out[g["max_tokens"]] = request.max_tokens
+        return out
+
+    def _chat(self, request: ChatRequest, validate: Validator | None) -> ChatResponse:
         key = self.request_key(request)
 
         hit = self._cached(key, request, validate)
@@ -486,8 +524,10 @@ class OpenAIBackend:
         *,
         error: str | None = None,
     ) -> LLMCall:
+        """The ``LLMCall`` row of one attempt (or of a cached answer), counted in the process's
+        LLM metrics when it records them."""
         cached = status == "cached"
-        return LLMCall(
+        call = LLMCall(
             call_id=prefixed_id("llm", key, request.span_id, attempt, cached),
             request_hash=key,
             purpose=request.purpose,
@@ -503,6 +543,11 @@ class OpenAIBackend:
             error=error,
             created_at=datetime.now(UTC),
         )
+        m = telemetry.metrics()
+        if m is not None:
+            cost = token_cost(self.prices, self.model, prompt_tokens, completion_tokens)
+            m.llm_call(call, cost)
+        return call
 
     # ------------------------------------------------------------------ cache
     def _cached(

@@ -249,7 +249,14 @@ class ServedHome:
     def cost(self, row: Mapping[str, Any]) -> float | None:
         """The cost of a row's tokens (``model``, ``prompt_tokens``, ``completion_tokens``) at
         the configured prices; ``None`` when no price is set for its model."""
-        return None
+        from skillstream.llm.cost import token_cost
+
+        return token_cost(
+            self.settings.llm.prices,
+            str(row.get("model")),
+            int(row.get("prompt_tokens") or 0),
+            int(row.get("completion_tokens") or 0),
+        )
 
     # ------------------------------------------------------------------ writes
     def add(

@@ -190,9 +190,10 @@ def routes(home: ServedHome) -> list[Route]:
                 reads.over_time(cat, access, "status"),
                 reads.over_time(cat, access, "memory_type"),
                 reads.llm_per_day(cat, access),
+                reads.cost(cat, access, home.settings.llm.prices),
             )
 
-        status, kinds, llm = home.read(read) or ([], [], [])
+        status, kinds, llm, cost = home.read(read) or ([], [], [], None)
         llm = [{**r, "cost": home.cost(r)} for r in llm]
         llm_chart = [
             {"period": r["day"], "series": r["model"], "n": r["cost"]} for r in llm if r["cost"]
@@ -213,6 +214,7 @@ def routes(home: ServedHome) -> list[Route]:
             "by_type": Markup(charts.stacked_bars(kinds, title="Memories by type")),  # noqa: S704
             "llm": Markup(charts.stacked_bars(llm_chart, title=title)),  # noqa: S704
             "llm_rows": llm,
+            "cost": cost,
         }
 
     @page

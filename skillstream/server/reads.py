@@ -158,6 +158,15 @@ def llm_per_day(catalog: Any, access: Access) -> list[dict[str, Any]]:
     )
 
 
+def cost(catalog: Any, access: Access, prices: Any) -> dict[str, Any]:
+    """What the LLM cost, per purpose, in all and per 1,000 turns (as ``stats --cost``), of the
+    visible owners."""
+    from skillstream.services.cost import read_cost
+
+    owners = None if access.owners is None else sorted(access.owners)
+    return read_cost(catalog, prices, owners)
+
+
 def skill_versions(catalog: Any, access: Access, owner: str, name: str) -> list[dict[str, Any]]:
     """A task skill's versions, newest first."""
     access.require(owner)

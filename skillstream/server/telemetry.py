@@ -1,5 +1,6 @@
-"""The server's own Prometheus metrics: requests by route and status, their latency, and the
-home's memories by status read at each scrape.
+"""The server's own series, in the process's registry (``skillstream.metrics``): requests by
+route and status and their latency; and at each scrape, the home's memories by status
+(``skillstream_stored_memories``, the series a run keeps up to date).
 
 Labels carry route templates (``/v1/memories/{id}``), methods and status codes only: never an id,
 an owner or a query.
@@ -10,25 +11,22 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import Counter, Histogram
 
-REGISTRY = CollectorRegistry(auto_describe=True)
-"""The server's registry (rendered at ``/metrics`` after the process's run metrics)."""
+from skillstream import metrics
 
 REQUESTS = Counter(
     "skillstream_http_requests",
     "HTTP requests answered by the server, by route template, method and status code.",
     ["route", "method", "status"],
-    registry=REGISTRY,
+    registry=metrics.REGISTRY,
 )
 LATENCY = Histogram(
     "skillstream_http_request_seconds",
     "Seconds from a request's arrival to the end of its answer, by route template.",
     ["route"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-    registry=REGISTRY,
+    registry=metrics.REGISTRY,
 )
 
 
@@ -37,38 +35,19 @@ def observe_request(route: str, method: str, status: int, started: float) -> Non
     LATENCY.labels(route).observe(time.perf_counter() - started)
 
 
-class HomeCollector:
-    """``skillstream_memories`` by status, read from the home's catalog at each scrape (left out
-    while a run holds a DuckDB catalog file)."""
-
-    def __init__(self, home: Any) -> None:
-        self.home = home
-
-    def collect(self) -> Any:
-        from skillstream.server.home import Busy
-
-        family = GaugeMetricFamily(
-            "skillstream_memories", "Memories in the home, by status.", labels=["status"]
-        )
-        try:
-            rows = self.home.read(
-                lambda cat: cat.sql(
-                    "SELECT status, count(*) AS n FROM memory_meta GROUP BY 1 ORDER BY 1"
-                ).to_pylist()
-            )
-        except Busy:
-            return
-        for r in rows or []:
-            family.add_metric([str(r["status"])], float(r["n"]))
-        yield family
-
-    def describe(self) -> list[Any]:
-        return []
-
-
 def render(home: Any) -> tuple[bytes, str]:
-    """The Prometheus text of the server's metrics and the home's memories."""
-    own = generate_latest(REGISTRY)
-    scraped = CollectorRegistry(auto_describe=False)
-    scraped.register(HomeCollector(home))
-    return own + generate_latest(scraped), CONTENT_TYPE_LATEST
+    """The process's metrics, with the home's memories by status read now (left as they were
+    while another process holds a DuckDB catalog file)."""
+    from skillstream.server.home import Busy
+
+    try:
+        rows = home.read(
+            lambda cat: cat.sql(
+                "SELECT status, count(*) AS n FROM memory_meta GROUP BY 1 ORDER BY 1"
+            ).to_pylist()
+        )
+    except Busy:
+        rows = None
+    if rows is not None:
+        metrics.stored_memories({str(r["status"]): int(r["n"]) for r in rows})
+    return metrics.render()

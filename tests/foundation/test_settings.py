@@ -31,7 +31,7 @@ def write_toml(home, text: str | bytes):
 
 def test_groups_hold_every_key_once_with_todays_defaults(tmp_path):
     s = Settings.load(home=str(tmp_path))
-    assert len(KEYS) == 91
+    assert len(KEYS) == 95
     assert s.llm.backend == "rules" and s.llm.cache is True and s.llm.model == "gpt-4o-mini"
     assert (s.embedding.model, s.embedding.batch) == ("minilm", 64)
     assert (s.embedding.prefetch, s.embedding.threads, s.embedding.blas_threads) == (True, 0, 1)
@@ -53,6 +53,9 @@ def test_groups_hold_every_key_once_with_todays_defaults(tmp_path):
     assert (d.min_support, d.retire_below, d.min_outcomes, d.view_weight) == (2, 0.4, 3, 0.1)
     assert (d.stale_days, d.archive_days) == (90.0, 365.0)
     assert s.kafka.events_partitions == 3 and s.kafka.config == {}
+    assert s.llm.prices == {}
+    t = s.telemetry
+    assert (t.metrics_addr, t.metrics_public, t.tracing) == ("", False, False)
     assert s.extraction.memory_skill_selection == "auto"
     assert s.extraction.hemisphere == "north"
     assert s.storage.lancedb == str(tmp_path / "lancedb")

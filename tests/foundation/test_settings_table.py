@@ -51,6 +51,11 @@ def _bounds(key: str) -> dict[str, float]:
 def kind(key: str) -> str:
     """The kind of a setting, read from its declaration."""
     annotation = _info(key).annotation
+    words = accepted(key)
+    if words.startswith("PORT, HOST:PORT"):
+        return "address"
+    if "model -> {input, output}" in words:
+        return "prices"
     if annotation is bool:
         return "bool"
     if get_origin(annotation) is Literal:
@@ -61,7 +66,6 @@ def kind(key: str) -> str:
         return "int"
     if annotation is float:
         return "duration" if key.endswith("_s") else "float"
-    words = accepted(key)
     if words.startswith("an ISO 8601 time"):
         return "time"
     return {LOCATION_ACCEPTED: "location", URL_ACCEPTED: "url"}.get(words, "text")
@@ -69,18 +73,21 @@ def kind(key: str) -> str:
 
 def bad_values(key: str) -> list[Any]:
     k, b = kind(key), _bounds(key)
-    values: list[Any] = {
+    table: dict[str, list[Any]] = {
         "bool": ["ture", "2", "maybe", 2],
         "int": ["abc", "1.5", "nan", True],
         "float": ["abc", "nan", "inf", "-inf", True],
         "duration": ["30 minutes", "nan", "inf", True],
         "choice": ["bogus", 3],
         "map": ["[1, 2]", "{not json", 5],
+        "prices": ['{"m": 3}', {"m": {"input": -1, "output": 1}}, {"m": {"input": 1}}, 5],
+        "address": ["host:port", "host:70000", "a b:1", ":9", ["x"]],
         "location": ["a\x00b", "line\nbreak", 5],
         "url": ["localhost:8080", "ftp://host/x", 5],
         "time": ["yesterday", "2020-13-01", 5],
         "text": [5, ["x"]],
-    }[k]
+    }
+    values = table[k]
     step = 1 if k == "int" else 0.5
     if "ge" in b:
         values.append(b["ge"] - step)
@@ -105,6 +112,10 @@ def good_value(key: str) -> tuple[Any, Any]:
         return last.upper(), last
     if k == "map":
         return {"a": 1}, {"a": 1}
+    if k == "prices":
+        return {"m": {"input": 1, "output": 0.5}}, {"m": {"input": 1.0, "output": 0.5}}
+    if k == "address":
+        return "9464", "127.0.0.1:9464"
     if k == "location":
         return " some/folder ", "some/folder"
     if k == "url":
@@ -147,6 +158,8 @@ def test_every_kind_is_covered():
         "url",
         "time",
         "text",
+        "prices",
+        "address",
     }
 
 

@@ -127,7 +127,7 @@ def test_metrics_count_requests_and_read_memories_by_status(served: Served):
     assert 'skillstream_http_requests_total{method="GET",route="/v1/owners",status="200"}' in text
     counts = sql(served.home, "select status, count(*) as n from memory_meta group by 1")
     for row in counts:
-        assert f'skillstream_memories{{status="{row["status"]}"}} {float(row["n"])}' in text
+        assert f'skillstream_stored_memories{{status="{row["status"]}"}} {float(row["n"])}' in text
 
 
 def test_add_messages_then_find_them_and_give_feedback(sample_home, tmp_path):
