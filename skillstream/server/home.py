@@ -227,22 +227,24 @@ class ServedHome:
         return search
 
     def controller(self) -> tuple[dict[str, Any] | None, list[dict[str, float]]]:
-        """The active controller's record (``<home>/controller.json``) and the training curve
-        its checkpoint carries (empty when none is active or it carries none)."""
-        from skillstream.settings import CONTROLLER_FILE, is_remote, local_path
-
-        if is_remote(self.settings.storage.home):
+        """The trained controller the settings select memory skills with (the one
+        ``memory-skills activate`` recorded, or ``memory_skill_scorer``) and the training curve
+        its checkpoint carries; ``(None, [])`` when none is set."""
+        x = self.settings.extraction
+        if not x.memory_skill_scorer:
             return None, []
-        path = local_path(self.settings.storage.home) / CONTROLLER_FILE
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            return None, []
-        from skillstream.memskill.controller import checkpoint_meta
+        from skillstream.memskill.controller import checkpoint_meta, checkpoint_version
 
+        record: dict[str, Any] = {
+            "checkpoint": x.memory_skill_scorer,
+            "k": x.memory_skill_k,
+            "selection": x.memory_skill_selection,
+        }
         try:
-            meta = checkpoint_meta(record["checkpoint"])
-        except (OSError, KeyError, RuntimeError):
+            record["version"] = checkpoint_version(x.memory_skill_scorer)
+            meta = checkpoint_meta(x.memory_skill_scorer)
+        except (OSError, RuntimeError):
+            record["version"] = "unreadable"
             return record, []
         return record, curve_points(meta)
 
