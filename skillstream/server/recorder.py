@@ -7,7 +7,9 @@ searches afterwards, in order, a batch per catalog open: their ``queries`` rows,
 times, and the first activation of hits still ``generated`` (``MemorySearch.record``, the same
 rule as the CLI's). A search is recorded within about ``interval`` seconds; while another process
 holds the catalog, the batch waits and is tried again. The batch left at shutdown is recorded
-before the process ends.
+before the process ends. Recording rewrites the hits' rows in LanceDB (their access times), which
+leaves small files behind; after a batch the recorder compacts the table when the table's index
+policy says enough of them have gathered (``LanceTable.optimize``), as a run does when it ends.
 """
 
 from __future__ import annotations
@@ -106,6 +108,9 @@ class Recorder:
                 )
                 self.recorded += len(batch)
                 done = len(batch)
+                # access times rewrite rows: fold the small files they leave once there are
+                # many (the table's own policy), or a long-lived server's searches slow down
+                search.index.optimize()
             except Exception:  # the batch is tried again at the next turn
                 log.exception("recording %d searches failed", len(batch))
             finally:
