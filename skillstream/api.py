@@ -133,6 +133,18 @@ class Added:
         """Span ids whose extraction failed (kept in ``failed_spans`` for a retry)."""
         return [r.span.span_id for r in self.results if getattr(r, "status", "") == "failed"]
 
+    def as_dict(self) -> dict[str, Any]:
+        """The call's outcome as JSON-ready values (what the server and the MCP tool answer):
+        ``messages``, ``refused``, ``spans``, ``memory_ids``, ``task_skills``, ``held``."""
+        return {
+            "messages": self.messages,
+            "refused": self.refused,
+            "spans": len(self.results),
+            "memory_ids": self.memory_ids,
+            "task_skills": self.task_skills,
+            "held": self.held,
+        }
+
     def __repr__(self) -> str:
         return (
             f"Added(messages={self.messages}, dead_letters={self.dead_letters}, "

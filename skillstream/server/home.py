@@ -290,14 +290,7 @@ class ServedHome:
             records.append(record)
         with self.lock:
             added = Home(self.settings).add(records, flush=flush)
-        return {
-            "messages": added.messages,
-            "refused": added.refused,
-            "spans": len(added.results),
-            "memory_ids": added.memory_ids,
-            "task_skills": added.task_skills,
-            "held": added.held,
-        }
+        return added.as_dict()
 
     # ------------------------------------------------------------------ task skills
     def skills(self, access: Access, owner: str | None, every: bool) -> list[dict[str, Any]]:

@@ -237,14 +237,7 @@ def build_server(
         added = Home(settings, who()).add(records, flush=flush)
         if added.dead_letters and not added.messages:
             raise InputError("no message could be stored: " + "; ".join(added.refused))
-        return {
-            "messages": added.messages,
-            "refused": added.refused,
-            "spans": len(added.results),
-            "memory_ids": added.memory_ids,
-            "task_skills": added.task_skills,
-            "held": added.held,
-        }
+        return added.as_dict()
 
     return server
 
