@@ -98,8 +98,14 @@ def test_llm_run_serves_its_metrics_while_it_runs_and_traces_its_work(
     exported.clear()
     during: list[tuple[Samples, str]] = []
     with OpenAIStub(insert_each_turn) as stub:
+        # the two owners say the same things: without the response cache each span is one
+        # billed request, whichever owner's span reaches the model first
         settings = stub_settings(
-            stub.url, metrics_addr=str(free_port()), tracing=True, llm_prices=PRICES
+            stub.url,
+            metrics_addr=str(free_port()),
+            tracing=True,
+            llm_prices=PRICES,
+            llm_cache=False,
         )
         runner = Runner(settings, embedder=embedder)
 
