@@ -27,7 +27,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from skillstream.errors import InputError, MissingExtraError
 from skillstream.server import api_routes, openapi, pages, telemetry
-from skillstream.server.auth import COOKIE, Access, Denied, bearer
+from skillstream.server.auth import COOKIE, Access, Denied, bearer, is_loopback
 from skillstream.server.home import ServedHome
 
 log = logging.getLogger(__name__)
@@ -37,11 +37,19 @@ OPEN_PATHS = frozenset({"/healthz", "/login"})
 
 
 class TokenCheck:
-    """ASGI middleware: every HTTP request gets its ``Access`` or a 401 (pages: the sign-in)."""
+    """ASGI middleware: every HTTP request gets its ``Access`` or a 401 (pages: the sign-in).
 
-    def __init__(self, app: ASGIApp, home: ServedHome) -> None:
+    Before the token, two checks keep a web page the user visits from using the server through
+    the user's browser: on a loopback address, the ``Host`` must name this machine (a DNS name
+    rebound to 127.0.0.1 is refused); and a write under ``/v1`` must be ``application/json``,
+    which a page of another origin cannot send without a preflight that this server never
+    grants (a plain form post is refused).
+    """
+
+    def __init__(self, app: ASGIApp, home: ServedHome, loopback: bool) -> None:
         self.app = app
         self.home = home
+        self.loopback = loopback
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -49,6 +57,11 @@ class TokenCheck:
             return
         request = Request(scope)
         path = scope["path"]
+        refusal = self._refusal(request)
+        if refusal is not None:
+            status, message = refusal
+            await JSONResponse({"error": message}, status)(scope, receive, send)
+            return
         token = bearer(request.headers.get("authorization")) or request.cookies.get(COOKIE)
         try:
             access = self.home.tokens.access(token) if path not in OPEN_PATHS else Access()
@@ -74,6 +87,25 @@ class TokenCheck:
         finally:
             route = _route_name(scope)
             telemetry.observe_request(route, request.method, status["code"], started)
+
+    def _refusal(self, request: Request) -> tuple[int, str] | None:
+        if self.loopback and not is_loopback(_host_name(request.headers.get("host", ""))):
+            return 421, "this server answers requests for 127.0.0.1 or localhost only"
+        if (
+            request.method not in ("GET", "HEAD", "OPTIONS")
+            and request.url.path.startswith("/v1/")
+            and request.headers.get("content-type", "").split(";")[0].strip().lower()
+            != "application/json"
+        ):
+            return 415, "send the body as JSON, with 'Content-Type: application/json'"
+        return None
+
+
+def _host_name(host: str) -> str:
+    """The name part of a ``Host`` header (``[::1]:8765`` -> ``::1``)."""
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
 def _is_page(path: str) -> bool:
@@ -164,5 +196,5 @@ def build_app(home: ServedHome, *, host: str = "127.0.0.1", mcp: bool = True) ->
             home.recorder.stop()  # what is left is recorded before the process ends
 
     app = Starlette(routes=routes, lifespan=lifespan)
-    app.add_middleware(TokenCheck, home=home)
+    app.add_middleware(TokenCheck, home=home, loopback=is_loopback(host))
     return app

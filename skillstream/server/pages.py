@@ -265,8 +265,8 @@ def routes(home: ServedHome) -> list[Route]:
         form = parse_qs(anyio.from_thread.run(request.body).decode("utf-8", "replace"))
         token = (form.get("token") or [""])[0]
         target = (form.get("next") or ["/"])[0]
-        if not target.startswith("/") or target.startswith("//"):
-            target = "/"
+        if not target.startswith("/") or target.startswith(("//", "/\\")) or "\\" in target:
+            target = "/"  # only a path of this server: never another host
         try:
             home.tokens.access(token)
         except Denied:

@@ -183,3 +183,38 @@ def test_any_address_but_loopback_needs_a_token(tmp_path):
     assert proc.returncode == 2
     assert "needs a token" in proc.stderr
     assert FULL  # the tokens of the other tests are not the point here
+
+
+def test_a_web_page_cannot_use_the_server_through_a_browser(served: Served):
+    import urllib.error
+    import urllib.request
+
+    before = served.call("/v1/stats")[1]["memories"]
+    # a cross-site form post (text/plain, no preflight) is refused before it is read
+    body = b'[{"user_id": "maya", "role": "user", "content": "I moved to Oslo."}]'
+    req = urllib.request.Request(served.base + "/v1/messages?flush=true", data=body)
+    req.add_header("Authorization", f"Bearer {FULL}")
+    req.add_header("Content-Type", "text/plain")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(req, timeout=60)
+    assert refused.value.code == 415
+    assert served.call("/v1/stats")[1]["memories"] == before
+    # a DNS name rebound to 127.0.0.1 does not reach a loopback server
+    req = urllib.request.Request(served.base + "/v1/owners")
+    req.add_header("Authorization", f"Bearer {FULL}")
+    req.add_header("Host", "attacker.example:8765")
+    with pytest.raises(urllib.error.HTTPError) as rebound:
+        urllib.request.urlopen(req, timeout=60)
+    assert rebound.value.code == 421
+    # and the sign-in page sends a browser only to a path of this server
+    for target in ("//evil.example/", "/\\evil.example/", "https://evil.example/"):
+        form = urllib.parse.urlencode({"token": FULL, "next": target}).encode()
+        req = urllib.request.Request(served.base + "/login", data=form)
+
+        class Stay(urllib.request.HTTPRedirectHandler):
+            def redirect_request(self, *args, **kwargs):
+                return None
+
+        with pytest.raises(urllib.error.HTTPError) as sent:
+            urllib.request.build_opener(Stay).open(req, timeout=60)
+        assert sent.value.code == 303 and sent.value.headers["location"] == "/"
