@@ -59,8 +59,8 @@ class TokenCheck:
         path = scope["path"]
         refusal = self._refusal(request)
         if refusal is not None:
-            status, message = refusal
-            await JSONResponse({"error": message}, status)(scope, receive, send)
+            code, message = refusal
+            await JSONResponse({"error": message}, code)(scope, receive, send)
             return
         token = bearer(request.headers.get("authorization")) or request.cookies.get(COOKIE)
         try:
