@@ -288,8 +288,10 @@ class ServedHome:
                 record["user_id"] = owner
             record.setdefault("timestamp", now)
             records.append(record)
+        # the server serves the process's metrics itself: a run it makes opens no port of its own
+        settings = self.settings.with_keys(metrics_addr="")
         with self.lock:
-            added = Home(self.settings).add(records, flush=flush)
+            added = Home(settings).add(records, flush=flush)
         return added.as_dict()
 
     # ------------------------------------------------------------------ task skills

@@ -131,9 +131,17 @@ def test_metrics_count_requests_and_read_memories_by_status(served: Served):
 
 
 def test_add_messages_then_find_them_and_give_feedback(sample_home, tmp_path):
+    import socket
+
     home = tmp_path / "home"
     shutil.copytree(sample_home, home)
-    s = start(home, tokens_file(tmp_path))
+    # a metrics_addr in the settings is for runs; the server's own runs open no port (this one
+    # is taken, and adding messages still works)
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = str(taken.getsockname()[1])
+    s = start(home, tokens_file(tmp_path), env={"SKILLSTREAM_METRICS_ADDR": port})
     try:
         messages = [
             {
