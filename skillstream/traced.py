@@ -20,6 +20,9 @@ vectors on the same probe, to within :data:`ENCODER_TOLERANCE`.
 An entry is named by a hash of the model folder's files (names, sizes and modification times),
 the ``torch`` and ``tokenizers`` versions and this module's format, so a changed model or library
 makes a new entry; an entry that cannot be read is ignored (and written again by the slow path).
+An entry is about twice the model's size, and every reinstall makes a new one, so writing an
+entry removes the entries of the same model that were least recently used, keeping
+:data:`KEEP` (loading an entry marks it used).
 """
 
 from __future__ import annotations
@@ -39,6 +42,13 @@ FORMAT = 2
 """Version of the entry layout; part of every entry's name."""
 
 OFF = ("off", "none", "false", "0")
+
+KEEP = 3
+"""Entries kept per model folder name: a few environments on one machine (a project's and a test
+environment, say) each keep theirs, and the entries of environments gone do not pile up."""
+
+SUFFIXES = (".json", ".pt", ".npz")
+"""The files of an entry; the description (``.json``) is written last and carries its time."""
 
 ENCODER_TOLERANCE = 1e-5
 """Largest difference, in any coordinate of a unit vector, allowed between the numpy encoder and
@@ -189,6 +199,40 @@ def save(
         os.replace(tmp_meta, folder / f"{name}.json")
     except OSError as e:  # a read-only or full cache only costs the next start-up its speed
         log.info("embedding cache not written (%s: %s)", type(e).__name__, e)
+        return
+    prune(folder, name)
+
+
+def prune(folder: Path, name: str, keep: int = KEEP) -> list[str]:
+    """Remove the entries of ``name``'s model folder but the ``keep`` last used (``name`` among
+    them); returns the names removed."""
+    model = name.rsplit("-", 1)[0] + "-"
+    used: dict[str, float] = {}
+    for path in folder.glob(f"{model}*.json"):
+        entry = path.name[: -len(".json")]
+        if entry.rsplit("-", 1)[0] + "-" != model:  # a model whose name extends this one's
+            continue
+        try:
+            used[entry] = path.stat().st_mtime
+        except OSError:
+            continue
+    used[name] = float("inf")
+    stale = sorted(used, key=lambda e: used[e], reverse=True)[max(keep, 1) :]
+    for entry in stale:
+        for suffix in SUFFIXES:
+            try:
+                (folder / f"{entry}{suffix}").unlink(missing_ok=True)
+            except OSError as e:  # another process's entry may be in use or already gone
+                log.info("embedding cache entry %s not removed (%s)", entry, e)
+    return stale
+
+
+def touch(folder: Path, name: str) -> None:
+    """Mark an entry used (its description's time), so pruning keeps the entries in use."""
+    try:
+        os.utime(folder / f"{name}.json")
+    except OSError:
+        pass
 
 
 def load(folder: Path, name: str, model_dir: str) -> CachedModel | None:
@@ -207,6 +251,7 @@ def load(folder: Path, name: str, model_dir: str) -> CachedModel | None:
 
         module = torch.jit.load(str(module_path), map_location="cpu")
         module.eval()
+        touch(folder, name)
         return CachedModel(module, tokenizer, meta)
     except Exception as e:  # noqa: BLE001 - a broken entry is rebuilt by the slow path
         log.info("embedding cache entry %s not used (%s: %s)", name, type(e).__name__, e)
@@ -244,6 +289,7 @@ def load_encoder(folder: Path, name: str, model_dir: str) -> QueryEncoder | None
 
         with np.load(weights_path) as data:
             weights = {k: data[k] for k in data.files}
+        touch(folder, name)
         return QueryEncoder(
             Encoder(weights, Config.from_dict(meta["numpy"])), tokenizer, meta["keys"]
         )

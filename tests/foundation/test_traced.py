@@ -142,3 +142,39 @@ def test_a_query_with_a_warm_cache_never_imports_torch(built):
     assert head.decode().split() == ["False", "False"]
     got = np.frombuffer(bits, dtype=np.float32)
     assert np.abs(got - vectors[0]).max() <= 1e-5
+
+
+def test_writing_an_entry_keeps_only_the_last_used_entries_of_its_model(tmp_path):
+    """Each reinstall makes a new entry; the cache keeps the ones used last, not all of them."""
+    import os
+    import time
+
+    now = time.time()
+    for age, entry in enumerate(["embed-model-ddd", "embed-model-ccc", "embed-model-bbb"], 1):
+        for suffix in traced.SUFFIXES:
+            path = tmp_path / f"{entry}{suffix}"
+            path.write_text("{}")
+            os.utime(path, (now - age * 3600, now - age * 3600))
+    old = now - 30 * 86400
+    for entry in ["embed-model-aaa", "embed-model-x-eee"]:  # another model's entry stays
+        for suffix in traced.SUFFIXES:
+            (tmp_path / f"{entry}{suffix}").write_text("{}")
+            os.utime(tmp_path / f"{entry}{suffix}", (old, old))
+    traced.touch(tmp_path, "embed-model-aaa")  # the oldest, but loaded just now
+    traced.save(tmp_path, "embed-model-fff", torch.jit.script(torch.nn.Identity()), {})
+    kept = {p.stem for p in tmp_path.iterdir()}
+    assert kept == {"embed-model-fff", "embed-model-aaa", "embed-model-ddd", "embed-model-x-eee"}
+    assert len(list(tmp_path.iterdir())) == 3 + 3 + 3 + 2  # the new entry has no numpy weights
+
+
+def test_a_loaded_entry_counts_as_used(built, tmp_path):
+    import os
+    import shutil
+
+    cache, first, _ = built
+    for path in cache.iterdir():
+        shutil.copy2(path, tmp_path / path.name)
+    (meta,) = tmp_path.glob("*.json")
+    os.utime(meta, (0, 0))
+    assert Embedder(cache=str(tmp_path)).encode(["ok"]).shape == (1, first.dim)
+    assert meta.stat().st_mtime > 0
