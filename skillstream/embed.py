@@ -226,6 +226,17 @@ class Embedder:
         return self._dim
 
     @functools.cached_property
+    def max_tokens(self) -> int:
+        """The most tokens of a text the model reads (its sequence limit less the special tokens
+        it adds): a longer text's vector is of its first ``max_tokens`` tokens. 0: no limit."""
+        self._load()
+        if not self._max_len:
+            return 0
+        with self._tokenizing:
+            specials = int(self._tokenize([""])["attention_mask"].sum())
+        return max(1, self._max_len - specials)
+
+    @functools.cached_property
     def _entry(self) -> str:
         """The model's embedding-cache entry (its folder's files are listed once)."""
         return trace_cache.entry_name(self.path)
@@ -680,6 +691,8 @@ class OpenAIEmbedder:
             max_retries=3,
         )
         self.dim: int = int(self._request(["dimension probe"]).shape[1])
+        self.max_tokens = 0
+        """The endpoint's model takes long texts whole (its own limit is in the thousands)."""
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Return a ``(len(texts), dim)`` float32 array of unit vectors (thread-safe)."""

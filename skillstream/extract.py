@@ -63,6 +63,11 @@ class Executor(Protocol):
 
     name: str
     needs_span_vector: bool
+    reads_retrieved: bool
+    """The executor is shown the owner's memories most similar to the span (``retrieved``, an LLM
+    prompt lists them) and may act on them; showing one is its first use (``activated``). ``False``
+    for an executor that reads the owner's memories by key itself (the offline rules): it is shown
+    none, and the pipeline retrieves nothing for it."""
     predictable: bool
     """Extraction is cheap and has no side effects, so the pipeline may run it once more for a
     span to predict the texts it will store (and ask the model for a batch's texts at once).

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+import numpy as np
+
 from skillstream import telemetry
 from skillstream.apply import ApplyOptions, apply_ops, op_texts
 from skillstream.embed import Embed
@@ -159,15 +161,31 @@ class MemoryPipeline:
     prefetch: bool = True
     """Ask the model for the texts a batch of spans is predicted to store before applying them
     (``predicts``)."""
+    cut_span: Callable[[Span], list[tuple[str, int]]] | None = None
+    """How a span is cut into pieces the model reads whole, with their token counts
+    (``spans.span_pieces``); a span's vector pools its pieces' vectors. ``None``: a span's vector
+    is of its whole text as the model reads it (the first ``max_tokens`` tokens)."""
     prefetched: PrefetchCounts = field(default_factory=PrefetchCounts)
 
     @property
+    def shows_retrieved(self) -> bool:
+        """Whether the executor is shown the owner's memories most similar to the span (an LLM
+        executor lists them in its prompt). The offline executor reads the owner's memories by key
+        and is shown none: its extractions retrieve nothing and activate nothing."""
+        return bool(getattr(self.executor, "reads_retrieved", True))
+
+    @property
+    def retrieves(self) -> bool:
+        """Whether a span's memories are retrieved: for the executor, or for the controller's
+        state (a Top-K or trained controller)."""
+        return self.shows_retrieved or bool(getattr(self.controller, "needs_span_vector", False))
+
+    @property
     def needs_span_vector(self) -> bool:
-        """Spans are embedded when the executor or the controller (Top-K) looks at the vector;
-        memories are then embedded span by span, so the next span retrieves them."""
-        return bool(
-            self.executor.needs_span_vector or getattr(self.controller, "needs_span_vector", False)
-        )
+        """Spans are embedded when anything retrieves by them (the executor's context, the
+        controller's state) or the executor looks at the vector; memories are then embedded span
+        by span, so the next span retrieves them."""
+        return bool(self.executor.needs_span_vector or self.retrieves)
 
     @property
     def predicts(self) -> bool:
@@ -315,9 +333,10 @@ class MemoryPipeline:
             if not isinstance(span, Span) or self._skipped(state, span):
                 continue
             try:
-                # what ``_one`` does for a span, short of applying
+                # what ``_one`` does for a span, short of applying (``predicts`` holds only for an
+                # executor that is shown nothing and the plain controller: nothing is retrieved)
                 skills = list(self.memory_skills)
-                retrieved = state.memories.retrieve(None, self.retrieve_k)
+                retrieved: list[Memory] = []
                 if skills:
                     retrieved_vecs = [m for m in retrieved if m.vector is not None]
                     skills = self.controller.select(None, retrieved_vecs, skills)
@@ -374,16 +393,15 @@ class MemoryPipeline:
         skills = list(self.memory_skills)
         try:
             text = render_span(span)
-            span_vec = None
-            if self.needs_span_vector:
-                span_vec = self.embed([text])[0]
-            retrieved = state.memories.retrieve(span_vec, self.retrieve_k)
+            span_vec = self._span_vector(span, text) if self.needs_span_vector else None
+            retrieved = state.memories.retrieve(span_vec, self.retrieve_k) if self.retrieves else []
             if skills:
                 retrieved_vecs = [m for m in retrieved if m.vector is not None]
                 skills = self.controller.select(span_vec, retrieved_vecs, skills)
+            shown = retrieved if self.shows_retrieved else []
             # The executor reads the state; only apply_ops below changes it.
             extraction = self.executor.execute(
-                ExtractionInput(span, text, retrieved, skills, state.memories, span_vec)
+                ExtractionInput(span, text, shown, skills, state.memories, span_vec)
             )
         except Exception as e:  # noqa: BLE001 - one span's failure must not end the run
             if not isinstance(e, SkillstreamError):  # not a known failure: say what it was
@@ -413,7 +431,7 @@ class MemoryPipeline:
             extraction.ops,
             now,
             options,
-            retrieved=[m.id for m in retrieved],
+            retrieved=[m.id for m in shown],
         )
         changed = list(applied.changed.values())
         need = [applied.changed[i] for i in sorted(applied.needs_vector)]
@@ -437,6 +455,18 @@ class MemoryPipeline:
             processed_at=now,
             rows=applied.rows,
         )
+
+    def _span_vector(self, span: Span, text: str) -> np.ndarray:
+        """The span's vector: of its whole text when the model reads it whole, else the mean of
+        its pieces' vectors weighted by their tokens (``cut_span``), made unit length again."""
+        pieces = self.cut_span(span) if self.cut_span is not None else []
+        if len(pieces) <= 1:
+            return np.asarray(self.embed([text])[0], dtype=np.float32)
+        vectors = np.asarray(self.embed([p for p, _ in pieces]), dtype=np.float32)
+        weights = np.asarray([max(n, 1) for _, n in pieces], dtype=np.float32)
+        pooled = (vectors * weights[:, None]).sum(axis=0)
+        norm = float(np.linalg.norm(pooled))
+        return pooled / norm if norm > 0 else vectors[0]
 
     def _embed_into(self, memories: list[Memory], embed: Embed) -> None:
         if not memories:

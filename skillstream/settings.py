@@ -637,7 +637,8 @@ class ExtractionSettings(_Group):
     retrieve_k: Int = _key(
         "retrieve_k",
         20,
-        "Memories retrieved per span for the extractor.",
+        "Memories most similar to a span shown to an LLM extractor (and read by a trained "
+        "controller); the offline rules extractor is shown none.",
         ge=0,
     )
     memory_skill_selection: Annotated[Selection, BeforeValidator(_name)] = _key(

@@ -54,10 +54,76 @@ def render_turn(message: Message) -> str:
     return line
 
 
+def span_header(span: Span) -> str:
+    """The date line a span's text starts with."""
+    return f"[{span.start_ts.strftime('%Y-%m-%d %H:%M %Z').strip()}]"
+
+
 def render_span(span: Span) -> str:
     """The span's text with its date header (the header is not counted in the budget)."""
-    header = f"[{span.start_ts.strftime('%Y-%m-%d %H:%M %Z').strip()}]"
-    return header + "\n" + "\n".join(render_turn(m) for m in span.messages)
+    return span_header(span) + "\n" + "\n".join(render_turn(m) for m in span.messages)
+
+
+def span_pieces(
+    span: Span, count_tokens: Callable[[str], int], limit: int
+) -> list[tuple[str, int]]:
+    """The span's text cut into pieces an embedding model reading ``limit`` tokens reads whole,
+    each with its token count (the weight of its vector in the span's vector).
+
+    A span within the limit is one piece, its whole text (:func:`render_span`). A longer one is
+    cut between turns: each piece is the date header and as many consecutive turns as fit; a turn
+    longer than a piece alone is cut between words (a run of characters without spaces, between
+    characters). Counts are summed per turn, which is exact for tokenizers that split on white
+    space first (WordPiece, as the default model's). ``limit`` of 0 or less: no limit.
+    """
+    text = render_span(span)
+    whole = count_tokens(text)
+    if limit <= 0 or whole <= limit:
+        return [(text, whole)]
+    header = span_header(span)
+    budget = max(1, limit - count_tokens(header))
+    parts: list[tuple[str, int]] = []
+    for turn in (render_turn(m) for m in span.messages):
+        n = count_tokens(turn)
+        parts.extend([(turn, n)] if n <= budget else _cut(turn, count_tokens, budget))
+    pieces: list[tuple[str, int]] = []
+    lines: list[str] = []
+    used = 0
+    for line, n in parts:
+        if lines and used + n > budget:
+            pieces.append((header + "\n" + "\n".join(lines), used))
+            lines, used = [], 0
+        lines.append(line)
+        used += n
+    if lines:
+        pieces.append((header + "\n" + "\n".join(lines), used))
+    return pieces
+
+
+def _cut(text: str, count_tokens: Callable[[str], int], budget: int) -> list[tuple[str, int]]:
+    """``text`` cut between words into parts of at most ``budget`` tokens."""
+    words: list[tuple[str, int]] = []
+    for word in text.split():
+        n = count_tokens(word)
+        if n <= budget:
+            words.append((word, n))
+            continue
+        # no spaces to cut at (Chinese, a long token): a character is at most one token
+        for i in range(0, len(word), budget):
+            chunk = word[i : i + budget]
+            words.append((chunk, count_tokens(chunk)))
+    parts: list[tuple[str, int]] = []
+    current: list[str] = []
+    used = 0
+    for word, n in words:
+        if current and used + n > budget:
+            parts.append((" ".join(current), used))
+            current, used = [], 0
+        current.append(word)
+        used += n
+    if current:
+        parts.append((" ".join(current), used))
+    return parts
 
 
 class SpanBuilder:

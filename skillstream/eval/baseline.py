@@ -28,6 +28,7 @@ class RawTurnsExecutor:
 
     name = "raw-turns"
     needs_span_vector = False
+    reads_retrieved = False
     predictable = False
 
     def execute(self, inp: ExtractionInput) -> Extraction:

@@ -525,6 +525,7 @@ class MemSkillExecutor:
 
     name = "memskill"
     needs_span_vector = True
+    reads_retrieved = True
     predictable = False
 
     def __init__(

@@ -147,6 +147,7 @@ class RulesExecutor:
 
     name = "rules"
     needs_span_vector = False
+    reads_retrieved = False
     predictable = True
 
     def __init__(

@@ -22,6 +22,7 @@ from skillstream.lifecycle.params import LifecycleParams
 from skillstream.memskill.bank import MemorySkillBank
 from skillstream.memskill.controller import make_controller
 from skillstream.memskill.seeds import PRIMITIVES
+from skillstream.model import Span
 from skillstream.pipeline import Hydrate, MemoryPipeline
 from skillstream.settings import Settings
 from skillstream.tokens import get_counter
@@ -162,7 +163,24 @@ def build_pipeline(
         maintenance=make_maintenance(settings, embedder) if maintenance else None,
         submit=embedder.submit,
         prefetch=settings.embedding.prefetch,
+        cut_span=SpanCutter(settings.embedding.model, embedder),
     )
+
+
+class SpanCutter:
+    """Cuts a span into pieces ``embedder`` reads whole (``spans.span_pieces``), counting tokens
+    with the model's own tokenizer (``tokens.get_counter``); the model's limit is read when the
+    first span is cut, so a pipeline that embeds no span loads nothing for it."""
+
+    def __init__(self, model: str, embedder: Any) -> None:
+        self.model = model
+        self.embedder = embedder
+
+    def __call__(self, span: Span) -> list[tuple[str, int]]:
+        from skillstream.spans import span_pieces
+
+        limit = int(getattr(self.embedder, "max_tokens", 0) or 0)
+        return span_pieces(span, get_counter(self.model).count, limit)
 
 
 def store_hydrate(settings: Settings, dim: int, expired: Any, contradictions: Any) -> Hydrate:

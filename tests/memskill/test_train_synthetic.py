@@ -65,6 +65,7 @@ class ScriptedExecutor:
 
     name = "scripted"
     needs_span_vector = True
+    reads_retrieved = False
 
     def execute(self, inp: ExtractionInput) -> Extraction:
         return self.insert_if(inp, inp.span.messages[0].metadata or "")

@@ -81,6 +81,7 @@ class CountingExecutor:
 
     name = "rules"
     needs_span_vector = False
+    reads_retrieved = False
 
     def __init__(self, predictable: bool, fail_on: str | None = None) -> None:
         self.inner = RulesExecutor()
