@@ -263,8 +263,8 @@ class MemoryPipeline:
         """Process ``spans`` of one owner in order, mutating ``state``.
 
         The model is asked for vectors as early as they are known: the texts the spans are
-        predicted to store (``predicts``) before the first span is applied, a tick's summaries and
-        topic nodes when the tick runs (they get their vectors at the end, ``LaterVectors``), so
+        predicted to store (``predicts``) before the first span is applied, a tick's summaries when
+        the tick runs (they get their vectors at the end, ``LaterVectors``), so
         the model works on them while the spans are applied.
         """
         results = []

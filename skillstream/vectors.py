@@ -9,7 +9,7 @@ ask the model for many spans' texts at once without changing any decision:
   does not depend on what it is embedded with (``skillstream.embed``), a served vector is the one
   the span would have got on its own.
 * ``LaterVectors`` collects memories whose vectors nothing reads before the batch ends (session
-  summaries and topic nodes: no extraction, merge or retrieval looks at them), submits their texts
+  summaries: no extraction, merge or retrieval looks at them), submits their texts
   at once and gives each memory its vector at the end of the batch (``settle``).
 """
 
@@ -87,8 +87,8 @@ class LaterVectors:
     of the text it was asked for, if that is still its text (a memory that changed again or
     expired in between keeps what it has: a later ``want`` covers a new text). Until its text is
     sent, a memory waits once however often it is wanted, and its text at the time of sending is
-    the one embedded: a topic node that several ticks of one batch rewrite costs one text, not one
-    per tick.
+    the one embedded: a memory that several ticks of one batch rewrite costs one text, not one per
+    tick.
     """
 
     def __init__(self, submit: Submit, at_once: int = 64) -> None:

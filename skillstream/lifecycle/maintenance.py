@@ -411,7 +411,7 @@ def maintain_owner(
 ) -> MaintenanceResult | None:
     """Maintain one owner's memories at event time ``at``; ``None`` when nothing changed.
 
-    With ``later``, new summaries and topic nodes get their vectors when the caller settles it
+    With ``later``, new summaries get their vectors when the caller settles it
     (nothing during maintenance or extraction reads them), not now.
     """
     log = ChangeLog(state.owner_id, "maintenance", None, actor, recorded_at or datetime.now(UTC))
@@ -441,7 +441,7 @@ def maintain_owner(
     if params.reorganize:
         for m in log.changed.values():
             state.touch(m)
-        reorganize(log, state, at, params, embed, later)
+        reorganize(log, state, at, params)
     if not log.events:
         return None
     return MaintenanceResult(

@@ -14,14 +14,20 @@ of maintenance (``maintain_owner``), so it runs on the flow's maintenance ticks 
    clusters, however often maintenance ran before.
 3. **Nodes**: a cluster of at least ``reorganize_min_members`` memories gets a node, a memory of
    kind ``topic`` (id from the cluster's oldest member). Offline its text is extractive: the
-   three members closest to the centre, joined into one sentence. Its sources are the members'
-   sources, its scope the strictest of theirs, its times the members' (first ``valid_from``,
-   last creation), so a node never shows what a member's reader could not see.
+   three members closest to the centre, joined into one sentence. Its vector is the cluster's
+   centre (the normalised sum of its members' vectors): a node's text is never embedded. Its
+   sources are the members' sources, its scope the strictest of theirs, its times the members'
+   (first ``valid_from``, last creation), so a node never shows what a member's reader could not
+   see.
 4. **Links**: one ``memory_relations`` row (``member_of``) per member and node version, ranked by
    closeness to the centre; a node's members are the rows of its latest version.
-5. **Incremental refresh**: a node whose members and text did not change is left alone; one that
-   changed is updated (``updated``, new version, new links); one whose cluster fell apart is
-   archived, and reactivated when the cluster forms again.
+5. **Versions when a reader would see a change** (:func:`material`): a node is rewritten (new
+   version: text, sources, vector, links) only when a member its text shows left the cluster or
+   changed its text, when :data:`CHURN` or more of its sources changed since its last version,
+   or when a member needs a stricter scope. A new member that changes neither leaves the node as
+   it is. The rule reads only the stored node and the cluster, so a resumed or restarted run
+   decides as an uninterrupted one. A node whose cluster fell apart is archived, and reactivated
+   when the cluster forms again.
 
 Default search skips topic nodes; ``search --nodes`` returns them and ``--expand`` replaces each
 node by its members (``services.search``).
@@ -32,11 +38,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 import numpy as np
 
-from skillstream.embed import Embed
 from skillstream.ids import prefixed_id
 from skillstream.lifecycle.clusters import ClusterPass
 from skillstream.lifecycle.clusters import unit as _unit
@@ -44,7 +48,6 @@ from skillstream.lifecycle.params import LifecycleParams
 from skillstream.lifecycle.states import ChangeLog
 from skillstream.memories import LIVE, OwnerMemories, age_key
 from skillstream.model import Memory, MemoryRelationRow
-from skillstream.vectors import LaterVectors
 from skillstream.vocab import LifecycleEvent, MemoryKind, MemoryStatus, MemoryType
 
 MEMBER_OF = "member_of"
@@ -53,6 +56,10 @@ CLUSTERED_TYPES = frozenset({MemoryType.LONG_TERM, MemoryType.USER})
 NOT_CLUSTERED = frozenset({MemoryKind.SUMMARY, MemoryKind.TOPIC})
 CENTRAL = 3
 """Members whose texts make up an offline node's sentence."""
+CHURN = 0.25
+"""Share of a node's sources (Jaccard distance between the sources of its last version and its
+cluster's now) from which the node gets a new version. A cluster grows a member or two per tick;
+rewriting the node at each (its text reorders as the centre moves) made most node versions."""
 MAX_TAGS = 5
 _SCOPE_ORDER = {"session": 0, "private": 1, "fleet": 2}
 
@@ -178,6 +185,43 @@ def build_node(
     return node, ranked, centre
 
 
+def _shown_part(text: str) -> str:
+    """A member's text as a node's sentence shows it (``sentence``), for matching."""
+    return text.strip().rstrip("。．.!！?？；;，,: ").casefold()
+
+
+def shows(node_text: str, member: Memory) -> bool:
+    """Whether ``node_text`` (a node's sentence) shows ``member``'s text as one of its parts."""
+    part = _shown_part(member.text)
+    if not part:
+        return False
+    text = node_text.casefold()
+    starts = ("", "; ", "; and ", "；")
+    ends = (";", ".", "；", "。")
+    at = text.find(part)
+    while at >= 0:
+        before, after = text[:at], text[at + len(part) : at + len(part) + 1]
+        if after in ends and any(before.endswith(x) if x else at == 0 for x in starts):
+            return True
+        at = text.find(part, at + 1)
+    return False
+
+
+def material(current: Memory, node: Memory, members: Sequence[Memory]) -> str | None:
+    """Why the live node ``current`` needs the new version ``node`` for its cluster ``members``,
+    or ``None`` when a reader of ``current`` would see nothing materially different."""
+    shown = sum(1 for m in members if shows(current.text, m))
+    if shown < min(CENTRAL, len(members)):
+        return "a member it shows left or changed"
+    old, new = set(current.source_message_ids), set(node.source_message_ids)
+    union = old | new
+    if union and len(old ^ new) / len(union) >= CHURN:
+        return f"{CHURN:.0%} or more of its sources changed"
+    if _SCOPE_ORDER.get(node.scope, -1) < _SCOPE_ORDER.get(current.scope, -1):
+        return f"a member is {node.scope}"
+    return None
+
+
 def _links(
     node: Memory, ranked: Sequence[tuple[Memory, float]], at: datetime, recorded_at: datetime
 ) -> list[MemoryRelationRow]:
@@ -198,19 +242,8 @@ def _links(
     ]
 
 
-def reorganize(
-    log: ChangeLog,
-    state: OwnerMemories,
-    at: datetime,
-    params: LifecycleParams,
-    embed: Embed | None = None,
-    later: LaterVectors | None = None,
-) -> int:
-    """Write, refresh or archive the owner's topic nodes at ``at``; returns how many changed.
-
-    Nodes get the vectors of their texts (``embed``, or when the caller settles ``later``); with
-    neither, a node's vector is its cluster's centre.
-    """
+def reorganize(log: ChangeLog, state: OwnerMemories, at: datetime, params: LifecycleParams) -> int:
+    """Write, refresh or archive the owner's topic nodes at ``at``; returns how many changed."""
     threshold = params.reorganize_threshold
     kept = state.derived("reorganizer", lambda: Kept(threshold))
     if kept.clusters.threshold != threshold:
@@ -218,56 +251,29 @@ def reorganize(
     kept.start_tick()
     found = kept.clusters.run(candidates(state, at))
     groups = [g for g in found if len(g) >= params.reorganize_min_members]
-    built = [kept.node(state.owner_id, g) for g in groups]
+    built = [(*kept.node(state.owner_id, g), g) for g in groups]
     kept.end_tick()
-    todo: list[tuple[Memory, list[tuple[Memory, float]], np.ndarray, Memory | None]] = []
-    for node, ranked, centre in built:
-        current = state.get(node.id)
-        if current is not None and (
-            current.status in (MemoryStatus.EXPIRED, MemoryStatus.DELETED, MemoryStatus.FROZEN)
-            or (
-                current.status in LIVE
-                and current.text == node.text
-                and current.source_message_ids == node.source_message_ids
-            )
-        ):
-            continue  # unchanged (or no longer the reorganizer's to change)
-        todo.append((node, ranked, centre, current))
     changed = 0
-    # A node keeping its text (only its members changed) keeps its vector: the text is all that
-    # is embedded, so only new texts go to the model.
-    kept_vector: dict[int, Any] = {
-        i: current.vector
-        for i, (node, _, _, current) in enumerate(todo)
-        if current is not None and current.vector is not None and current.text == node.text
-    }
-    if later is not None:  # a node whose text's vector is on its way keeps waiting for it
-        kept_vector.update(
-            (i, None)
-            for i, (node, _, _, current) in enumerate(todo)
-            if current is not None and later.waits_for(current, node.text)
-        )
-    fresh = [i for i in range(len(todo)) if i not in kept_vector]
-    now = embed is not None and later is None and fresh
-    vectors = dict(zip(fresh, embed([todo[i][0].text for i in fresh]))) if now else {}  # type: ignore[misc]
-    wanted: list[Memory] = []
-    for i, (node, ranked, centre, current) in enumerate(todo):
-        vector: np.ndarray | None
-        if embed is None and later is None:
-            vector = centre
-        elif i in kept_vector:
-            had = kept_vector[i]
-            vector = None if had is None else np.asarray(had, np.float32)
-        elif later is not None:
-            vector = None  # given when ``later`` settles
-        else:
-            vector = np.asarray(vectors[i], np.float32)
-        members = ", ".join(m.id for m, _ in ranked)
+    for node, ranked, centre, members in built:
+        current = state.get(node.id)
+        if current is not None and current.status in (
+            MemoryStatus.EXPIRED,
+            MemoryStatus.DELETED,
+            MemoryStatus.FROZEN,
+        ):
+            continue  # no longer the reorganizer's to change
+        why = None
+        if current is not None and current.status in LIVE:
+            why = material(current, node, members)
+            if why is None:
+                continue
+        described = f"topic of {len(ranked)}: {', '.join(m.id for m, _ in ranked)}"
+        vector = np.asarray(centre, np.float32)
         if current is None:
             node.vector = vector  # type: ignore[assignment]
             node.confidence = min(node.confidence, params.confidence_cap)
             state.put(node)
-            log.log(node, LifecycleEvent.CREATED, f"topic of {len(ranked)}: {members}", at)
+            log.log(node, LifecycleEvent.CREATED, described, at)
             target = node
         else:
             if current.status == MemoryStatus.ARCHIVED:
@@ -285,15 +291,12 @@ def reorganize(
             current.event_ts = node.event_ts
             current.updated_at = max(at, current.updated_at) if current.updated_at else at
             current.version += 1
-            log.log(current, LifecycleEvent.UPDATED, f"topic of {len(ranked)}: {members}", at, old)
+            reason = described if why is None else f"{described} ({why})"
+            log.log(current, LifecycleEvent.UPDATED, reason, at, old)
             target = current
         log.rows.memory_relations.extend(_links(target, ranked, at, log.recorded_at))
-        if later is not None and i not in kept_vector:
-            wanted.append(target)
         changed += 1
-    if later is not None:
-        later.want(wanted)
-    built_ids = {n.id for n, _, _ in built}
+    built_ids = {n.id for n, _, _, _ in built}
     nodes = (state.get(i) for i in state.index.topics)
     for m in sorted((m for m in nodes if m is not None), key=age_key):
         if (
