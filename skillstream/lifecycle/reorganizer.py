@@ -14,8 +14,8 @@ of maintenance (``maintain_owner``), so it runs on the flow's maintenance ticks 
    clusters, however often maintenance ran before.
 3. **Nodes**: a cluster of at least ``reorganize_min_members`` memories gets a node, a memory of
    kind ``topic`` (id from the cluster's oldest member). Offline its text is extractive: the
-   three members closest to the centre, joined into one sentence. Its vector is the cluster's
-   centre (the normalised sum of its members' vectors): a node's text is never embedded. Its
+   three members closest to the centre, joined into one sentence. Its vector is the normalised sum
+   of those three members' vectors (:func:`node_vector`): a node's text is never embedded. Its
    sources are the members' sources, its scope the strictest of theirs, its times the members'
    (first ``valid_from``, last creation), so a node never shows what a member's reader could not
    see.
@@ -185,6 +185,12 @@ def build_node(
     return node, ranked, centre
 
 
+def node_vector(ranked: Sequence[tuple[Memory, float]]) -> np.ndarray:
+    """A node's vector: the normalised sum of the vectors of the members its text shows (the
+    :data:`CENTRAL` closest to the centre), so it stands for what a reader of the node sees."""
+    return _unit(np.sum([np.asarray(m.vector, np.float32) for m, _ in ranked[:CENTRAL]], axis=0))
+
+
 def _shown_part(text: str) -> str:
     """A member's text as a node's sentence shows it (``sentence``), for matching."""
     return text.strip().rstrip("。．.!！?？；;，,: ").casefold()
@@ -254,7 +260,7 @@ def reorganize(log: ChangeLog, state: OwnerMemories, at: datetime, params: Lifec
     built = [(*kept.node(state.owner_id, g), g) for g in groups]
     kept.end_tick()
     changed = 0
-    for node, ranked, centre, members in built:
+    for node, ranked, _, members in built:
         current = state.get(node.id)
         if current is not None and current.status in (
             MemoryStatus.EXPIRED,
@@ -268,7 +274,7 @@ def reorganize(log: ChangeLog, state: OwnerMemories, at: datetime, params: Lifec
             if why is None:
                 continue
         described = f"topic of {len(ranked)}: {', '.join(m.id for m, _ in ranked)}"
-        vector = np.asarray(centre, np.float32)
+        vector = node_vector(ranked)
         if current is None:
             node.vector = vector  # type: ignore[assignment]
             node.confidence = min(node.confidence, params.confidence_cap)
