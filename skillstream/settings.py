@@ -438,8 +438,9 @@ class EmbeddingSettings(_Group):
     model: str = _key(
         "embed_model",
         "minilm",
-        "Sentence-transformers model: 'minilm' (the bundled offline all-MiniLM-L6-v2) or a local "
-        "path.",
+        "Local model: 'minilm' (the bundled offline all-MiniLM-L6-v2, English), "
+        "'use-multilingual' (the bundled offline Universal Sentence Encoder multilingual v3: "
+        "English, Chinese and 14 more languages) or a sentence-transformers folder.",
     )
     batch: Int = _key("embed_batch", 64, "Texts per embedding batch.", ge=1)
     prefetch: Bool = _key(

@@ -1,6 +1,7 @@
 """Token counting for span budgets.
 
-Tokens are counted with the embedding model's own tokenizer (WordPiece for the default MiniLM),
+Tokens are counted with the embedding model's own tokenizer (WordPiece for the default MiniLM,
+SentencePiece for ``use-multilingual``),
 which is local and fast. Counts differ a little from an OpenAI tokenizer's; the span budget is a
 size target, not a hard model limit, so that is acceptable and keeps everything offline.
 """
@@ -10,6 +11,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from pathlib import Path
+
+from skillstream.multilingual import UseTokens, is_use
 
 _WORD = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
@@ -40,5 +43,8 @@ class TokenCounter:
 
 
 @lru_cache(maxsize=4)
-def get_counter(model: str = "minilm") -> TokenCounter:
+def get_counter(model: str = "minilm") -> TokenCounter | UseTokens:
+    """The token counter of ``model``'s own tokenizer."""
+    if is_use(model):
+        return UseTokens()
     return TokenCounter(model)

@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "contradictions": ("skillstream.cli.lifecycle", "contradictions"),
     "maintain": ("skillstream.cli.lifecycle", "maintain"),
     "forget": ("skillstream.cli.forget", "forget"),
+    "reembed": ("skillstream.cli.reembed", "reembed"),
     "produce": ("skillstream.cli.kafka", "produce"),
     "eval": ("skillstream.cli.eval", "eval_group"),
     "export": ("skillstream.cli.transfer", "export_group"),
