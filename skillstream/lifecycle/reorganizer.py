@@ -105,6 +105,10 @@ class Kept:
         self.clusters = ClusterPass(threshold)
         self.nodes: dict[tuple, tuple] = {}
         self._seen: dict[tuple, tuple] = {}
+        self.settled: dict[str, tuple] = {}
+        """Node id -> (its cluster's members and versions, the node's version) when ``material``
+        last found nothing to change, or the node was last written: the same cluster and node
+        need no look again."""
 
     def node(
         self, owner_id: str, members: Sequence[Memory]
@@ -268,10 +272,14 @@ def reorganize(log: ChangeLog, state: OwnerMemories, at: datetime, params: Lifec
             MemoryStatus.FROZEN,
         ):
             continue  # no longer the reorganizer's to change
+        key = tuple((m.id, m.version) for m in members)
         why = None
         if current is not None and current.status in LIVE:
+            if kept.settled.get(node.id) == (key, current.version):
+                continue  # the cluster and the node as they were when last looked at
             why = material(current, node, members)
             if why is None:
+                kept.settled[node.id] = (key, current.version)
                 continue
         described = f"topic of {len(ranked)}: {', '.join(m.id for m, _ in ranked)}"
         vector = node_vector(ranked)
@@ -301,6 +309,7 @@ def reorganize(log: ChangeLog, state: OwnerMemories, at: datetime, params: Lifec
             log.log(current, LifecycleEvent.UPDATED, reason, at, old)
             target = current
         log.rows.memory_relations.extend(_links(target, ranked, at, log.recorded_at))
+        kept.settled[target.id] = (key, target.version)
         changed += 1
     built_ids = {n.id for n, _, _, _ in built}
     nodes = (state.get(i) for i in state.index.topics)
