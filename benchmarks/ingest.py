@@ -39,7 +39,7 @@ Three measurements, from one run, with the model loaded and the store libraries 
    tenth in history. With the model as the bottleneck, a tenth's time follows the text it
    embeds, so flatness follows 1 / ``history_text_growth`` (times the tenths' ratio of turns).
    Each round also runs the history with the reorganizer off (``reorganize = false``: no topic
-   nodes, whose texts are embedded again as their clusters grow):
+   nodes, whose upkeep grows with the clusters):
    ``history_turns_per_s_without_topic_nodes``, ``history_flatness_without_topic_nodes`` and
    ``history_embedded_chars_without_topic_nodes``, to tell the cost of the nodes from the rest.
    What restarting costs is measured apart: each tenth as a run of its own into one home, as a
