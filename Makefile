@@ -2,8 +2,8 @@
 #   make run    set up ./.venv and run the main job on the bundled sample (embedded defaults)
 #   make test   set up ./.venv with the test extras, check style, types and import contracts, and
 #               run the whole test suite (this is what CI runs); then the storage, LLM, CLI,
-#               foundation, rules, pipeline and connector tests again in ./.venv-lowest, on the
-#               lowest versions of the dependency ranges (those not marked slow)
+#               foundation and connector tests again in ./.venv-lowest, on the lowest versions
+#               of the dependency ranges (those not marked slow)
 #   make lint   only the checks: ruff (lint and format), mypy, import-linter
 .PHONY: run test lint checks setup setup-test bench docs
 
