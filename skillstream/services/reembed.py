@@ -128,7 +128,7 @@ def _reembed(
         report.notes.append(
             f"set embed_model = {model!r} (SKILLSTREAM_EMBED_MODEL) for this home's commands"
         )
-    report.notes += _left_behind(settings, dim)
+    report.notes += _left_behind(settings)
     report.seconds = time.perf_counter() - t0
     return report
 
@@ -229,7 +229,7 @@ def set_home_key(path: Path, key: str, value: str) -> None:
     path.write_text(text, encoding="utf-8")
 
 
-def _left_behind(settings: Settings, dim: int) -> list[str]:
+def _left_behind(settings: Settings) -> list[str]:
     """What the move cannot carry over."""
     notes = []
     scorer = settings.extraction.memory_skill_scorer
