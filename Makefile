@@ -5,6 +5,7 @@
 #               foundation and connector tests again in ./.venv-lowest, on the lowest versions
 #               of the dependency ranges (those not marked slow)
 #   make lint   only the checks: ruff (lint and format), mypy, import-linter
+#   make bench  regenerate every results file in benchmarks/results (ONLY=name for one)
 .PHONY: run test lint checks setup setup-test bench docs
 
 run: setup
@@ -38,5 +39,10 @@ setup-test:
 docs: setup
 	.venv/bin/python scripts/settings_doc.py
 
-bench: setup
-	.venv/bin/python benchmarks/ingest.py --data ../shared/data/locomo/locomo-dev.json --json benchmarks/results/ingest.json
+# Every results file of benchmarks/results/ written again by the command that wrote it
+# (benchmarks/manifest.py): hours, on a quiet machine. `make bench ONLY=ingest` runs one (a name,
+# or a results file it writes; several comma-separated); `.venv/bin/python benchmarks/run_all.py
+# --list` prints the commands. The test extras bring what some need (matplotlib, nltk, the
+# Kafka broker, PostgreSQL).
+bench: setup-test
+	.venv/bin/python benchmarks/run_all.py $(if $(ONLY),--only $(ONLY))
