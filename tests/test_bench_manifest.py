@@ -4,6 +4,7 @@ listed command names a script that exists and writes into the results folder onl
 
 from __future__ import annotations
 
+import json
 import re
 import string
 import sys
@@ -107,3 +108,13 @@ def test_make_bench_runs_the_manifest():
     recipe = makefile.split("\nbench:", 1)[1].split("\n\n", 1)[0]
     assert "benchmarks/run_all.py" in recipe
     assert "$(ONLY)" in recipe
+
+
+def test_a_file_written_by_hand_shows_the_figures_of_its_command():
+    """``memskill_locomo.md`` is analysis written by hand: its table must show the validation
+    figures that ``memskill_locomo.json`` holds, so a new run cannot leave it behind unnoticed."""
+    text = (RESULTS / "memskill_locomo.md").read_text(encoding="utf-8")
+    val = json.loads((RESULTS / "memskill_locomo.json").read_text(encoding="utf-8"))["val"]
+    for policy in ("all", "random", "untrained", "trained"):
+        row = f"{val[policy]['recall@10']:.4f}", str(val[policy]["memories"])
+        assert all(figure in text for figure in row), (policy, row)
