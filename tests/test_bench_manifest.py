@@ -91,6 +91,38 @@ def test_a_listed_command_runs_a_script_that_exists(bench):
     assert bench.script in scripts or any("{skillstream}" in cmd for cmd in bench.commands)
 
 
+def declared_options(cmd: tuple[str, ...]) -> set[str] | None:
+    """The options the program of ``cmd`` declares: a benchmark script's ``add_argument`` names,
+    or the click options of a ``skillstream`` command (``None``: the command does not exist)."""
+    if cmd[0] == "{python}":
+        text = (ROOT / cmd[1]).read_text(encoding="utf-8")
+        return set(re.findall(r"add_argument\(\s*\"(--[a-z0-9-]+)\"", text))
+    import click
+
+    from skillstream.cli import cli
+
+    ctx = click.Context(cli)
+    command: click.Command | None = cli
+    options = {o for p in cli.params for o in p.opts}
+    for word in [a for a in cmd[1:] if not a.startswith("-") and "{" not in a]:
+        if not isinstance(command, click.Group):
+            break
+        command = command.get_command(ctx, word)
+        if command is None:
+            return None
+        options |= {o for p in command.params for o in p.opts}
+    return options
+
+
+@pytest.mark.parametrize("bench", manifest.BENCHMARKS, ids=lambda b: b.name)
+def test_a_listed_command_uses_only_options_its_program_declares(bench):
+    for cmd in bench.commands:
+        declared = declared_options(cmd)
+        assert declared is not None, f"no such command: {' '.join(cmd)}"
+        used = {arg for arg in cmd if arg.startswith("--")}
+        assert used - declared == set(), " ".join(cmd)
+
+
 @pytest.mark.parametrize("bench", manifest.BENCHMARKS, ids=lambda b: b.name)
 def test_a_listed_command_writes_its_files_into_the_results_folder(bench):
     args = [arg for cmd in bench.commands for arg in cmd]
