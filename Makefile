@@ -45,4 +45,4 @@ docs: setup
 # --list` prints the commands. The test extras bring what some need (matplotlib, nltk, the
 # Kafka broker, PostgreSQL).
 bench: setup-test
-	.venv/bin/python benchmarks/run_all.py $(if $(ONLY),--only $(ONLY))
+	.venv/bin/python benchmarks/run_all.py $(if $(ONLY),--only "$(ONLY)")
