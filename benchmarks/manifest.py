@@ -3,7 +3,9 @@
 ``benchmarks/run_all.py`` (``make bench``) runs these commands; ``tests/test_bench_manifest.py``
 fails when README.md or docs/*.md cite a results file that is not here, when a command's script is
 missing, or when ``benchmarks/results/`` holds a file that is not here. A figure in the docs is
-therefore always one that a command below wrote, and ``make bench`` writes it again.
+therefore always one that a command below wrote, and ``make bench`` writes it again; the one
+exception is a file marked ``by_hand`` (analysis of what its command wrote), whose figures a test
+compares with that command's JSON.
 
 Commands are argv lists run from the repository root. Their placeholders:
 
@@ -19,11 +21,13 @@ Commands are argv lists run from the repository root. Their placeholders:
 ==================  ===========================================================================
 
 A command writes only where its arguments point: into ``{results}``, ``{scratch}`` and
-``{cache}``, and into temporary folders it removes itself.
+``{cache}``, and into temporary folders it removes itself (besides the traced embedding model that
+every ``skillstream`` process keeps in ``~/.cache/skillstream``, setting ``embed_cache``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 LOCOMO = "{data}/locomo/locomo-dev.json"
@@ -53,7 +57,7 @@ class Bench:
     script: str
     commands: tuple[tuple[str, ...], ...]
     writes: tuple[str, ...]
-    env: dict[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
     copies: tuple[tuple[str, str], ...] = ()
     by_hand: tuple[str, ...] = ()
     needs: str = ""
