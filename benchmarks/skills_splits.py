@@ -30,6 +30,8 @@ KEYS = (
     "tasks",
     "purity",
     "recall@1",
+    "no_skill_dialogues",
+    "recall@1_with_skill",
     "step_recall",
     "baseline_step_recall",
     "no_skill_step_recall",
@@ -53,7 +55,11 @@ def run(data: str, shares: list[float]) -> dict[str, Any]:
     rows = []
     for share in sorted(shares, reverse=True):  # the longest first fills the embedding cache
         got = evaluate_star(data, settings, embed=embed, share=None if share >= 1 else share)
-        row = {"share": share, "train_dialogues": got["train_dialogues"]}
+        row = {
+            "share": share,
+            "train_dialogues": got["train_dialogues"],
+            "test_dialogues": got["test_dialogues"],
+        }
         row.update({k: got.get(k) for k in KEYS})
         row["skills_per_task"] = round(got["skills"] / got["tasks"], 3)
         row["per_task_skills"] = got["per_task_skills"]
@@ -66,15 +72,18 @@ def run(data: str, shares: list[float]) -> dict[str, Any]:
 def table(result: dict[str, Any]) -> list[str]:
     lines = [
         "| share | distilled | skills | candidates | tasks | skills/task | purity | recall@1 "
+        "| held out | of them, task with no skill | recall@1 with a skill "
         "| step_recall | baseline | no skill | grounded | tokens | invented |",
         "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-        "| ---: | ---: |",
+        "| ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in result["splits"]:
         lines.append(
             f"| {r['share']:g} | {r['train_dialogues']} | {r['skills']} | {r['candidates']} "
             f"| {r['tasks']} | {r['skills_per_task']:.2f} | {r['purity']:.3f} "
-            f"| {r['recall@1']:.3f} | {_f(r['step_recall'])} | {_f(r['baseline_step_recall'])} "
+            f"| {r['recall@1']:.3f} | {r['test_dialogues']} | {r['no_skill_dialogues']} "
+            f"| {r['recall@1_with_skill']:.3f} "
+            f"| {_f(r['step_recall'])} | {_f(r['baseline_step_recall'])} "
             f"| {_f(r['no_skill_step_recall'])} | {_f(r['grounded_share'])} "
             f"| {r['concrete_tokens']} | {r['invented_tokens']} |"
         )

@@ -10,6 +10,10 @@ top task skill is recalled. Reported:
   averaged over task skills weighted by their number of source dialogues;
 * ``recall@1``: the share of held-out dialogues whose top recalled task skill's majority task is
   the dialogue's own task (no hit counts as a miss);
+* ``no_skill_dialogues``: held-out dialogues whose task is the majority task of no served skill
+  (none of its training dialogues stated a procedure, or it is still on probation), which
+  ``recall@1`` counts as misses whatever recall does; ``recall@1_with_skill`` the share over the
+  others;
 * ``llm_calls``: LLM requests made while distilling (0 with the ``rules`` backend);
 * ``candidates``: task skills still on probation at the end (not served, not counted in
   ``skills``);
@@ -201,6 +205,8 @@ def evaluate_star(
     past = [(s, b) for s, b in ((dialogue_steps(b), b) for b in train_blocks) if s]
     past_vecs = cached([query_of(b, settings) for _, b in past]) if past else None
     hits = 0
+    served_tasks = set(majority.values())
+    no_skill = sum(1 for b in test_blocks if split.task_of[b.conversation_id] not in served_tasks)
     cover: list[tuple[float, float]] = []
     for block in test_blocks:
         query, request = query_of(block, settings), request_text(block.messages)
@@ -232,6 +238,10 @@ def evaluate_star(
         "tasks": len(tasks),
         "purity": round(pure / total, 4) if total else 0.0,
         "recall@1": round(hits / len(test_blocks), 4),
+        "no_skill_dialogues": no_skill,
+        "recall@1_with_skill": (
+            round(hits / (len(test_blocks) - no_skill), 4) if len(test_blocks) > no_skill else 0.0
+        ),
         "step_recall": _mean([c[0] for c in cover]),
         "baseline_step_recall": _mean([c[1] for c in cover]),
         "no_skill_step_recall": 0.0,

@@ -101,6 +101,16 @@ def test_evaluation_figures(tmp_path, embedder):
     }
     assert result["segments"] == {"created": 2, "updated": 6}
     assert result["per_task_skills"] == {"hotel_book": 1, "trivia": 1}
+    assert (result["no_skill_dialogues"], result["recall@1_with_skill"]) == (0, 1.0)
+
+
+def test_held_out_dialogues_of_a_task_with_no_served_skill_are_counted_apart(tmp_path, embedder):
+    # four training dialogues per task, and a skill must be supported by five: none is served
+    settings = Settings.from_keys(home=str(tmp_path / "home"), skill_min_support=5)
+    result = evaluate_star(star_file(tmp_path), settings, embed=embedder.encode)
+    assert (result["skills"], result["candidates"]) == (0, 2)
+    assert (result["recall@1"], result["no_skill_dialogues"]) == (0.0, 2)
+    assert result["recall@1_with_skill"] == 0.0
 
 
 def test_the_command_prints_and_writes_json(tmp_path):
