@@ -218,7 +218,13 @@ def centroid(stats: dict[str, Any], key: str = "centroid") -> list[float] | None
 
 def fold_stats(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """Add a draft's evidence to a skill's: steps (support, summed position), term counts, and
-    the sums of the draft and request vectors (whose directions are the skill's prototypes)."""
+    the sums of the draft and request vectors (whose directions are the skill's prototypes).
+
+    A draft's step counts for the known step it matches best (``STEP_MATCH``), one to one: two
+    steps of one procedure are two steps ("the colour of the first cable", "of the second
+    cable"), however alike they read, so a known step that an earlier step of the same draft took
+    is not matched again.
+    """
     out: dict[str, Any] = {
         # what the evidence does not hold (trust counters, merge links) stays as it was
         **{k: v for k, v in old.items() if k not in ("n", "steps", "terms", *PROTOTYPES)},
@@ -226,19 +232,24 @@ def fold_stats(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         "steps": [list(s) for s in old.get("steps", [])],
         "terms": dict(old.get("terms", {})),
     }
+    taken: set[int] = set()  # known steps a step of this draft already counted for
     for text, support, pos in new.get("steps", []):
         toks = set(terms(text))
-        best, best_j = None, 0.0
-        for s in out["steps"]:
+        best, best_j = -1, 0.0
+        for i, s in enumerate(out["steps"]):
+            if i in taken:
+                continue
             other = set(terms(s[0]))
             j = len(toks & other) / len(toks | other) if toks | other else float(text == s[0])
             if j > best_j:
-                best, best_j = s, j
-        if best is not None and best_j >= STEP_MATCH:
-            best[1] += support
-            best[2] += pos
+                best, best_j = i, j
+        if best >= 0 and best_j >= STEP_MATCH:
+            out["steps"][best][1] += support
+            out["steps"][best][2] += pos
         else:
+            best = len(out["steps"])
             out["steps"].append([text, support, pos])
+        taken.add(best)
     for term, count in new.get("terms", {}).items():
         out["terms"][term] = out["terms"].get(term, 0) + count
     for key in PROTOTYPES:

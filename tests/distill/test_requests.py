@@ -121,3 +121,22 @@ def test_skills_asked_for_different_things_are_not_duplicates():
     assert cosine(old, same) > 0.9 and cosine(old, other) < 0.6
     assert duplicate_of(same, [old, same], threshold=0.55) is old
     assert duplicate_of(other, [old, other], threshold=0.55) is None
+
+
+def test_two_steps_of_one_procedure_stay_two_steps_however_alike():
+    first, second = (
+        "Provide the colour of the first cable.",
+        "Provide the colour of the second cable.",
+    )
+    one = {"n": 1, "steps": [[first, 1, 0.25], [second, 1, 0.75]]}
+    stats = fold_stats({}, one)
+    assert [s[:2] for s in stats["steps"]] == [[first, 1], [second, 1]]
+    # a second draft of the same procedure counts once for each, in its own order
+    stats = fold_stats(stats, {"n": 1, "steps": [[first, 1, 0.2], [second, 1, 0.8]]})
+    assert sorted((s[0], s[1], round(s[2], 2)) for s in stats["steps"]) == [
+        (first, 2, 0.45),
+        (second, 2, 1.55),
+    ]
+    # a draft with one of them matches the best known one and leaves the other alone
+    stats = fold_stats(stats, {"n": 1, "steps": [["Provide the colour of the top cable.", 1, 0.5]]})
+    assert sorted(s[1] for s in stats["steps"]) == [2, 3]
