@@ -70,6 +70,19 @@ REWARDS = ("evidence", "unlabelled", "qa")
 RECALL_K = 10
 
 
+def carried_bank(skills: Sequence[MemorySkill]) -> str:
+    """The checkpoint's ``bank``: JSON rows of the skills trained with that are not built in (the
+    primitives and the rules categories are named in ``skills`` only), so that wherever the
+    checkpoint is used it selects from the bank it was trained on (``checkpoint_bank``)."""
+    from skillstream.memskill.seeds import PRIMITIVES
+    from skillstream.memskill.versions import skill_row
+    from skillstream.rules.skills import RULE_SKILLS
+
+    builtin = set(PRIMITIVES) | set(RULE_SKILLS)
+    rows = [skill_row(s) for s in skills if s not in builtin]
+    return json.dumps(rows, ensure_ascii=False) if rows else ""
+
+
 @dataclass
 class Conversation:
     """One conversation of the data: its messages, spans and reward queries."""
@@ -227,6 +240,8 @@ class ConversationEpisode:
         self.token_cost = token_cost
         self.scores: list[tuple[Query, float]] = []
         """Each query's recall in the last rollout (for the designer's hard-case buffer)."""
+        self.cited: set[str] = set()
+        """The message ids the memories of the last rollout cite (for the offline designer)."""
 
     def run(self, controller: RolloutController) -> tuple[list[Step], dict[str, float]]:
         start = len(controller.steps)
@@ -246,6 +261,7 @@ class ConversationEpisode:
             result = answer_score(mems, self.conv.queries, self.answer_f1, RECALL_K)
             figures["f1"] = result.recall
         self.scores = result.per_query
+        self.cited = {i for m in mems for i in m.source_message_ids}
         infos = [s.info or {} for s in steps]
         rewards = step_rewards(
             len(steps),
@@ -538,6 +554,7 @@ def train_controller(
         reward=opts.reward,
         seed=opts.seed,
         skills=",".join(s.name for s in skills),
+        bank=carried_bank(skills),
         updates=opts.updates,
         selected_update=first.selected,
         runs=len(runs),
@@ -756,7 +773,7 @@ def evolve_controller(
     embedder: Any,
     executor: Executor,
     skills: Sequence[MemorySkill],
-    designer: Any,
+    designer: Any | None,
     out: str | Path,
     *,
     cycles: int = 5,
@@ -772,6 +789,8 @@ def evolve_controller(
     artifact store receives its snapshot, ``memskill/evolve/<key>/cycle-<n>/controller.pt`` and
     ``bank.json``, and the run's state (``evolve.pt``); with ``resume`` the same run continues after
     its last completed cycle. ``stop_after`` ends the run after that many cycles (an interruption).
+    ``designer`` ``None`` designs offline (``memskill.offline_designer``): skills by example from
+    the training conversations' evidence turns that no memory of the last rollouts cites.
 
     Returns:
         The report (cycles, best cycle and reward, snapshots, ``seconds``) and the best bank.
@@ -802,7 +821,13 @@ def evolve_controller(
         ConversationEpisode(c, settings, emb, executor, skills, opts.memory_cost, opts.token_cost)
         for c in tr
     ]
-    run = RunState(settings, "evolve", opts.key(skills) + f"-{cycles}-{patience}")
+    offline = "-offline" if designer is None else ""
+    run = RunState(settings, "evolve", opts.key(skills) + f"-{cycles}-{patience}{offline}")
+    if designer is None:
+        from skillstream.memskill.offline_designer import OfflineDesigner
+
+        texts = {m.message_id: m.text for c in tr for m in c.messages}
+        designer = OfflineDesigner(texts, lambda: set().union(*(ep.cited for ep in episodes)))
 
     def train(t: Trainer) -> list[tuple[Query, float]]:
         t.fit(episodes, opts.updates)
@@ -865,6 +890,7 @@ def evolve_controller(
         reward=opts.reward,
         seed=opts.seed,
         skills=",".join(s.name for s in best_skills),
+        bank=carried_bank(best_skills),
         updates=trainer.updates,
         curve=json.dumps(trainer.curve.points),
     )

@@ -156,6 +156,31 @@ class MemorySkillVersion:
         )
 
 
+def skill_row(s: MemorySkill) -> dict[str, Any]:
+    """A memory skill as JSON-ready values (snapshots, resumable state, checkpoints)."""
+    return {
+        "name": s.name,
+        "description": s.description,
+        "instruction": s.instruction,
+        "action": s.action,
+        "version": s.version,
+        "offline": None if s.offline is None else s.offline.to_dict(),
+    }
+
+
+def skill_from_row(row: dict[str, Any]) -> MemorySkill:
+    """The memory skill of ``skill_row``'s values (rows written without ``offline`` have none)."""
+    offline = row.get("offline")
+    return MemorySkill(
+        str(row["name"]),
+        str(row["description"]),
+        str(row["instruction"]),
+        str(row["action"]),
+        int(row["version"]),
+        None if not offline else OfflineForm.from_dict(offline),
+    )
+
+
 def offline_json(form: OfflineForm) -> str:
     """The stored text of an offline form (canonical JSON: equal forms give equal text)."""
     return json.dumps(form.to_dict(), sort_keys=True, ensure_ascii=False)

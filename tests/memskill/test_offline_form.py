@@ -84,15 +84,21 @@ def test_a_prototype_keeps_a_question_the_rules_drop(embedder) -> None:
 
 def test_patterns_skip_examples_and_no_embedder(embedder) -> None:
     bakery = MemorySkill(
-        "keep-work", "Work questions.", "Purpose: x", Op.INSERT,
+        "keep-work",
+        "Work questions.",
+        "Purpose: x",
+        Op.INSERT,
         offline=OfflineForm(patterns=(r"\bbakery\b",)),
-    )  # fmt: skip
+    )
     got = texts([*PRIMITIVES, bakery], None)  # patterns need no embedder
     assert any("bakery" in t for t in got)
     no_cats = MemorySkill(
-        "skip-pets", "Drop pet news.", "Purpose: x", Op.NOOP,
+        "skip-pets",
+        "Drop pet news.",
+        "Purpose: x",
+        Op.NOOP,
         offline=OfflineForm(skip=("My dog is called Rex.",), threshold=0.4),
-    )  # fmt: skip
+    )
     assert not any("Miso" in t for t in texts([*PRIMITIVES, no_cats], embedder.encode))
     # without an embedder, similarity does nothing: the default memories
     plain = texts(list(PRIMITIVES), None)
