@@ -732,6 +732,26 @@ def _clone(net: Any) -> Any:
     return copy.deepcopy(net)
 
 
+def _evidence_of(
+    convs: Sequence[Conversation], episodes: Sequence[ConversationEpisode]
+) -> Callable[[Query], list[tuple[str, bool]]]:
+    """For the offline designer: a training query's evidence turns, each with its text and whether
+    a memory of its conversation's last rollout cites it (message ids repeat across
+    conversations: LoCoMo's ``D1:3`` is in every one, so a query is looked up with its own)."""
+    conv_of = {(q.text, tuple(q.evidence)): c.conversation_id for c in convs for q in c.queries}
+    texts = {(c.conversation_id, m.message_id): m.text for c in convs for m in c.messages}
+    episode = {ep.name: ep for ep in episodes}
+
+    def evidence(q: Query) -> list[tuple[str, bool]]:
+        cid = conv_of.get((q.text, tuple(q.evidence)))
+        if cid is None:
+            return []
+        cited = episode[cid].cited
+        return [(texts.get((cid, e), ""), e in cited) for e in q.evidence]
+
+    return evidence
+
+
 def write_curve(points: Sequence[dict[str, float]], folder: str | Path) -> list[Path]:
     """The training curve as ``curve.json`` and ``curve.png`` in ``folder``: the rollouts' mean
     reward and recall per update, and the Top-K controller's recall at each checkpoint
@@ -826,8 +846,7 @@ def evolve_controller(
     if designer is None:
         from skillstream.memskill.offline_designer import OfflineDesigner
 
-        texts = {m.message_id: m.text for c in tr for m in c.messages}
-        designer = OfflineDesigner(texts, lambda: set().union(*(ep.cited for ep in episodes)))
+        designer = OfflineDesigner(_evidence_of(tr, episodes))
 
     def train(t: Trainer) -> list[tuple[Query, float]]:
         t.fit(episodes, opts.updates)

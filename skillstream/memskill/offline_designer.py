@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
 from skillstream.extract import OFFLINE_THRESHOLD, MemorySkill, OfflineForm
 from skillstream.memskill.designer import MAX_INSTRUCTION, NAME, Change, HardCase
+from skillstream.memskill.rewards import Query
 from skillstream.text import content_words, split_sentences
 from skillstream.vocab import Op
 
@@ -44,8 +45,9 @@ class OfflineDesigner:
     """Proposes memory skills in their offline form from hard cases (see the module docstring).
 
     Args:
-        texts: The text of every training message, by message id.
-        captured: The message ids the memories of the last training rollouts cite.
+        evidence: For a query, its evidence turns: each one's text and whether a memory of the
+            last training rollouts cites it (message ids are only unique within a conversation,
+            so the caller, which knows the query's conversation, answers).
         max_changes: Changes per round at most.
         max_prototypes: Prototypes taken from one cluster at most.
         threshold: The cosine threshold of the skills it writes.
@@ -53,31 +55,29 @@ class OfflineDesigner:
 
     def __init__(
         self,
-        texts: Mapping[str, str],
-        captured: Callable[[], set[str]],
+        evidence: Callable[[Query], Sequence[tuple[str, bool]]],
         max_changes: int = 3,
         max_prototypes: int = 12,
         threshold: float = OFFLINE_THRESHOLD,
     ) -> None:
-        self.texts = texts
-        self.captured = captured
+        self.evidence = evidence
         self.max_changes = max_changes
         self.max_prototypes = max_prototypes
         self.threshold = threshold
         self.rejected: list[tuple[str, str]] = []
         self.notes: list[dict[str, Any]] = []
 
-    def missed(self, cases: Sequence[HardCase], captured: set[str]) -> tuple[list[str], int]:
+    def missed(self, cases: Sequence[HardCase]) -> tuple[list[str], int]:
         """The prototypes of a cluster's missed evidence, and how many of its cases had all their
         evidence stored (not retrieved: not this designer's to fix)."""
         out: dict[str, None] = {}
         stored_only = 0
         for case in sorted(cases, key=lambda c: -c.difficulty):
-            missing = [e for e in case.query.evidence if e not in captured]
+            missing = [text for text, cited in self.evidence(case.query) if not cited]
             if not missing:
                 stored_only += 1
-            for e in missing:
-                for sentence in split_sentences(self.texts.get(e, "")):
+            for text in missing:
+                for sentence in split_sentences(text):
                     sentence = " ".join(sentence.split())
                     if len(content_words(sentence)) >= MIN_WORDS:
                         out.setdefault(sentence, None)
@@ -88,13 +88,12 @@ class OfflineDesigner:
     ) -> list[Change]:
         """The changes for these clusters of hard cases (see the module docstring)."""
         self.rejected, self.notes = [], []
-        captured = self.captured()
         current = {s.name: s for s in skills}
         out: list[Change] = []
         for cases in groups:
             if len(out) >= self.max_changes:
                 break
-            prototypes, stored_only = self.missed(cases, captured)
+            prototypes, stored_only = self.missed(cases)
             note: dict[str, Any] = {
                 "cases": [c.query.text for c in cases],
                 "stored_not_retrieved": stored_only,

@@ -177,7 +177,7 @@ def test_a_round_adds_then_refines_and_leaves_retrieval_misses_alone() -> None:
         "m3": "I adopted a cat named Miso.",
     }
     captured = {"m3"}
-    designer = OfflineDesigner(texts, lambda: captured)
+    designer = OfflineDesigner(lambda q: [(texts[e], e in captured) for e in q.evidence])
     groups = [[case("Where did Rita move?", ("m1",)), case("Cat's name?", ("m3",))]]
     (change,) = designer.round(groups, list(PRIMITIVES))
     assert change.new and change.skill.action == Op.INSERT
