@@ -115,12 +115,12 @@ class Matcher:
         for name, form in forms:
             if sent is not None and form.prototypes:
                 sims = (sent @ self.vectors(form.prototypes).T).max(axis=1)
-                for i in np.flatnonzero((sims >= form.threshold) & (sims > best_keep)):
-                    best_keep[i], keep_by[i] = float(sims[i]), name
+                for j in np.flatnonzero((sims >= form.threshold) & (sims > best_keep)):
+                    best_keep[j], keep_by[int(j)] = float(sims[j]), name
             if sent is not None and form.skip:
                 sims = (sent @ self.vectors(form.skip).T).max(axis=1)
-                for i in np.flatnonzero((sims >= form.threshold) & (sims > best_skip)):
-                    best_skip[i], skip_by[i] = float(sims[i]), name
+                for j in np.flatnonzero((sims >= form.threshold) & (sims > best_skip)):
+                    best_skip[j], skip_by[int(j)] = float(sims[j]), name
             for text in form.patterns:
                 rx = self.pattern(text)
                 if rx is None:

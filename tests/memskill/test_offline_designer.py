@@ -49,7 +49,7 @@ def sample(k: int) -> dict[str, Any]:
     """Conversation ``conv-k``: two sessions; A states facts, B tells news as questions."""
     a, b = SPEAKERS[k]
     conv: dict[str, Any] = {"speaker_a": a, "speaker_b": b}
-    qa = []
+    qa: list[dict[str, Any]] = []
     for s in (1, 2):
         conv[f"session_{s}_date_time"] = f"1:00 pm on {3 + s} May, 2023"
         turns = []
@@ -90,14 +90,26 @@ def data(tmp_path: Path) -> Path:
     return path
 
 
-OPTS = dict(reward="evidence", train=("conv-0", "conv-1"), val=("conv-2", "conv-3"), updates=1)
+def options(data: Path) -> TrainOptions:
+    """Train on two conversations, validate on the other two; one PPO update per cycle. K covers
+    the whole bank: what is tested is the designer and the loop, not the selection."""
+    return TrainOptions(
+        data=str(data),
+        reward="evidence",
+        train=("conv-0", "conv-1"),
+        val=("conv-2", "conv-3"),
+        updates=1,
+        k=8,
+        lr=3e-3,
+        seed=0,
+        memory_cost=0.0,
+    )
 
 
 def test_the_loop_finds_a_skill_only_the_offline_designer_can_write(
     tmp_path, data, embedder, one_thread
 ) -> None:
-    # K covers the whole bank: what is tested is the designer and the loop, not the selection
-    opts = TrainOptions(data=str(data), k=8, lr=3e-3, seed=0, memory_cost=0.0, **OPTS)
+    opts = options(data)
     settings = Settings.from_keys(home=str(tmp_path / "home"))
     report, best = evolve_controller(
         opts,
@@ -138,7 +150,7 @@ class Proposal:
 def test_a_proposal_that_lowers_the_reward_is_rolled_back(
     tmp_path, data, embedder, one_thread
 ) -> None:
-    opts = TrainOptions(data=str(data), k=8, lr=3e-3, seed=0, memory_cost=0.0, **OPTS)
+    opts = options(data)
     settings = Settings.from_keys(home=str(tmp_path / "home"))
     facts = tuple(f for f, _ in FACTS)
     harmful = MemorySkill(
