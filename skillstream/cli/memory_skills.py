@@ -331,9 +331,18 @@ def train_cmd(
 
 @memory_skills.command("activate")
 @click.argument("checkpoint", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Activate a controller that lost to the default (every skill) on its own validation.",
+)
 @click.pass_context
-def activate(ctx: click.Context, checkpoint: str) -> None:
+def activate(ctx: click.Context, checkpoint: str, force: bool) -> None:
     """Make the flow select memory skills with a trained controller CHECKPOINT.
+
+    A controller that lost to the default on its own validation conversations (less recall, or
+    the same recall with more memories; the checkpoint records both) is refused unless
+    ``--force`` is given, and then activated with a warning that gives the figures.
 
     The checkpoint is checked against the embedder, copied into the home's artifact store under
     its version (hash), the memory skills it was trained with are added to the bank when missing,
@@ -345,7 +354,12 @@ def activate(ctx: click.Context, checkpoint: str) -> None:
     import shutil
 
     from skillstream.embed import get_embedder
-    from skillstream.memskill.controller import checkpoint_meta, checkpoint_version, load_scorer
+    from skillstream.memskill.controller import (
+        checkpoint_meta,
+        checkpoint_version,
+        load_scorer,
+        lost_to_default,
+    )
     from skillstream.memskill.versions import MemorySkillVersion
     from skillstream.settings import CONTROLLER_FILE, is_remote, local_path
 
@@ -357,6 +371,15 @@ def activate(ctx: click.Context, checkpoint: str) -> None:
     load_scorer(checkpoint, int(get_embedder(settings.embedding).dim))
     version = checkpoint_version(checkpoint)
     meta = checkpoint_meta(checkpoint)
+    lost = lost_to_default(meta)
+    if lost and not force:
+        raise click.UsageError(
+            f"{checkpoint} lost to the default on its own validation: {lost}. Activating it would "
+            "cost recall or store more memories for none; keep the default, train again, or pass "
+            "--force to activate it anyway"
+        )
+    if lost:
+        click.echo(f"warning: {checkpoint} lost to the default on its validation: {lost}", err=True)
     if is_remote(settings.storage.artifacts):
         raise click.UsageError("activate needs a local artifact store (SKILLSTREAM_ARTIFACTS_URI)")
     folder = local_path(settings.storage.artifacts) / "controllers"

@@ -83,6 +83,20 @@ def carried_bank(skills: Sequence[MemorySkill]) -> str:
     return json.dumps(rows, ensure_ascii=False) if rows else ""
 
 
+def validation_meta(val: dict[str, dict[str, float]], convs: Sequence[Conversation]) -> str:
+    """The checkpoint's ``validation``: the trained controller's figures on the validation
+    conversations next to the default's (every skill selected), which ``memory-skills activate``
+    compares; empty without validation conversations."""
+    if not convs or "trained" not in val or "all" not in val:
+        return ""
+    figures = {
+        "conversations": [c.conversation_id for c in convs],
+        "trained": val["trained"],
+        "default": val["all"],
+    }
+    return json.dumps(figures)
+
+
 @dataclass
 class Conversation:
     """One conversation of the data: its messages, spans and reward queries."""
@@ -547,20 +561,6 @@ def train_controller(
             averaged = None
     else:
         trainer.net.load_state_dict(first.weights)
-    ckpt = save_scorer(
-        trainer.net,
-        out,
-        k=opts.k,
-        reward=opts.reward,
-        seed=opts.seed,
-        skills=",".join(s.name for s in skills),
-        bank=carried_bank(skills),
-        updates=opts.updates,
-        selected_update=first.selected,
-        runs=len(runs),
-        curve=json.dumps(first.curve.points),
-    )
-    stored = store_checkpoint(settings, ckpt)
     trained = RolloutController(embed, trainer.net, k=opts.k, fusion=fusion, explore=False)
     untrained_torch = RolloutController(
         embed, first.untrained, k=opts.k, fusion=fusion, explore=False
@@ -574,6 +574,21 @@ def train_controller(
     if opts.prior <= 0:
         controllers["untrained_net"] = untrained_torch
     val = compare(va, settings, emb, executor, skills, controllers)
+    ckpt = save_scorer(
+        trainer.net,
+        out,
+        k=opts.k,
+        reward=opts.reward,
+        seed=opts.seed,
+        skills=",".join(s.name for s in skills),
+        bank=carried_bank(skills),
+        updates=opts.updates,
+        selected_update=first.selected,
+        runs=len(runs),
+        curve=json.dumps(first.curve.points),
+        validation=validation_meta(val, va),
+    )
+    stored = store_checkpoint(settings, ckpt)
     budget = trainer.budget
     report: dict[str, Any] = {
         "val": val,
@@ -902,6 +917,8 @@ def evolve_controller(
     if best is not None:
         trainer.net.load_state_dict(best.weights)
     best_skills = list(best.skills) if best is not None else list(skills)
+    final = RolloutController(embed, trainer.net, k=opts.k, fusion=fusion, explore=False)
+    val = compare(va, settings, emb, executor, best_skills, {"all": EverySkill(), "trained": final})
     save_scorer(
         trainer.net,
         out,
@@ -912,6 +929,7 @@ def evolve_controller(
         bank=carried_bank(best_skills),
         updates=trainer.updates,
         curve=json.dumps(trainer.curve.points),
+        validation=validation_meta(val, va),
     )
     stored = store_checkpoint(settings, out)
     for row in result.cycles:
@@ -922,6 +940,7 @@ def evolve_controller(
         "best_cycle": best.cycle if best else None,
         "best_reward": best.reward if best else None,
         "skills": [s.name for s in best_skills],
+        "val": val,
         "checkpoint": str(out),
         "stored": stored,
         "snapshots": snapshots,
