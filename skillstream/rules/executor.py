@@ -140,6 +140,8 @@ def _allowed(skills: Sequence[MemorySkill]) -> dict[str, str]:
 
 SAID_SPANS = 4096
 """Spans whose statements an executor keeps for a second run (the pipeline's prediction)."""
+MATCHERS = 4
+"""Embedding functions an executor keeps the example matching of (``rules.offline.Matcher``)."""
 
 
 class RulesExecutor:
@@ -171,7 +173,7 @@ class RulesExecutor:
             OrderedDict()
         )
         self._lock = threading.Lock()
-        self._matchers: dict[int, Matcher] = {}
+        self._matchers: list[Matcher] = []
 
     def execute(self, inp: ExtractionInput) -> Extraction:
         allowed = _allowed(inp.memory_skills)
@@ -221,12 +223,15 @@ class RulesExecutor:
         return sorted(out, key=lambda st: order.get(st.source_ids[-1], 0))
 
     def _matcher(self, embed: Callable[[Sequence[str]], object] | None) -> Matcher:
-        """One matcher (vectors kept) per embedding function."""
-        key = id(embed)
+        """The matcher (vectors kept) of an embedding function; the last ``MATCHERS`` are kept
+        (one executor may serve several pipelines, each with its own ``embedder.encode``, which
+        compare equal when they are the same model's)."""
         with self._lock:
-            got = self._matchers.get(key)
-            if got is None or got.embed is not embed:
-                got = self._matchers[key] = Matcher(embed)
+            for got in self._matchers:
+                if got.embed == embed:
+                    return got
+            got = Matcher(embed)
+            self._matchers = [got, *self._matchers][:MATCHERS]
             return got
 
     def _example(
