@@ -275,15 +275,16 @@ class RulesExecutor:
     def _statements_of(
         self, span: Span, known: dict[str, str]
     ) -> tuple[list[Statement], list[_Dropped]]:
-        """The span's statements, in order. They depend on the span and the people known before
-        it, not on the owner's memories: when the pipeline runs the executor twice for a span
-        (once to predict its texts), the second run takes them from the first."""
+        """The span's statements, in order, and the sentences it drops (read only by skills with
+        an offline form). They depend on the span and the people known before it, not on the
+        owner's memories: when the pipeline runs the executor twice for a span (once to predict
+        its texts), the second run takes them from the first. Callers do not change them."""
         key = tuple(known.items())
         with self._lock:
             got = self._said.get(id(span))
             if got is not None and got[0] is span and got[1] == key:
                 self._said.move_to_end(id(span))
-                return list(got[2]), got[3]
+                return got[2], got[3]
         msgs = span.messages
         vocatives = _vocatives(msgs, known)
         dropped: list[_Dropped] = []
@@ -296,7 +297,7 @@ class RulesExecutor:
             self._said[id(span)] = (span, key, out, dropped)
             while len(self._said) > SAID_SPANS:
                 self._said.popitem(last=False)
-        return list(out), dropped
+        return out, dropped
 
     # ------------------------------------------------------------------------------ statements
 
