@@ -480,7 +480,9 @@ def evolve(
             report.cycles.append(row)
             done(cycle, stopped=True)
             break
-        changes = designer.round(representatives(buffer, seed=seed + cycle), trainer.skills)
+        per, limit = getattr(designer, "per_cluster", 3), getattr(designer, "limit", 15)
+        groups = representatives(buffer, per_cluster=per, limit=limit, seed=seed + cycle)
+        changes = designer.round(groups, trainer.skills)
         row["changes"] = [(("add" if c.new else "refine"), c.skill.name) for c in changes]
         row["rejected"] = list(designer.rejected)
         row["hard_cases"] = len(buffer.cases)

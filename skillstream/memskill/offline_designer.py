@@ -2,14 +2,17 @@
 
 The LLM designer (``designer.Designer``) reads the hard cases and writes instructions; the offline
 executor cannot follow instructions, only examples (``extract.OfflineForm``). This designer writes
-those examples. For every cluster of hard cases (``designer.representatives``):
+those examples. For every cluster of hard cases (``designer.representatives``, with up to
+``per_cluster`` cases each rather than the LLM designer's three, since only the cases whose evidence
+was missed teach this designer anything):
 
 1. the cluster's *missed evidence*: the evidence turns of its queries that no memory of the last
    training rollouts cites (the statements were never stored; a query whose evidence was stored
    but not retrieved is a retrieval problem, which examples of what to keep cannot fix: it is
    counted and left alone);
 2. their sentences of at least ``MIN_WORDS`` content words become the *prototypes* of a skill that
-   keeps statements like them (at most ``max_prototypes``, from the most difficult case on);
+   keeps statements like them (at most ``max_prototypes``, from the most difficult case on,
+   leaving out sentences that are a prototype of some skill already);
 3. the skill is named after the content words its prototypes share most (``keep-<w1>-<w2>``) and
    described with them, since the controller selects a skill by its description; when a skill of
    that name already has an offline form, it is *refined* instead: the new prototypes are added
@@ -49,9 +52,15 @@ class OfflineDesigner:
             last training rollouts cites it (message ids are only unique within a conversation,
             so the caller, which knows the query's conversation, answers).
         max_changes: Changes per round at most.
-        max_prototypes: Prototypes taken from one cluster at most.
+        max_prototypes: Prototypes taken from one cluster at most (sentences that are a
+            prototype of a skill already are left out).
         threshold: The cosine threshold of the skills it writes.
     """
+
+    per_cluster = 50
+    """Hard cases ``evolve`` shows per cluster (``designer.representatives``): more than the LLM
+    designer reads, since only the cases whose evidence was missed teach this one anything."""
+    limit = 200
 
     def __init__(
         self,
@@ -67,10 +76,11 @@ class OfflineDesigner:
         self.rejected: list[tuple[str, str]] = []
         self.notes: list[dict[str, Any]] = []
 
-    def missed(self, cases: Sequence[HardCase]) -> tuple[list[str], int]:
-        """The prototypes of a cluster's missed evidence, and how many of its cases had all their
-        evidence stored (not retrieved: not this designer's to fix)."""
-        out: dict[str, None] = {}
+    def missed(self, cases: Sequence[HardCase]) -> tuple[list[tuple[str, str]], int]:
+        """The sentences of a cluster's missed evidence, each with the query it is evidence for,
+        hardest case first, and how many of its cases had all their evidence stored (not
+        retrieved: not this designer's to fix)."""
+        out: dict[str, str] = {}
         stored_only = 0
         for case in sorted(cases, key=lambda c: -c.difficulty):
             missing = [text for text, cited in self.evidence(case.query) if not cited]
@@ -80,8 +90,8 @@ class OfflineDesigner:
                 for sentence in split_sentences(text):
                     sentence = " ".join(sentence.split())
                     if len(content_words(sentence)) >= MIN_WORDS:
-                        out.setdefault(sentence, None)
-        return list(out)[: self.max_prototypes], stored_only
+                        out.setdefault(sentence, case.query.text)
+        return list(out.items()), stored_only
 
     def round(
         self, groups: Sequence[Sequence[HardCase]], skills: Sequence[MemorySkill]
@@ -93,20 +103,25 @@ class OfflineDesigner:
         for cases in groups:
             if len(out) >= self.max_changes:
                 break
-            prototypes, stored_only = self.missed(cases)
+            sentences, stored_only = self.missed(cases)
+            known = {p for s in current.values() if s.offline for p in s.offline.prototypes}
+            fresh = [(p, q) for p, q in sentences if p not in known][: self.max_prototypes]
+            prototypes = [p for p, _ in fresh]
             note: dict[str, Any] = {
-                "cases": [c.query.text for c in cases],
+                "hard_cases": len(cases),
                 "stored_not_retrieved": stored_only,
+                "cases": list(dict.fromkeys(q for _, q in fresh)),
                 "prototypes": prototypes,
             }
             self.notes.append(note)
             if not prototypes:
                 note["change"] = None
+                if sentences:
+                    self.rejected.append((sentences[0][0][:200], "already a prototype"))
                 continue
             change = self._change(prototypes, current)
             if change is None:
                 note["change"] = None
-                self.rejected.append((prototypes[0][:200], "every sentence is a prototype already"))
                 continue
             earlier = [c for c in out if c.skill.name == change.skill.name]
             if earlier and earlier[0].new:  # more prototypes for a skill added in this round
