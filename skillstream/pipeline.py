@@ -341,7 +341,9 @@ class MemoryPipeline:
                     retrieved_vecs = [m for m in retrieved if m.vector is not None]
                     skills = self.controller.select(None, retrieved_vecs, skills)
                 extraction = self.executor.execute(
-                    ExtractionInput(span, render_span(span), retrieved, skills, state.memories)
+                    ExtractionInput(
+                        span, render_span(span), retrieved, skills, state.memories, None, self.embed
+                    )
                 )
                 texts.extend(op_texts(span, extraction.ops, self.options).embedded)
             except Exception as e:  # noqa: BLE001 - the real pass reports the span's failure
@@ -401,7 +403,7 @@ class MemoryPipeline:
             shown = retrieved if self.shows_retrieved else []
             # The executor reads the state; only apply_ops below changes it.
             extraction = self.executor.execute(
-                ExtractionInput(span, text, shown, skills, state.memories, span_vec)
+                ExtractionInput(span, text, shown, skills, state.memories, span_vec, self.embed)
             )
         except Exception as e:  # noqa: BLE001 - one span's failure must not end the run
             if not isinstance(e, SkillstreamError):  # not a known failure: say what it was

@@ -234,6 +234,7 @@ MEMORY_SKILLS = _schema(
         pa.field("usage_count", pa.int64()),
         pa.field("reward_mean", pa.float64()),
         pa.field("recent_rewards", pa.list_(pa.float64())),
+        pa.field("offline", pa.string()),
     ],
     "version_id",
     "The memory skill bank: one row per version of a memory skill (``name@version``); the highest "

@@ -115,8 +115,8 @@ def show(ctx: click.Context, name: str, version: int | None, history: bool, as_j
             click.echo(dumps(rows) if as_json else format_text(list(rows[0]), rows, width=70))
             return
         v = bank.get(name, version)
-    if as_json:
-        click.echo(dumps(v.row()))
+    if as_json:  # the table row, with the offline form as an object rather than its JSON text
+        click.echo(dumps({**v.row(), "offline": v.offline.to_dict() if v.offline else None}))
     else:
         click.echo(to_markdown(v), nl=False)
 
@@ -331,9 +331,18 @@ def train_cmd(
 
 @memory_skills.command("activate")
 @click.argument("checkpoint", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Activate a controller that lost to the default (every skill) on its own validation.",
+)
 @click.pass_context
-def activate(ctx: click.Context, checkpoint: str) -> None:
+def activate(ctx: click.Context, checkpoint: str, force: bool) -> None:
     """Make the flow select memory skills with a trained controller CHECKPOINT.
+
+    A controller that lost to the default on its own validation conversations (less recall, or
+    the same recall with more memories; the checkpoint records both) is refused unless
+    ``--force`` is given, and then activated with a warning that gives the figures.
 
     The checkpoint is checked against the embedder, copied into the home's artifact store under
     its version (hash), the memory skills it was trained with are added to the bank when missing,
@@ -345,7 +354,12 @@ def activate(ctx: click.Context, checkpoint: str) -> None:
     import shutil
 
     from skillstream.embed import get_embedder
-    from skillstream.memskill.controller import checkpoint_meta, checkpoint_version, load_scorer
+    from skillstream.memskill.controller import (
+        checkpoint_meta,
+        checkpoint_version,
+        load_scorer,
+        lost_to_default,
+    )
     from skillstream.memskill.versions import MemorySkillVersion
     from skillstream.settings import CONTROLLER_FILE, is_remote, local_path
 
@@ -357,6 +371,15 @@ def activate(ctx: click.Context, checkpoint: str) -> None:
     load_scorer(checkpoint, int(get_embedder(settings.embedding).dim))
     version = checkpoint_version(checkpoint)
     meta = checkpoint_meta(checkpoint)
+    lost = lost_to_default(meta)
+    if lost and not force:
+        raise click.UsageError(
+            f"{checkpoint} lost to the default on its own validation: {lost}. Activating it would "
+            "cost recall or store more memories for none; keep the default, train again, or pass "
+            "--force to activate it anyway"
+        )
+    if lost:
+        click.echo(f"warning: {checkpoint} lost to the default on its validation: {lost}", err=True)
     if is_remote(settings.storage.artifacts):
         raise click.UsageError("activate needs a local artifact store (SKILLSTREAM_ARTIFACTS_URI)")
     folder = local_path(settings.storage.artifacts) / "controllers"
@@ -366,15 +389,18 @@ def activate(ctx: click.Context, checkpoint: str) -> None:
     skills = [s for s in (meta.get("skills") or "").split(",") if s]
     added = []
     if skills:
+        from skillstream.memskill.versions import skill_from_row
         from skillstream.rules.skills import RULE_SKILLS
 
+        carried = [skill_from_row(r) for r in json.loads(meta.get("bank") or "[]")]
         with _bank(settings, write=True) as bank:
             bank.ensure_seeded()
             have = {v.name for v in bank.current()}
-            for s in RULE_SKILLS:
+            for s in [*RULE_SKILLS, *carried]:
                 if s.name in skills and s.name not in have:
                     bank.put(MemorySkillVersion.from_skill(s, source="controller"), "controller")
                     added.append(s.name)
+                    have.add(s.name)
     record = {
         "checkpoint": str(stored),
         "version": f"torch:{version}",
@@ -409,7 +435,13 @@ def activate(ctx: click.Context, checkpoint: str) -> None:
 @click.option("--memory-cost", type=float, default=0.0003, show_default=True)
 @click.option("--token-cost", type=float, default=0.0, show_default=True)
 @click.option("--lr", type=float, default=1e-3, show_default=True)
-@click.option("--llm", type=click.Choice(["openai"]), default="openai", show_default=True)
+@click.option(
+    "--llm",
+    type=click.Choice(["openai", "rules"]),
+    default=None,
+    help="The designer's backend (default: the configured one; 'openai' when --llm-base-url or "
+    "--llm-model is given). 'rules': the offline designer, which writes skills by example.",
+)
 @click.option("--llm-base-url", default=None)
 @click.option("--llm-model", default=None)
 @click.option("--threads", type=int, default=1, show_default=True)
@@ -435,7 +467,7 @@ def evolve_cmd(
     memory_cost: float,
     token_cost: float,
     lr: float,
-    llm: str,
+    llm: str | None,
     llm_base_url: str | None,
     llm_model: str | None,
     threads: int,
@@ -443,9 +475,11 @@ def evolve_cmd(
 ) -> None:
     """Alternate controller training and designer rounds; store the best bank (source=designer).
 
-    The designer needs an OpenAI-compatible LLM; the executor is the configured backend. Every
-    cycle's bank and controller are kept in the artifact store; the same command continues an
-    interrupted run after its last completed cycle (``--fresh`` starts over).
+    With an OpenAI-compatible LLM the designer writes instructions; without one (the ``rules``
+    backend) it writes skills by example that the offline executor runs (prototype sentences of
+    the evidence no memory captured). The executor is the configured backend. Every cycle's bank
+    and controller are kept in the artifact store; the same command continues an interrupted run
+    after its last completed cycle (``--fresh`` starts over).
     """
     import torch
 
@@ -458,13 +492,16 @@ def evolve_cmd(
 
     torch.set_num_threads(max(1, threads))
     settings = settings_from(ctx)
+    if llm is None and (llm_base_url or llm_model):
+        llm = "openai"
     design_settings = settings.with_keys(
-        llm=llm,
-        **{k2: v for k2, v in (("llm_base_url", llm_base_url), ("llm_model", llm_model)) if v},
+        **{
+            k2: v
+            for k2, v in (("llm", llm), ("llm_base_url", llm_base_url), ("llm_model", llm_model))
+            if v
+        },
     )
     backend = make_backend(design_settings.llm, settings.storage.home)
-    if backend is None:
-        raise click.UsageError("the designer needs an LLM: give --llm-base-url and --llm-model")
     opts = TrainOptions(
         data=data,
         fmt=fmt,
@@ -489,18 +526,18 @@ def evolve_cmd(
         get_embedder(settings.embedding),
         executor,
         start,
-        Designer(backend),
+        None if backend is None else Designer(backend),
         out,
         cycles=cycles,
         patience=patience,
         on_cycle=lambda row: click.echo(dumps(row), err=True),
         resume=not fresh,
     )
-    before = {(x.name, x.description, x.instruction) for x in start}
+    before = set(start)
     stored = []
     with _bank(settings, write=True) as bank:
         for s in best:  # only what the designer added or refined
-            if (s.name, s.description, s.instruction) in before:
+            if s in before:
                 continue
             v = bank.put(MemorySkillVersion.from_skill(s, source="designer"), "designer")
             if v is not None:

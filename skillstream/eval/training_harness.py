@@ -70,6 +70,33 @@ REWARDS = ("evidence", "unlabelled", "qa")
 RECALL_K = 10
 
 
+def carried_bank(skills: Sequence[MemorySkill]) -> str:
+    """The checkpoint's ``bank``: JSON rows of the skills trained with that are not built in (the
+    primitives and the rules categories are named in ``skills`` only), so that wherever the
+    checkpoint is used it selects from the bank it was trained on (``checkpoint_bank``)."""
+    from skillstream.memskill.seeds import PRIMITIVES
+    from skillstream.memskill.versions import skill_row
+    from skillstream.rules.skills import RULE_SKILLS
+
+    builtin = set(PRIMITIVES) | set(RULE_SKILLS)
+    rows = [skill_row(s) for s in skills if s not in builtin]
+    return json.dumps(rows, ensure_ascii=False) if rows else ""
+
+
+def validation_meta(val: dict[str, dict[str, float]], convs: Sequence[Conversation]) -> str:
+    """The checkpoint's ``validation``: the trained controller's figures on the validation
+    conversations next to the default's (every skill selected), which ``memory-skills activate``
+    compares; empty without validation conversations."""
+    if not convs or "trained" not in val or "all" not in val:
+        return ""
+    figures = {
+        "conversations": [c.conversation_id for c in convs],
+        "trained": val["trained"],
+        "default": val["all"],
+    }
+    return json.dumps(figures)
+
+
 @dataclass
 class Conversation:
     """One conversation of the data: its messages, spans and reward queries."""
@@ -227,6 +254,8 @@ class ConversationEpisode:
         self.token_cost = token_cost
         self.scores: list[tuple[Query, float]] = []
         """Each query's recall in the last rollout (for the designer's hard-case buffer)."""
+        self.cited: set[str] = set()
+        """The message ids the memories of the last rollout cite (for the offline designer)."""
 
     def run(self, controller: RolloutController) -> tuple[list[Step], dict[str, float]]:
         start = len(controller.steps)
@@ -246,6 +275,7 @@ class ConversationEpisode:
             result = answer_score(mems, self.conv.queries, self.answer_f1, RECALL_K)
             figures["f1"] = result.recall
         self.scores = result.per_query
+        self.cited = {i for m in mems for i in m.source_message_ids}
         infos = [s.info or {} for s in steps]
         rewards = step_rewards(
             len(steps),
@@ -531,19 +561,6 @@ def train_controller(
             averaged = None
     else:
         trainer.net.load_state_dict(first.weights)
-    ckpt = save_scorer(
-        trainer.net,
-        out,
-        k=opts.k,
-        reward=opts.reward,
-        seed=opts.seed,
-        skills=",".join(s.name for s in skills),
-        updates=opts.updates,
-        selected_update=first.selected,
-        runs=len(runs),
-        curve=json.dumps(first.curve.points),
-    )
-    stored = store_checkpoint(settings, ckpt)
     trained = RolloutController(embed, trainer.net, k=opts.k, fusion=fusion, explore=False)
     untrained_torch = RolloutController(
         embed, first.untrained, k=opts.k, fusion=fusion, explore=False
@@ -557,6 +574,21 @@ def train_controller(
     if opts.prior <= 0:
         controllers["untrained_net"] = untrained_torch
     val = compare(va, settings, emb, executor, skills, controllers)
+    ckpt = save_scorer(
+        trainer.net,
+        out,
+        k=opts.k,
+        reward=opts.reward,
+        seed=opts.seed,
+        skills=",".join(s.name for s in skills),
+        bank=carried_bank(skills),
+        updates=opts.updates,
+        selected_update=first.selected,
+        runs=len(runs),
+        curve=json.dumps(first.curve.points),
+        validation=validation_meta(val, va),
+    )
+    stored = store_checkpoint(settings, ckpt)
     budget = trainer.budget
     report: dict[str, Any] = {
         "val": val,
@@ -715,6 +747,26 @@ def _clone(net: Any) -> Any:
     return copy.deepcopy(net)
 
 
+def _evidence_of(
+    convs: Sequence[Conversation], episodes: Sequence[ConversationEpisode]
+) -> Callable[[Query], list[tuple[str, bool]]]:
+    """For the offline designer: a training query's evidence turns, each with its text and whether
+    a memory of its conversation's last rollout cites it (message ids repeat across
+    conversations: LoCoMo's ``D1:3`` is in every one, so a query is looked up with its own)."""
+    conv_of = {(q.text, tuple(q.evidence)): c.conversation_id for c in convs for q in c.queries}
+    texts = {(c.conversation_id, m.message_id): m.text for c in convs for m in c.messages}
+    episode = {ep.name: ep for ep in episodes}
+
+    def evidence(q: Query) -> list[tuple[str, bool]]:
+        cid = conv_of.get((q.text, tuple(q.evidence)))
+        if cid is None:
+            return []
+        cited = episode[cid].cited
+        return [(texts.get((cid, e), ""), e in cited) for e in q.evidence]
+
+    return evidence
+
+
 def write_curve(points: Sequence[dict[str, float]], folder: str | Path) -> list[Path]:
     """The training curve as ``curve.json`` and ``curve.png`` in ``folder``: the rollouts' mean
     reward and recall per update, and the Top-K controller's recall at each checkpoint
@@ -756,7 +808,7 @@ def evolve_controller(
     embedder: Any,
     executor: Executor,
     skills: Sequence[MemorySkill],
-    designer: Any,
+    designer: Any | None,
     out: str | Path,
     *,
     cycles: int = 5,
@@ -772,6 +824,8 @@ def evolve_controller(
     artifact store receives its snapshot, ``memskill/evolve/<key>/cycle-<n>/controller.pt`` and
     ``bank.json``, and the run's state (``evolve.pt``); with ``resume`` the same run continues after
     its last completed cycle. ``stop_after`` ends the run after that many cycles (an interruption).
+    ``designer`` ``None`` designs offline (``memskill.offline_designer``): skills by example from
+    the training conversations' evidence turns that no memory of the last rollouts cites.
 
     Returns:
         The report (cycles, best cycle and reward, snapshots, ``seconds``) and the best bank.
@@ -802,7 +856,12 @@ def evolve_controller(
         ConversationEpisode(c, settings, emb, executor, skills, opts.memory_cost, opts.token_cost)
         for c in tr
     ]
-    run = RunState(settings, "evolve", opts.key(skills) + f"-{cycles}-{patience}")
+    offline = "-offline" if designer is None else ""
+    run = RunState(settings, "evolve", opts.key(skills) + f"-{cycles}-{patience}{offline}")
+    if designer is None:
+        from skillstream.memskill.offline_designer import OfflineDesigner
+
+        designer = OfflineDesigner(_evidence_of(tr, episodes))
 
     def train(t: Trainer) -> list[tuple[Query, float]]:
         t.fit(episodes, opts.updates)
@@ -858,6 +917,8 @@ def evolve_controller(
     if best is not None:
         trainer.net.load_state_dict(best.weights)
     best_skills = list(best.skills) if best is not None else list(skills)
+    final = RolloutController(embed, trainer.net, k=opts.k, fusion=fusion, explore=False)
+    val = compare(va, settings, emb, executor, best_skills, {"all": EverySkill(), "trained": final})
     save_scorer(
         trainer.net,
         out,
@@ -865,8 +926,10 @@ def evolve_controller(
         reward=opts.reward,
         seed=opts.seed,
         skills=",".join(s.name for s in best_skills),
+        bank=carried_bank(best_skills),
         updates=trainer.updates,
         curve=json.dumps(trainer.curve.points),
+        validation=validation_meta(val, va),
     )
     stored = store_checkpoint(settings, out)
     for row in result.cycles:
@@ -877,6 +940,7 @@ def evolve_controller(
         "best_cycle": best.cycle if best else None,
         "best_reward": best.reward if best else None,
         "skills": [s.name for s in best_skills],
+        "val": val,
         "checkpoint": str(out),
         "stored": stored,
         "snapshots": snapshots,

@@ -37,6 +37,7 @@ product form of the paper; ``joint_log_prob_torch`` is the differentiable versio
 
 from __future__ import annotations
 
+import json
 import threading
 import zlib
 from collections.abc import Sequence
@@ -319,6 +320,31 @@ def checkpoint_meta(path: str | Path) -> dict[str, str]:
     torch = _torch()
     ckpt = torch.load(str(path), map_location="cpu", weights_only=True)
     return dict(ckpt.get("meta") or {}) if isinstance(ckpt, dict) else {}
+
+
+def lost_to_default(meta: dict[str, str]) -> str | None:
+    """Why a checkpoint lost to the default on its own validation conversations, or ``None``.
+
+    ``meta["validation"]`` (written by ``memory-skills train`` and ``evolve``) holds the trained
+    controller's ``recall@10`` and ``memories`` there and the default's (every skill selected). A
+    controller is worth adopting when it raises recall, or keeps the default's recall with no more
+    memories; otherwise it lost, and the answer gives both figures. A checkpoint without the
+    figures (older ones, or trained without validation conversations) has not lost.
+    """
+    text = meta.get("validation") or ""
+    if not text:
+        return None
+    data = json.loads(text)
+    trained, default = data["trained"], data["default"]
+    r_t, r_d = float(trained["recall@10"]), float(default["recall@10"])
+    m_t, m_d = int(trained["memories"]), int(default["memories"])
+    if r_t > r_d or (r_t == r_d and m_t <= m_d):
+        return None
+    convs = ", ".join(data.get("conversations") or []) or "its validation conversations"
+    return (
+        f"on {convs} the trained controller recalled {r_t:.4f} at 10 with {m_t} memories, the "
+        f"default (every skill) {r_d:.4f} with {m_d}"
+    )
 
 
 # ---------------------------------------------------------------------------- selection math

@@ -25,7 +25,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from skillstream.extract import MemorySkill
 from skillstream.llm import LLMFailure
 from skillstream.llm.base import ChatBackend, ChatRequest
 from skillstream.memskill.rewards import Query
+from skillstream.memskill.versions import skill_from_row, skill_row
 from skillstream.vocab import Op
 
 NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -337,27 +338,6 @@ class EvolveReport:
     best: Snapshot | None = None
 
 
-def skill_row(s: MemorySkill) -> dict[str, Any]:
-    """A memory skill as JSON-ready values (snapshots, resumable state)."""
-    return {
-        "name": s.name,
-        "description": s.description,
-        "instruction": s.instruction,
-        "action": s.action,
-        "version": s.version,
-    }
-
-
-def skill_from_row(row: dict[str, Any]) -> MemorySkill:
-    return MemorySkill(
-        str(row["name"]),
-        str(row["description"]),
-        str(row["instruction"]),
-        str(row["action"]),
-        int(row["version"]),
-    )
-
-
 def _case_row(c: HardCase) -> dict[str, Any]:
     q = c.query
     return {
@@ -382,9 +362,19 @@ def _case_from_row(row: dict[str, Any]) -> HardCase:
     return HardCase(query, float(row["score"]), int(row["fails"]), int(row["last_step"]))
 
 
+class SkillDesigner(Protocol):
+    """What ``evolve`` needs of a designer: ``Designer`` (an LLM) or ``OfflineDesigner``."""
+
+    rejected: list[tuple[str, str]]
+
+    def round(
+        self, groups: Sequence[Sequence[HardCase]], skills: Sequence[MemorySkill]
+    ) -> list[Change]: ...
+
+
 def evolve(
     trainer: Any,
-    designer: Designer,
+    designer: SkillDesigner,
     train: Callable[[Any], list[tuple[Query, float]]],
     validate: Callable[[Any], float],
     *,
@@ -401,7 +391,7 @@ def evolve(
 
     Args:
         trainer: A ``train.Trainer`` (its ``skills``, ``net``, ``set_skills``, ``updates``).
-        designer: Proposes the changes.
+        designer: Proposes the changes (with an LLM, or offline by example).
         train: Runs one training phase of ``trainer``; returns the (query, recall) pairs its
             rollouts scored, for the hard-case buffer.
         validate: The validation reward of ``trainer``'s current bank and controller.
@@ -490,9 +480,15 @@ def evolve(
             report.cycles.append(row)
             done(cycle, stopped=True)
             break
-        changes = designer.round(representatives(buffer, seed=seed + cycle), trainer.skills)
+        per, limit = getattr(designer, "per_cluster", 3), getattr(designer, "limit", 15)
+        groups = representatives(buffer, per_cluster=per, limit=limit, seed=seed + cycle)
+        changes = designer.round(groups, trainer.skills)
         row["changes"] = [(("add" if c.new else "refine"), c.skill.name) for c in changes]
         row["rejected"] = list(designer.rejected)
+        row["hard_cases"] = len(buffer.cases)
+        notes = getattr(designer, "notes", None)
+        if notes is not None:  # what the offline designer saw and wrote from it
+            row["proposals"] = list(notes)
         if changes:
             new_names = [c.skill.name for c in changes if c.new]
             since = trainer.updates

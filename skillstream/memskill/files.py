@@ -19,6 +19,15 @@ Layout (``to_markdown`` writes it, ``read_skill_file`` reads and validates it)::
     ## Constraints
     ...
 
+A memory skill with an offline form (what the offline executor keeps or skips by example,
+``extract.OfflineForm``) has one more front-matter key, a mapping::
+
+    offline:
+      threshold: 0.6
+      prototypes: [I keep my passport in the top drawer., ...]
+      patterns: ['\bpassport\b']
+      skip: [Haha that is so funny.]
+
 ``version`` names the version the file was exported from; it is not the version an import stores
 (the bank numbers versions itself). ``.yaml``/``.yml`` files with the same keys and the sections as
 ``purpose``, ``when_to_use``, ``how_to_apply`` and ``constraints`` are read too.
@@ -35,11 +44,15 @@ from typing import Any
 import yaml
 
 from skillstream.errors import InputError
+from skillstream.extract import OfflineForm
 from skillstream.memskill.versions import ACTIONS, SECTIONS, STATUSES, MemorySkillVersion
 from skillstream.vocab import MemorySkillStatus
 
 MAX_DESCRIPTION_CHARS = 300
 MAX_SECTION_CHARS = 4000
+MAX_EXAMPLES = 50
+"""Prototypes, patterns or skip examples an offline form holds at most (each)."""
+MAX_EXAMPLE_CHARS = 500
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{0,47}$")
 FILE_SUFFIXES = (".md", ".yaml", ".yml")
 
@@ -56,6 +69,8 @@ def to_markdown(v: MemorySkillVersion) -> str:
         "status": str(v.status),
         "description": v.description,
     }
+    if v.offline is not None:
+        front["offline"] = v.offline.to_dict()
     head = yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=1000).strip()
     body = "\n\n".join(f"## {title}\n\n{getattr(v, key).strip()}" for key, title in SECTIONS)
     return f"---\n{head}\n---\n\n{body}\n"
@@ -134,7 +149,7 @@ def _sections(p: Path, body: str) -> dict[str, Any]:
 
 
 def _validated(p: Path, data: dict[str, Any], sections: dict[str, Any]) -> SkillFile:
-    known = {"name", "version", "action", "status", "description"}
+    known = {"name", "version", "action", "status", "description", "offline"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise InputError(f"{p}: unknown fields {unknown}; the fields are {sorted(known)}")
@@ -191,9 +206,45 @@ def _validated(p: Path, data: dict[str, Any], sections: dict[str, Any]) -> Skill
         action=action,
         status=status,
         source="import",
+        offline=_offline(p, data.get("offline")),
         **{key: sections[key].strip() for key, _ in SECTIONS},
     )
     return SkillFile(str(p), version, based_on)
+
+
+def _offline(p: Path, data: Any) -> OfflineForm | None:
+    """The validated ``offline`` mapping of a file (``None`` when absent)."""
+    if data is None:
+        return None
+    keys = {"threshold", "prototypes", "patterns", "skip"}
+    if not isinstance(data, dict) or set(data) - keys:
+        raise InputError(
+            f"{p}: 'offline' must be a mapping of {sorted(keys)}, got "
+            f"{sorted(data) if isinstance(data, dict) else type(data).__name__}"
+        )
+    threshold = data.get("threshold", 0.6)
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float):
+        raise InputError(f"{p}: 'offline.threshold' must be a number, got {threshold!r}")
+    if not 0.0 < float(threshold) <= 1.0:
+        raise InputError(f"{p}: 'offline.threshold' is a cosine in (0, 1], got {threshold}")
+    for key in ("prototypes", "patterns", "skip"):
+        items = data.get(key) or []
+        if not isinstance(items, list) or not all(isinstance(x, str) and x.strip() for x in items):
+            raise InputError(f"{p}: 'offline.{key}' must be a list of non-empty strings")
+        if len(items) > MAX_EXAMPLES or any(len(x) > MAX_EXAMPLE_CHARS for x in items):
+            raise InputError(
+                f"{p}: 'offline.{key}' holds at most {MAX_EXAMPLES} entries of at most "
+                f"{MAX_EXAMPLE_CHARS} characters"
+            )
+    for rx in data.get("patterns") or []:
+        try:
+            re.compile(rx)
+        except re.error as e:
+            raise InputError(f"{p}: 'offline.patterns' has an invalid pattern {rx!r}: {e}") from e
+    form = OfflineForm.from_dict(data)
+    if not (form.prototypes or form.patterns or form.skip):
+        raise InputError(f"{p}: 'offline' needs prototypes, patterns or skip examples")
+    return form
 
 
 def skill_files(paths: Iterable[str | Path]) -> list[Path]:

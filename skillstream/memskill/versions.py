@@ -5,6 +5,11 @@ instruction sections (purpose, when to use, how to apply, constraints) that the 
 LLM, the one *action* type it may produce (INSERT, UPDATE, DELETE or NOOP) and a *status*
 (``active`` or ``retired``). ``MemorySkillVersion`` holds one stored version of it;
 ``MemorySkillVersion.to_skill`` gives the ``extract.MemorySkill`` the controller and executors use.
+
+A version may also carry an *offline form* (``extract.OfflineForm``: example sentences of what to
+keep or skip, patterns, a threshold), which the offline rules executor runs (``rules.offline``).
+It is stored as JSON in the ``offline`` column; rows written before the column existed read as
+having none, and a version without one hashes as it always did.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from skillstream.extract import MemorySkill
+from skillstream.extract import MemorySkill, OfflineForm
 from skillstream.memskill.seeds import PRIMITIVES
 from skillstream.vocab import MemorySkillStatus, Op
 
@@ -45,6 +50,7 @@ class MemorySkillVersion:
         source: Who wrote the version: ``seed``, ``import``, ``designer``...
         created_at: When the version was stored (``None`` for seeds not stored yet).
         usage_count, reward_mean, recent_rewards: Usage statistics kept by a trainer.
+        offline: What the offline executor does with the skill (``None``: its action only).
     """
 
     name: str
@@ -61,6 +67,7 @@ class MemorySkillVersion:
     usage_count: int = 0
     reward_mean: float | None = None
     recent_rewards: tuple[float, ...] = field(default=())
+    offline: OfflineForm | None = None
 
     @property
     def version_id(self) -> str:
@@ -75,6 +82,8 @@ class MemorySkillVersion:
         """What makes a version differ from another (no version number, source or counters)."""
         out = {k: getattr(self, k) for k in ("description", "action", "status")}
         out.update({key: getattr(self, key) for key, _ in SECTIONS})
+        if self.offline is not None:
+            out["offline"] = offline_json(self.offline)
         return out
 
     def content_hash(self) -> str:
@@ -89,6 +98,7 @@ class MemorySkillVersion:
             instruction=self.instruction,
             action=self.action,
             version=self.version,
+            offline=self.offline,
         )
 
     def row(self) -> dict[str, Any]:
@@ -105,6 +115,7 @@ class MemorySkillVersion:
             "recent_rewards": list(self.recent_rewards),
         }
         row.update(self.content())
+        row["offline"] = None if self.offline is None else offline_json(self.offline)
         return row
 
     @classmethod
@@ -124,6 +135,7 @@ class MemorySkillVersion:
             usage_count=int(row.get("usage_count") or 0),
             reward_mean=row.get("reward_mean"),
             recent_rewards=tuple(row.get("recent_rewards") or ()),
+            offline=parse_offline(row.get("offline")),
         )
 
     @classmethod
@@ -140,7 +152,45 @@ class MemorySkillVersion:
             when_to_use=sections["when_to_use"],
             how_to_apply=sections["how_to_apply"],
             constraints=sections["constraints"],
+            offline=skill.offline,
         )
+
+
+def skill_row(s: MemorySkill) -> dict[str, Any]:
+    """A memory skill as JSON-ready values (snapshots, resumable state, checkpoints)."""
+    return {
+        "name": s.name,
+        "description": s.description,
+        "instruction": s.instruction,
+        "action": s.action,
+        "version": s.version,
+        "offline": None if s.offline is None else s.offline.to_dict(),
+    }
+
+
+def skill_from_row(row: dict[str, Any]) -> MemorySkill:
+    """The memory skill of ``skill_row``'s values (rows written without ``offline`` have none)."""
+    offline = row.get("offline")
+    return MemorySkill(
+        str(row["name"]),
+        str(row["description"]),
+        str(row["instruction"]),
+        str(row["action"]),
+        int(row["version"]),
+        None if not offline else OfflineForm.from_dict(offline),
+    )
+
+
+def offline_json(form: OfflineForm) -> str:
+    """The stored text of an offline form (canonical JSON: equal forms give equal text)."""
+    return json.dumps(form.to_dict(), sort_keys=True, ensure_ascii=False)
+
+
+def parse_offline(text: str | None) -> OfflineForm | None:
+    """The offline form of a stored ``offline`` value (``None`` or empty: none)."""
+    if not text:
+        return None
+    return OfflineForm.from_dict(json.loads(text))
 
 
 def split_instruction(text: str) -> dict[str, str]:

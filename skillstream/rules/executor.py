@@ -28,15 +28,22 @@ question into the memory and cite both messages. Image captions in a message's m
 "Caroline shared a photo of ..." events. An assistant's message is never stored as the user's
 preference: only its suggestions are kept, as facts about the assistant ("The assistant suggested
 that the user try ...").
+
+Memory skills with an offline form (``rules.offline``) change this by example: a dropped sentence
+(a question, small talk, an assistant's remark) like one of a selected skill's prototypes is kept
+as a fact of its speaker ("Caroline asked Melanie: ..."), and a statement like one of its skip
+examples is not kept.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from skillstream.extract import Extraction, ExtractionInput, MemorySkill
 from skillstream.lang import detect_language
@@ -44,6 +51,7 @@ from skillstream.memskill.seeds import PRIMITIVES
 from skillstream.model import Message, Span
 from skillstream.rules.classify import Classified, classify, np_head, strip_cue, subject_key
 from skillstream.rules.dates import resolve_dates
+from skillstream.rules.offline import Matcher, offline_skills
 from skillstream.rules.person import add_subject, said, third_person_en, third_person_zh
 from skillstream.rules.planner import Planner, Statement
 from skillstream.rules.skills import statement_filter
@@ -132,6 +140,8 @@ def _allowed(skills: Sequence[MemorySkill]) -> dict[str, str]:
 
 SAID_SPANS = 4096
 """Spans whose statements an executor keeps for a second run (the pipeline's prediction)."""
+MATCHERS = 4
+"""Embedding functions an executor keeps the example matching of (``rules.offline.Matcher``)."""
 
 
 class RulesExecutor:
@@ -159,8 +169,11 @@ class RulesExecutor:
         self.keep_assistant_suggestions = keep_assistant_suggestions
         self.categories = categories
         self.hemisphere = hemisphere
-        self._said: OrderedDict[int, tuple[Span, tuple, list[Statement]]] = OrderedDict()
+        self._said: OrderedDict[int, tuple[Span, tuple, list[Statement], list[_Dropped]]] = (
+            OrderedDict()
+        )
         self._lock = threading.Lock()
+        self._matchers: list[Matcher] = []
 
     def execute(self, inp: ExtractionInput) -> Extraction:
         allowed = _allowed(inp.memory_skills)
@@ -171,41 +184,140 @@ class RulesExecutor:
         # Names from earlier spans matter only when this span does not show both sides.
         known = inp.state.index.known_people() if len(speakers) < 2 else {}
         keep = statement_filter(inp.memory_skills, self.categories)
-        for st in self._statements_of(inp.span, known):
+        statements, dropped = self._statements_of(inp.span, known)
+        by_example = offline_skills(inp.memory_skills)
+        if by_example:
+            statements = self._by_example(inp, by_example, statements, dropped, keep, known)
+            keep = _everything
+        for st in statements:
             if keep(st):
                 planner.add(st)
         return Extraction(ops=planner.ops(), memory_skills=names)
 
-    def _statements_of(self, span: Span, known: dict[str, str]) -> list[Statement]:
-        """The span's statements, in order. They depend on the span and the people known before
-        it, not on the owner's memories: when the pipeline runs the executor twice for a span
-        (once to predict its texts), the second run takes them from the first."""
+    def _by_example(
+        self,
+        inp: ExtractionInput,
+        skills: Sequence[MemorySkill],
+        statements: list[Statement],
+        dropped: list[_Dropped],
+        keep: Callable[[Statement], bool],
+        known: dict[str, str],
+    ) -> list[Statement]:
+        """The statements to plan when skills with an offline form are selected (``rules.offline``):
+        what ``keep`` keeps unless a skip example drops it, plus the candidates (dropped sentences
+        and statements ``keep`` leaves out) a prototype or pattern keeps, in message order."""
+        msgs = inp.span.messages
+        vocatives = _vocatives(msgs, known)
+        candidates = [st for st in statements if not keep(st)]
+        candidates += [self._example(msgs, d, vocatives, known) for d in dropped]
+        kept = [st for st in statements if keep(st)]
+        pool = kept + candidates
+        matcher = self._matcher(inp.embed)
+        verdicts = matcher.judge(skills, [st.sentence or st.text for st in pool])
+        out = [st for st, v in zip(kept, verdicts) if v.skip is None]
+        for st, v in zip(candidates, verdicts[len(kept) :]):
+            if v.keep is not None:  # a copy: the span's statements are kept for a second run
+                reason = f"{st.reason}; kept by memory skill {v.keep}"
+                out.append(dataclasses.replace(st, skill=v.keep, reason=reason))
+        order = {m.message_id: i for i, m in enumerate(msgs)}
+        return sorted(out, key=lambda st: order.get(st.source_ids[-1], 0))
+
+    def _matcher(self, embed: Callable[[Sequence[str]], object] | None) -> Matcher:
+        """The matcher (vectors kept) of an embedding function; the last ``MATCHERS`` are kept
+        (one executor may serve several pipelines, each with its own ``embedder.encode``, which
+        compare equal when they are the same model's)."""
+        with self._lock:
+            for got in self._matchers:
+                if got.embed == embed:
+                    return got
+            got = Matcher(embed)
+            self._matchers = [got, *self._matchers][:MATCHERS]
+            return got
+
+    def _example(
+        self,
+        msgs: Sequence[Message],
+        d: _Dropped,
+        vocatives: tuple[str, ...],
+        known: dict[str, str],
+    ) -> Statement:
+        """A dropped sentence as a statement of its speaker, quoted (a candidate for examples)."""
+        m = msgs[d.index]
+        lang = _lang(d.sentence)
+        name = _speaker_name(m, lang)
+        addressee = _addressee(msgs, d.index, lang)
+        if addressee is None:
+            others = [n for k, n in known.items() if k != name.lower()]
+            addressee = others[0] if len(others) == 1 else None
+        words = " ".join(d.sentence.split())
+        if lang == "zh":
+            verb = "问" if d.why == "question" else "说"
+            text = f"{name}{verb}{addressee or ''}：“{words}”"
+        else:
+            verb = "asked" if d.why == "question" else "said"
+            to = f" {addressee}" if addressee and d.why == "question" else ""
+            text = f'{_cap(name)} {verb}{to}: "{words}"'
+        got = classify(strip_fillers(d.sentence, vocatives) or d.sentence, lang, exclude=vocatives)
+        cls = Classified(MemoryKind.FACT, got.head, False, False, False, got.tags)
+        subject = "assistant" if m.role == "assistant" else subject_key(name)
+        return Statement(
+            text,
+            cls,
+            subject,
+            name,
+            (m.message_id,),
+            m.ts,
+            f"{d.why} by {name}",
+            origin="example",
+            sentence=d.sentence,
+        )
+
+    def _statements_of(
+        self, span: Span, known: dict[str, str]
+    ) -> tuple[list[Statement], list[_Dropped]]:
+        """The span's statements, in order, and the sentences it drops (read only by skills with
+        an offline form). They depend on the span and the people known before it, not on the
+        owner's memories: when the pipeline runs the executor twice for a span (once to predict
+        its texts), the second run takes them from the first. Callers do not change them."""
         key = tuple(known.items())
         with self._lock:
             got = self._said.get(id(span))
             if got is not None and got[0] is span and got[1] == key:
                 self._said.move_to_end(id(span))
-                return got[2]
+                return got[2], got[3]
         msgs = span.messages
         vocatives = _vocatives(msgs, known)
-        out = [st for j in range(len(msgs)) for st in self._statements(msgs, j, vocatives, known)]
+        dropped: list[_Dropped] = []
+        out = [
+            st
+            for j in range(len(msgs))
+            for st in self._statements(msgs, j, vocatives, known, dropped)
+        ]
         with self._lock:
-            self._said[id(span)] = (span, key, out)
+            self._said[id(span)] = (span, key, out, dropped)
             while len(self._said) > SAID_SPANS:
                 self._said.popitem(last=False)
-        return out
+        return out, dropped
 
     # ------------------------------------------------------------------------------ statements
 
     def _statements(
-        self, msgs: Sequence[Message], j: int, vocatives: tuple[str, ...], known: dict[str, str]
+        self,
+        msgs: Sequence[Message],
+        j: int,
+        vocatives: tuple[str, ...],
+        known: dict[str, str],
+        dropped: list[_Dropped],
     ) -> list[Statement]:
+        """Message ``j``'s statements; the sentences it drops are added to ``dropped``."""
         m = msgs[j]
         if m.role not in ("user", "assistant"):
             return []
         lang = _lang(m.text)
         if m.role == "assistant":
-            return self._assistant(msgs, j, lang) if self.keep_assistant_suggestions else []
+            if not self.keep_assistant_suggestions:
+                return []
+            return self._assistant(msgs, j, lang, dropped)
         name = _speaker_name(m, lang)
         subject = subject_key(name)
         addressee = _addressee(msgs, j, lang)
@@ -217,6 +329,7 @@ class RulesExecutor:
         question = _previous_question(msgs, j)
         for i, sentence in enumerate(split_sentences(m.text)):
             if is_question(sentence):
+                dropped.append(_Dropped(j, sentence, "question"))
                 continue
             clean = strip_fillers(sentence, vocatives)
             answer = leading_answer(strip_emoji(sentence)) if i == 0 else None
@@ -228,6 +341,8 @@ class RulesExecutor:
             if is_small_talk(sentence, vocatives, clean):
                 if short and answer is not None:
                     kept.append([clean, answer, "q"])
+                elif clean:
+                    dropped.append(_Dropped(j, sentence, "small talk"))
                 continue
             if kept and kept[-1][2] and not kept[-1][0]:
                 kept[-1][0] = clean  # "Yes! I went last week.": the answer is the next sentence
@@ -281,6 +396,7 @@ class RulesExecutor:
             (m.message_id,),
             ts,
             f"{cls.kind} stated by {name}",
+            sentence=clean,
         )
 
     def _answer(
@@ -335,6 +451,7 @@ class RulesExecutor:
             ts or q_ts,
             f"answer by {name} to a question by {asker}",
             origin="answer",
+            sentence=f"{question} {clean}".strip(),
         )
 
     def _photo(
@@ -358,9 +475,12 @@ class RulesExecutor:
             m.ts,
             f"photo shared by {name}",
             origin="photo",
+            sentence=caption,
         )
 
-    def _assistant(self, msgs: Sequence[Message], j: int, lang: str) -> list[Statement]:
+    def _assistant(
+        self, msgs: Sequence[Message], j: int, lang: str, dropped: list[_Dropped]
+    ) -> list[Statement]:
         m = msgs[j]
         user = _addressee(msgs, j, lang) or ("用户" if lang == "zh" else "the user")
         out = []
@@ -368,6 +488,7 @@ class RulesExecutor:
             clean, ts = resolve_dates(strip_fillers(sentence), m.ts, lang, self.hemisphere)
             got = _suggestion(clean, user, lang)
             if got is None:
+                dropped.append(_Dropped(j, sentence, "remark"))
                 continue
             resolved, rest = got
             head = np_head(rest, with_pp=True) if lang == "en" else classify(rest, "zh").head
@@ -383,12 +504,27 @@ class RulesExecutor:
                     ts,
                     "suggestion by the assistant (not the user's preference)",
                     origin="suggestion",
+                    sentence=sentence,
                 )
             )
         return out
 
 
 # ------------------------------------------------------------------------------------- helpers
+
+
+@dataclass(frozen=True)
+class _Dropped:
+    """A sentence the rules do not store: of message ``index``, and why (``question``, ``small
+    talk``, ``remark``: an assistant's sentence that suggests nothing)."""
+
+    index: int
+    sentence: str
+    why: str
+
+
+def _everything(st: Statement) -> bool:
+    return True
 
 
 def _lang(text: str) -> str:

@@ -43,7 +43,12 @@ class Statement:
     reason: str
     origin: str = "plain"
     """Where the statement came from: ``plain``, ``answer`` (a short answer folded with its
-    question), ``photo`` (an image caption) or ``suggestion`` (an assistant's suggestion)."""
+    question), ``photo`` (an image caption), ``suggestion`` (an assistant's suggestion) or
+    ``example`` (a sentence the rules drop, kept by a memory skill's examples)."""
+    sentence: str = ""
+    """The speaker's own words the statement comes from (compared with a skill's examples)."""
+    skill: str | None = None
+    """The memory skill that kept the statement, when not the one providing its action."""
 
 
 @dataclass
@@ -63,6 +68,7 @@ class _Pending:
     dropped: bool = False
     name: str = ""
     """The subject as written on the operation: the speaker's name, "user" or "assistant"."""
+    skill: str | None = None
 
     def absorb(self, st: Statement, text: str | None = None) -> None:
         if text is not None:
@@ -232,6 +238,7 @@ class Planner:
             st.source_ids,
             st.reason,
             name=_op_subject(st.name),
+            skill=st.skill,
         )
         self.pending.append(p)
         self.by_text[norm] = p
@@ -283,7 +290,7 @@ class Planner:
                     target_id=p.target_id,
                     source_message_ids=p.source_ids,
                     reason=p.reason,
-                    memory_skill=self.allowed.get(action),
+                    memory_skill=p.skill or self.allowed.get(action),
                 )
             )
         return out

@@ -10,6 +10,7 @@ maintenance runs) is an argument, not a second assembly.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,20 @@ def checkpoint_skills(settings: Settings) -> list[str]:
     from skillstream.memskill.controller import checkpoint_meta
 
     return [s for s in (checkpoint_meta(path).get("skills") or "").split(",") if s]
+
+
+def checkpoint_bank(settings: Settings) -> list[MemorySkill]:
+    """The memory skills the controller checkpoint in use carries whole (``bank`` in its meta:
+    the skills it was trained with that are neither primitives nor rules categories, such as the
+    designer's, with their offline forms); empty for a checkpoint that carries none."""
+    path = settings.extraction.memory_skill_scorer
+    if not path or not Path(path).is_file():
+        return []
+    from skillstream.memskill.controller import checkpoint_meta
+    from skillstream.memskill.versions import skill_from_row
+
+    text = checkpoint_meta(path).get("bank") or ""
+    return [skill_from_row(r) for r in json.loads(text)] if text else []
 
 
 def make_executor(settings: Settings) -> Executor:
@@ -129,7 +144,8 @@ def build_pipeline(
             catalog file, opened read-only for the read).
         done_spans: Span ids already in the ledger (skipped for owners new in this run).
         memory_skills: The memory skills to select from, as they are (default: the bank's
-            active skills, with the skills a controller checkpoint in use was trained with).
+            active skills, with the skills a controller checkpoint in use was trained with that
+            the bank lacks: the rules categories it names, the skills it carries whole).
         bank: The bank's active skills, already read by the caller (default: read now with
             :func:`load_memory_skills`).
         options: How operations are applied (default: :func:`apply_options` with the embedder).
@@ -148,6 +164,9 @@ def build_pipeline(
 
             have = {s.name for s in memory_skills}
             memory_skills += [s for s in RULE_SKILLS if s.name in trained and s.name not in have]
+        if trained:
+            have = {s.name for s in memory_skills}
+            memory_skills += [s for s in checkpoint_bank(settings) if s.name not in have]
     controller = make_controller(settings.extraction, settings.llm.backend, embedder)
     if options is None:
         options = apply_options(settings, embedder)
