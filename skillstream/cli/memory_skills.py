@@ -533,16 +533,30 @@ def evolve_cmd(
         on_cycle=lambda row: click.echo(dumps(row), err=True),
         resume=not fresh,
     )
+    from skillstream.memskill.controller import checkpoint_meta, lost_to_default
+
     before = set(start)
     stored = []
-    with _bank(settings, write=True) as bank:
-        for s in best:  # only what the designer added or refined
-            if s in before:
-                continue
-            v = bank.put(MemorySkillVersion.from_skill(s, source="designer"), "designer")
-            if v is not None:
-                stored.append(v.version_id)
+    # A bank is what every run of the home selects from: the designer's skills go in only with a
+    # controller that did not lose to the default; otherwise the checkpoint still carries them
+    # (``activate --force`` stores them).
+    lost = lost_to_default(checkpoint_meta(out)) if Path(out).is_file() else None
+    if lost:
+        click.echo(
+            f"the evolved controller lost to the default on its validation ({lost}): its skills "
+            f"stay in {out} and are not stored in the bank",
+            err=True,
+        )
+    else:
+        with _bank(settings, write=True) as bank:
+            for s in best:  # only what the designer added or refined
+                if s in before:
+                    continue
+                v = bank.put(MemorySkillVersion.from_skill(s, source="designer"), "designer")
+                if v is not None:
+                    stored.append(v.version_id)
     report["new_versions"] = stored
+    report["lost_to_default"] = lost
     text = dumps(report)
     if json_out:
         Path(json_out).parent.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,7 @@ def test_evolve_offline_then_eval_with_the_checkpoints_bank(tmp_path: Path) -> N
     new = [n for n in report["skills"] if n.startswith("keep-")]
     assert new and report["best_cycle"] == 1
     assert report["cycles"][1]["reward"] > report["cycles"][0]["reward"]
+    assert report["lost_to_default"] is None  # so the home's bank takes the new skills
     assert {v.split("@")[0] for v in report["new_versions"]} == set(new)
     # the checkpoint names its whole bank and carries the designer's skills with their examples
     meta = checkpoint_meta(ckpt)
