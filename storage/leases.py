@@ -87,3 +87,26 @@ def live_runs(cat: Any, stale_s: float = STALE_S) -> list[dict[str, Any]]:
         [since],
     )
     return [{"host": h, "pid": p, "started_at": s} for h, p, s in cur.fetchall()]
+
+
+def refuse_live_runs(cat: Any, home: str, what: str, then: str = "") -> None:
+    """Raise ``HomeBusyError`` while a run writes the shared catalog (its lease is alive).
+
+    Args:
+        cat: The open catalog.
+        home: The home, as the message names it.
+        what: What the caller does only while no run writes ("forget erases", "reembed moves a
+            home").
+        then: A sentence to add (what was already done, what to do next).
+    """
+    from skillstream.storage.lock import HomeBusyError
+
+    runs = live_runs(cat)
+    if not runs:
+        return
+    who = ", ".join(f"pid {r['pid']} on {r['host']} since {r['started_at']}" for r in runs)
+    raise HomeBusyError(
+        f"the shared catalog of {home} is being written by {len(runs)} run(s) ({who}); {what} "
+        f"while no run writes: wait for them to finish (a run that died frees its lease after "
+        f"{STALE_S:g} s).{then}"
+    )

@@ -185,24 +185,15 @@ def _forget(
 
 def _no_live_runs(cat: Catalog, home: str, *, started: bool = False) -> None:
     """Refuse while a run writes the shared catalog (its lease is alive)."""
-    from skillstream.storage.leases import STALE_S, live_runs
-    from skillstream.storage.lock import HomeBusyError
+    from skillstream.storage.leases import refuse_live_runs
 
-    runs = live_runs(cat)
-    if not runs:
-        return
-    who = ", ".join(f"pid {r['pid']} on {r['host']} since {r['started_at']}" for r in runs)
     again = (
         " The tombstones are written, so those runs store nothing more of the owner; run "
         "forget again once they finish to erase the rest."
         if started
         else ""
     )
-    raise HomeBusyError(
-        f"the shared catalog of {home} is being written by {len(runs)} run(s) ({who}); "
-        f"forget erases while no run writes: wait for them to finish (a run that died frees "
-        f"its lease after {STALE_S:g} s).{again}"
-    )
+    refuse_live_runs(cat, home, "forget erases", again)
 
 
 def _start(

@@ -247,21 +247,13 @@ def _left_behind(settings: Settings) -> list[str]:
 
 def _no_live_runs(settings: Settings) -> None:
     from skillstream.storage.catalog import open_catalog
-    from skillstream.storage.leases import STALE_S, live_runs
-    from skillstream.storage.lock import HomeBusyError
+    from skillstream.storage.leases import refuse_live_runs
 
     cat = open_catalog(settings.storage, read_only=True)
     try:
-        runs = live_runs(cat)
+        refuse_live_runs(cat, settings.storage.home, "reembed moves a home")
     finally:
         cat.close()
-    if runs:
-        who = ", ".join(f"pid {r['pid']} on {r['host']}" for r in runs)
-        raise HomeBusyError(
-            f"the shared catalog of {settings.storage.home} is being written by {len(runs)} "
-            f"run(s) ({who}); reembed moves a home no run writes: wait for them to finish (a run "
-            f"that died frees its lease after {STALE_S:g} s)"
-        )
 
 
 def check_model(model: str) -> None:
