@@ -239,6 +239,9 @@ class Extraction:
         live: Open spans across time and runs (``flows.live``): the quiet close of a live
             stream, spans held in the home, messages already done. Default: spans close on
             event time and at the input's end only.
+        snapshots: Whether the flow keeps Bytewax snapshots (a recovery folder is set). Without
+            one, Bytewax still asks for a snapshot at every epoch and drops it, so extraction
+            hands it nothing instead of copying every owner's memories.
     """
 
     pipeline: MemoryPipeline
@@ -249,6 +252,7 @@ class Extraction:
     max_owners: int = 0
     counters: Counters = field(default_factory=Counters)
     live: OpenSpans | None = None
+    snapshots: bool = True
 
     @property
     def shard_count(self) -> int:
@@ -279,11 +283,13 @@ class ExtractLogic(StatefulBatchLogic[Span, SpanResult, dict]):
         resume: dict | None,
         max_owners: int = 0,
         counters: Counters | None = None,
+        snapshots: bool = True,
     ) -> None:
         self.pipeline = pipeline
         self.pool = pool
         self.max_owners = max_owners
         self.counters = counters if counters is not None else Counters()
+        self.snapshots = snapshots
         resume = dict(resume or {})
         self.evicted: dict[str, EvictedOwner] = dict(resume.pop(_EVICTED, None) or {})
         self.owners: dict[str, OwnerState] = resume  # least recently seen first
@@ -320,6 +326,8 @@ class ExtractLogic(StatefulBatchLogic[Span, SpanResult, dict]):
         return results, StatefulBatchLogic.RETAIN
 
     def snapshot(self) -> dict[str, Any]:
+        if not self.snapshots:  # no recovery: the snapshot is dropped, so copy nothing
+            return {}
         snap: dict[str, Any] = {owner: st.copy() for owner, st in self.owners.items()}
         if self.evicted:
             snap[_EVICTED] = dict(self.evicted)
@@ -384,7 +392,9 @@ def extract_memories(
     keyed_results = op.stateful_batch(
         "extract",
         by_shard,
-        lambda resume: ExtractLogic(core, pool, resume, extraction.max_owners, counters),
+        lambda resume: ExtractLogic(
+            core, pool, resume, extraction.max_owners, counters, extraction.snapshots
+        ),
     )
     results = op.key_rm("results-unkeyed", keyed_results)
 

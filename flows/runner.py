@@ -390,6 +390,7 @@ class Runner:
             max_owners=flow.owner_state_max,
             counters=self.counters,
             live=open_spans(SPANS, read.done_messages, read.done_spans),
+            snapshots=self.recovery_dir is not None,
         )
         distillation = None
         if settings.distillation.enabled:

@@ -116,3 +116,24 @@ def test_snapshots_hold_only_the_owners_in_memory(tmp_path):
     evicted = next(v for k, v in snap.items() if k.startswith("\x00"))
     assert sorted([*owners, *evicted]) == ["ann", "bob", "cat", "dan"]
     assert all(not hasattr(e, "memories") for e in evicted.values())
+
+
+def test_without_recovery_extraction_hands_bytewax_an_empty_snapshot(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from skillstream.flows.operators import ExtractLogic
+    from skillstream.flows.runner import Runner
+    from tests.factories import make_span
+
+    settings = _settings(tmp_path / "home")
+    span = make_span([("user", "I live in Lisbon and I love figs.")], conversation_id="ann")
+    pipeline = Runner(settings).memory_pipeline()
+    kept = ExtractLogic(pipeline, ThreadPoolExecutor(1), None)
+    dropped = ExtractLogic(pipeline, ThreadPoolExecutor(1), None, snapshots=False)
+    for logic in (kept, dropped):
+        logic.on_batch([span])
+    assert list(kept.snapshot()) == ["ann"] and kept.snapshot()["ann"] is not kept.owners["ann"]
+    assert dropped.snapshot() == {} and list(dropped.owners) == ["ann"]
+    # a run snapshots only with a recovery folder
+    assert Runner(settings).parts().extraction.snapshots is False
+    assert Runner(settings, recovery_dir=tmp_path / "rec").parts().extraction.snapshots is True
