@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -174,3 +174,14 @@ def stub_settings(tmp_path: Any) -> Callable[..., Settings]:
         return Settings.load(**values)
 
     return make
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """Torch on one thread: on a shared 2-core machine more threads only wait for each other."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

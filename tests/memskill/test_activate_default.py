@@ -4,7 +4,6 @@ its validation conversations, and ``memory-skills activate`` refuses one that lo
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,14 +23,6 @@ from skillstream.rules import RulesExecutor
 from skillstream.rules.skills import RULE_SKILLS
 from skillstream.settings import Settings
 from tests.factories import write_locomo
-
-
-@pytest.fixture
-def one_thread() -> Iterator[None]:
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def test_a_trained_checkpoint_records_its_figures_and_the_defaults(

@@ -9,7 +9,6 @@ written for it their evidence is never stored.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,14 +72,6 @@ def sample(k: int) -> dict[str, Any]:
     for q in qa:
         q.update(answer="x", category=4)
     return {"sample_id": f"conv-{k}", "conversation": conv, "qa": qa}
-
-
-@pytest.fixture
-def one_thread() -> Iterator[None]:
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 @pytest.fixture

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import duckdb
-import pytest
 import torch
 from click.testing import CliRunner
 
@@ -19,14 +17,6 @@ from skillstream.rules import RulesExecutor
 from skillstream.rules.skills import RULE_SKILLS
 from skillstream.settings import Settings
 from tests.factories import write_locomo
-
-
-@pytest.fixture
-def one_thread() -> Iterator[None]:
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def test_unlabelled_reward_rises_over_training(tmp_path, embedder, one_thread) -> None:

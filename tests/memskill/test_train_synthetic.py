@@ -7,13 +7,10 @@ through the real pipeline, the real embedder and the real PPO update.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any, cast
 
 import numpy as np
-import pytest
-import torch
 
 from skillstream.extract import Executor, Extraction, ExtractionInput, MemorySkill
 from skillstream.memskill.ppo import PPOConfig, Step
@@ -157,15 +154,6 @@ def _accuracy(trainer: Trainer, episodes, want: str | None = None) -> float:
             total += 1
     ctrl.steps = []
     return right / total
-
-
-@pytest.fixture
-def one_thread() -> Iterator[None]:
-    """Torch on one thread: on a shared 2-core machine more threads only wait for each other."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def test_trained_controller_picks_the_right_skill(embedder, one_thread) -> None:
