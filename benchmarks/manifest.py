@@ -243,6 +243,35 @@ BENCHMARKS: tuple[Bench, ...] = (
         by_hand=("memskill_locomo.md",),
     ),
     Bench(
+        # The MemSkill loop offline: the offline designer's cycles (hard cases, skills written,
+        # reward, rollbacks), then the evolved controller with its bank and the default (every
+        # skill, in a home the evolve run never touched) on the validation conversations.
+        name="memskill-evolve",
+        script="skillstream/cli/memory_skills.py",
+        commands=(
+            _cli(
+                *("memory-skills", "evolve", "--data", LOCOMO, "--format", "locomo"),
+                *("--train", "conv-26,conv-30,conv-41,conv-42", "--val", "conv-43,conv-44"),
+                *("--out", "{scratch}/evolved.pt", "--json", "{results}/memskill_evolve.json"),
+            ),
+            _cli(
+                *("eval", "locomo", LOCOMO, "--controller", "{scratch}/evolved.pt"),
+                *("--samples", "conv-43,conv-44", "--baseline", "none"),
+                *("--json", "{results}/memskill_evolve_eval.json"),
+            ),
+            (
+                *("{skillstream}", "--home", "{scratch}/default-home", "eval", "locomo", LOCOMO),
+                *("--samples", "conv-43,conv-44", "--baseline", "none"),
+                *("--json", "{results}/memskill_evolve_default.json"),
+            ),
+        ),
+        writes=(
+            "memskill_evolve.json",
+            "memskill_evolve_eval.json",
+            "memskill_evolve_default.json",
+        ),
+    ),
+    Bench(
         name="skills-splits",
         script="benchmarks/skills_splits.py",
         commands=(
