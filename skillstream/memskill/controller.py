@@ -37,6 +37,7 @@ product form of the paper; ``joint_log_prob_torch`` is the differentiable versio
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import zlib
@@ -316,9 +317,19 @@ def checkpoint_version(path: str | Path) -> str:
 
 
 def checkpoint_meta(path: str | Path) -> dict[str, str]:
-    """The ``meta`` a checkpoint was saved with (k, skills, reward, ...)."""
+    """The ``meta`` a checkpoint was saved with (k, skills, reward, ...).
+
+    Building a pipeline asks for it several times (the executor, the skills, the carried bank):
+    the file is read once while it stays as it was (its size and modification time).
+    """
+    st = Path(path).stat()
+    return dict(_meta(str(Path(path).resolve()), st.st_mtime_ns, st.st_size))
+
+
+@functools.lru_cache(maxsize=8)
+def _meta(path: str, mtime_ns: int, size: int) -> dict[str, str]:
     torch = _torch()
-    ckpt = torch.load(str(path), map_location="cpu", weights_only=True)
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
     return dict(ckpt.get("meta") or {}) if isinstance(ckpt, dict) else {}
 
 
