@@ -389,10 +389,10 @@ def activate(ctx: click.Context, checkpoint: str, force: bool) -> None:
     skills = [s for s in (meta.get("skills") or "").split(",") if s]
     added = []
     if skills:
-        from skillstream.memskill.versions import skill_from_row
+        from skillstream.memskill.versions import carried_skills
         from skillstream.rules.skills import RULE_SKILLS
 
-        carried = [skill_from_row(r) for r in json.loads(meta.get("bank") or "[]")]
+        carried = carried_skills(meta)
         with _bank(settings, write=True) as bank:
             bank.ensure_seeded()
             have = {v.name for v in bank.current()}

@@ -181,6 +181,13 @@ def skill_from_row(row: dict[str, Any]) -> MemorySkill:
     )
 
 
+def carried_skills(meta: dict[str, str]) -> list[MemorySkill]:
+    """The memory skills a controller checkpoint carries whole (``bank`` in its meta, written by
+    ``eval.training_harness.carried_bank``); none for a checkpoint that carries none."""
+    text = meta.get("bank") or ""
+    return [skill_from_row(r) for r in json.loads(text)] if text else []
+
+
 def offline_json(form: OfflineForm) -> str:
     """The stored text of an offline form (canonical JSON: equal forms give equal text)."""
     return json.dumps(form.to_dict(), sort_keys=True, ensure_ascii=False)

@@ -10,7 +10,6 @@ maintenance runs) is an argument, not a second assembly.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -48,10 +47,9 @@ def checkpoint_bank(settings: Settings) -> list[MemorySkill]:
     if not path or not Path(path).is_file():
         return []
     from skillstream.memskill.controller import checkpoint_meta
-    from skillstream.memskill.versions import skill_from_row
+    from skillstream.memskill.versions import carried_skills
 
-    text = checkpoint_meta(path).get("bank") or ""
-    return [skill_from_row(r) for r in json.loads(text)] if text else []
+    return carried_skills(checkpoint_meta(path))
 
 
 def make_executor(settings: Settings) -> Executor:
