@@ -877,6 +877,15 @@ class LifecycleSettings(_Group):
         "Search ranking: 'product' (relevance x confidence x recency x reinforcement factors) or "
         "'weighted' (a weighted sum with rank_weights).",
     )
+    rank_diversity: Float = _key(
+        "rank_diversity",
+        0.5,
+        "How much a search's hits avoid repeating each other: each next hit is the one with the "
+        "best rank score x (1 - d x its highest cosine to the hits chosen before it); 0 ranks by "
+        "score alone.",
+        ge=0,
+        lt=1,
+    )
     archive_after_s: Float = _key(
         "archive_after_s",
         0.0,

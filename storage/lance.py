@@ -797,6 +797,7 @@ class MemoryIndex:
         k: int = 10,
         where: str | None = None,
         statuses: Iterable[str] | None = (MemoryStatus.GENERATED, MemoryStatus.ACTIVATED),
+        with_vector: bool = False,
     ) -> list[dict[str, Any]]:
         """Find memories by text, vector or both (hybrid, RRF-fused).
 
@@ -807,17 +808,20 @@ class MemoryIndex:
             k: Number of hits.
             where: Extra trusted filter string (use :mod:`skillstream.storage.filters`).
             statuses: Allowed ``status`` values; ``None`` for any.
+            with_vector: Keep each hit's ``vector``.
 
         Returns:
-            Hits best first: every memory column except ``vector``, plus ``score`` (higher is
-            better; see :meth:`LanceTable.search`).
+            Hits best first: every memory column (``vector`` only ``with_vector``), plus ``score``
+            (higher is better; see :meth:`LanceTable.search`).
         """
         clause = filters.where_all(
             filters.eq("owner_id", owner) if owner is not None else None,
             filters.is_in("status", statuses) if statuses is not None else None,
             where,
         )
-        return self.table.search(text, vector, where=clause, k=k).to_pylist()
+        return self.table.search(
+            text, vector, where=clause, k=k, with_vector=with_vector
+        ).to_pylist()
 
     def to_lance(self) -> Any:
         """The memories as a pinned ``lance`` dataset (for DuckDB), or ``None`` if missing."""

@@ -7,7 +7,8 @@ operator's and sees every memory.
 
 Strategies: ``keyword`` (BM25 full-text), ``semantic`` (vector) or ``hybrid`` (both, fused with
 reciprocal-rank fusion). Candidates (4 x k) are re-ranked by relevance, confidence, recency and
-reinforcement (``skillstream.lifecycle.ranking``). Recorded searches (the default) add a row to
+reinforcement, and hits that repeat each other are spread out (``rank_diversity``; see
+``skillstream.lifecycle.ranking``). Recorded searches (the default) add a row to
 the ``queries`` table and set ``last_accessed_at`` of the hits, when no flow holds the catalog
 (``skillstream.lifecycle.querylog``).
 
@@ -30,7 +31,7 @@ from skillstream.lifecycle.clock import latest
 from skillstream.lifecycle.params import LifecycleParams
 from skillstream.lifecycle.policy import Reader, can_read
 from skillstream.lifecycle.querylog import STRATEGIES, query_row
-from skillstream.lifecycle.ranking import rank
+from skillstream.lifecycle.ranking import diversify, rank
 from skillstream.lifecycle.states import SEARCHABLE, ChangeLog
 from skillstream.model import MaintenanceResult
 from skillstream.redact import redactor_for
@@ -146,10 +147,16 @@ class MemorySearch:
                 read_filter(reader, policy), skip_nodes, None if task_skills else not_skill_item()
             ),
             statuses=statuses,
+            with_vector=self.params.rank_diversity > 0,
         )
         allowed = [h for h in found if can_read(reader, policy, h)]
         at = now or self.clock() or latest(*(h.get("updated_at") for h in allowed))
-        hits = rank(allowed, at, self.params, k)
+        ranked = rank(allowed, at, self.params, len(allowed))
+        vectors = [h.pop("vector", None) for h in ranked]
+        if any(v is None for v in vectors):  # a keyword-only row set may carry none
+            hits = ranked[:k]
+        else:
+            hits = diversify(ranked, vectors, k, self.params.rank_diversity)
         if expand:
 
             def fetch(ids: list[str]) -> list[dict[str, Any]]:

@@ -31,7 +31,7 @@ def write_toml(home, text: str | bytes):
 
 def test_groups_hold_every_key_once_with_todays_defaults(tmp_path):
     s = Settings.load(home=str(tmp_path))
-    assert len(KEYS) == 95
+    assert len(KEYS) == 96
     assert s.llm.backend == "rules" and s.llm.cache is True and s.llm.model == "gpt-4o-mini"
     assert (s.embedding.model, s.embedding.batch) == ("minilm", 64)
     assert (s.embedding.prefetch, s.embedding.threads, s.embedding.blas_threads) == (True, 0, 1)
@@ -46,6 +46,7 @@ def test_groups_hold_every_key_once_with_todays_defaults(tmp_path):
         0.3,
         "product",
     )
+    assert s.lifecycle.rank_diversity == 0.5
     assert (s.lifecycle.archive_after_s, s.lifecycle.expire_archived_after_s) == (0, 0)
     assert (s.lifecycle.reorganize, s.lifecycle.reorganize_min_members) == (True, 3)
     assert s.distillation.enabled is True and s.distillation.full is False

@@ -11,7 +11,7 @@ import pytest
 from skillstream.apply import ApplyOptions, apply_ops
 from skillstream.errors import ConfigError
 from skillstream.lifecycle.params import LifecycleParams, rank_weights
-from skillstream.lifecycle.ranking import rank
+from skillstream.lifecycle.ranking import diversify, rank
 from skillstream.memories import OwnerMemories
 from skillstream.model import MaintenanceResult, MemoryOp, Op
 from skillstream.services.search import MemorySearch, search_memories
@@ -78,6 +78,28 @@ def test_the_default_rank_multiplies_confidence_recency_and_reinforcement():
     ]
     # a low confidence scales the whole score down: no relevance makes up for confidence 0
     assert rank([{**hits[0], "confidence": 0.0}], T0, lifecycle_params(), k=1)[0]["score"] == 0.0
+
+
+def test_diversify_takes_hits_by_maximal_marginal_relevance():
+    hits = [{"id": "a", "score": 0.9}, {"id": "a2", "score": 0.88}, {"id": "b", "score": 0.8}]
+    vectors = [[1.0, 0.0], [2.0, 0.0], [0.6, 0.8]]  # a2 points as a does (cosine 1); b: 0.6
+    # second pick: a2 = 0.88 * (1 - 0.5 * 1) = 0.44, b = 0.8 * (1 - 0.5 * 0.6) = 0.56
+    assert [h["id"] for h in diversify(hits, vectors, 3, 0.5)] == ["a", "b", "a2"]
+    assert [h["id"] for h in diversify(hits, vectors, 2, 0.5)] == ["a", "b"]
+    # a weaker spread leaves the ranking as it is: a2 = 0.88 * 0.9 = 0.792 > 0.8 * 0.94 = 0.752
+    assert [h["id"] for h in diversify(hits, vectors, 3, 0.1)] == ["a", "a2", "b"]
+    assert diversify(hits, vectors, 2, 0.0) == hits[:2]
+    # scores are kept; equal values keep the ranking's order
+    assert [h["score"] for h in diversify(hits, vectors, 3, 0.5)] == [0.9, 0.8, 0.88]
+    same = [{"id": x, "score": 0.5} for x in "xyz"]
+    assert [h["id"] for h in diversify(same, [[1.0, 0.0]] * 3, 3, 0.5)] == ["x", "y", "z"]
+    # an irrelevant hit is never lifted over a relevant one, however unlike the others it is
+    weak = [{"id": "p", "score": 0.3}, {"id": "p2", "score": 0.02}, {"id": "z", "score": 0.0}]
+    assert [h["id"] for h in diversify(weak, [[1, 0], [1, 0], [-1, 0]], 3, 0.9)] == [
+        "p",
+        "p2",
+        "z",
+    ]
 
 
 def test_rank_weights_are_configurable_and_checked(tmp_path):
@@ -189,6 +211,47 @@ def test_a_search_is_logged_and_touches_its_hits(home):
         r["executed_at"]
         for r in _catalog_rows(home, "SELECT executed_at FROM queries ORDER BY recorded_at")
     ] == [T0 + 10 * DAY, T0 + 5 * DAY, T0 + 10 * DAY]
+
+
+def test_a_search_spreads_hits_that_repeat_each_other(tmp_path, embedder, recorded):
+    settings = Settings.load(home=str(tmp_path / "home"))
+    state = OwnerMemories("o1")
+    texts = [
+        "Caroline's new dog is a rescue called Max",
+        "Max, Caroline's rescue dog, loves the beach",  # cosine 0.84 to the first
+        "Caroline takes cello lessons on Saturdays",
+    ]
+    r = apply_ops(
+        state,
+        span(texts, at=T0),
+        [MemoryOp(Op.INSERT, t) for t in texts],
+        recorded,
+        ApplyOptions(embed=embedder.encode),
+    )
+    with open_stores(settings, embedder.dim) as stores:
+        write_results(
+            stores, [MaintenanceResult("o1", T0, list(r.changed.values()), r.events, r.rows)]
+        )
+
+    def search(diversity):
+        got = search_memories(
+            settings.with_keys(rank_diversity=diversity),
+            "Tell me about Caroline's dog and her music",
+            owner="o1",
+            k=3,
+            strategy="semantic",
+            now=T0,
+            record=False,
+        )
+        assert all("vector" not in h for h in got)
+        return [h["text"] for h in got], [h["score"] for h in got]
+
+    plain, scores = search(0.0)
+    assert plain == texts and scores == sorted(scores, reverse=True)
+    # the second dog memory, discounted by its likeness to the first, falls behind the cello
+    spread, kept = search(0.5)
+    assert spread == [texts[0], texts[2], texts[1]]
+    assert sorted(kept) == sorted(scores)
 
 
 def test_searching_while_a_flow_holds_the_catalog_answers_but_records_nothing(home, caplog):
