@@ -35,6 +35,7 @@ node by its members (``services.search``).
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
@@ -111,17 +112,20 @@ class Kept:
         need no look again."""
 
     def node(
-        self, owner_id: str, members: Sequence[Memory]
+        self, owner_id: str, members: Sequence[Memory], key: tuple
     ) -> tuple[Memory, list[tuple[Memory, float]], np.ndarray]:
-        """``build_node`` for a cluster, reused from the last tick when the cluster holds the same
-        memory objects at the same versions with the same vectors."""
-        key = tuple((m.id, m.version) for m in members)
+        """``build_node`` for a cluster (``key``: :func:`cluster_key` of its members), reused from
+        the last tick when the cluster holds the same memory objects at the same versions with
+        the same vectors."""
         got = self.nodes.get(key)
-        if got is None or any(
-            m is not o or m.vector is not v for m, o, v in zip(members, got[0], got[1])
+        # compared object by object at C speed: every tick looks at every clustered memory
+        if (
+            got is None
+            or not all(map(operator.is_, members, got[0]))
+            or not all(map(operator.is_, map(_VECTOR, members), got[1]))
         ):
             built = build_node(owner_id, members)
-            got = (tuple(members), tuple(m.vector for m in members), *built)
+            got = (tuple(members), tuple(map(_VECTOR, members)), *built)
         self._seen[key] = got
         _, _, node, ranked, centre = got
         return node.copy(), list(ranked), centre
@@ -133,6 +137,16 @@ class Kept:
     def end_tick(self) -> None:
         """End a tick: keep the nodes of this tick's clusters only."""
         self.nodes, self._seen = self._seen, {}
+
+
+_VECTOR = operator.attrgetter("vector")
+_ID = operator.attrgetter("id")
+_VERSION = operator.attrgetter("version")
+
+
+def cluster_key(members: Sequence[Memory]) -> tuple:
+    """A cluster's members as ``((id, version), ...)``."""
+    return tuple(zip(map(_ID, members), map(_VERSION, members)))
 
 
 def sentence(texts: Sequence[str], lang: str) -> str:
@@ -260,11 +274,11 @@ def reorganize(log: ChangeLog, state: OwnerMemories, at: datetime, params: Lifec
         kept = state.keep("reorganizer", Kept(threshold))
     kept.start_tick()
     found = kept.clusters.run(candidates(state, at))
-    groups = [g for g in found if len(g) >= params.reorganize_min_members]
-    built = [(*kept.node(state.owner_id, g), g) for g in groups]
+    groups = [(g, cluster_key(g)) for g in found if len(g) >= params.reorganize_min_members]
+    built = [(*kept.node(state.owner_id, g, key), g, key) for g, key in groups]
     kept.end_tick()
     changed = 0
-    for node, ranked, _, members in built:
+    for node, ranked, _, members, key in built:
         current = state.get(node.id)
         if current is not None and current.status in (
             MemoryStatus.EXPIRED,
@@ -272,7 +286,6 @@ def reorganize(log: ChangeLog, state: OwnerMemories, at: datetime, params: Lifec
             MemoryStatus.FROZEN,
         ):
             continue  # no longer the reorganizer's to change
-        key = tuple((m.id, m.version) for m in members)
         why = None
         if current is not None and current.status in LIVE:
             if kept.settled.get(node.id) == (key, current.version):
@@ -311,7 +324,7 @@ def reorganize(log: ChangeLog, state: OwnerMemories, at: datetime, params: Lifec
         log.rows.memory_relations.extend(_links(target, ranked, at, log.recorded_at))
         kept.settled[target.id] = (key, target.version)
         changed += 1
-    built_ids = {n.id for n, _, _, _ in built}
+    built_ids = {n.id for n, _, _, _, _ in built}
     nodes = (state.get(i) for i in state.index.topics)
     for m in sorted((m for m in nodes if m is not None), key=age_key):
         if (

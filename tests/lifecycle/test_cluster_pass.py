@@ -13,7 +13,7 @@ import pytest
 
 from skillstream.lifecycle import clusters
 from skillstream.lifecycle.clusters import ClusterPass, unit
-from skillstream.lifecycle.reorganizer import Kept, cluster
+from skillstream.lifecycle.reorganizer import Kept, cluster, cluster_key
 from skillstream.model import Memory
 from tests.factories import T0
 
@@ -141,19 +141,26 @@ def test_the_same_candidates_reuse_their_nodes():
         m.vector = _vector(rng, centres[int(m.id[-2:]) % 3], 0.05)  # type: ignore[assignment]
     kept = Kept(0.8)
     kept.start_tick()
-    first = [kept.node("o1", g) for g in kept.clusters.run(items) if len(g) >= 3]
+    first = [kept.node("o1", g, cluster_key(g)) for g in kept.clusters.run(items) if len(g) >= 3]
     kept.end_tick()
     assert len(first) == 3
     kept.start_tick()
-    again = [kept.node("o1", g) for g in kept.clusters.run(items) if len(g) >= 3]
+    again = [kept.node("o1", g, cluster_key(g)) for g in kept.clusters.run(items) if len(g) >= 3]
     kept.end_tick()
     assert [n.text for n, _, _ in again] == [n.text for n, _, _ in first]
     assert all(a is not b for (a, _, _), (b, _, _) in zip(again, first))  # copies handed out
     group = next(g for g in kept.clusters.run(items) if len(g) >= 3)
+    kept_before = kept.nodes[cluster_key(group)]
+    group[1].vector = group[1].vector.copy()  # the same values in a new array: built again
+    kept.start_tick()
+    kept.node("o1", group, cluster_key(group))
+    kept.end_tick()
+    assert kept.nodes[cluster_key(group)] is not kept_before
+    assert kept.nodes[cluster_key(group)][1][1] is group[1].vector
     group[0].version += 1  # a member at a new version builds its node again
     group[0].text = "memory changed"
     kept.start_tick()
-    rebuilt, ranked, _ = kept.node("o1", group)
+    rebuilt, ranked, _ = kept.node("o1", group, cluster_key(group))
     kept.end_tick()
     assert group[0].id in {m.id for m, _ in ranked}
     assert rebuilt.source_message_ids == [] and rebuilt.version == 1

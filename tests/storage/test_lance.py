@@ -61,6 +61,34 @@ def test_owner_memories_round_trip(index):
     assert index.owner_memories("o'neil", statuses=["archived"]) == []
 
 
+def test_owner_memories_read_vectors_as_arrays_equal_to_the_rows(index):
+    from skillstream.storage.lance import memories_from_arrow, memory_from_row, owner_filter
+
+    written = [make_memory(i, owner="u1", source_message_ids=[f"m{i}"]) for i in range(5)]
+    index.upsert(written)
+    got = index.owner_memories("u1")
+    table = index.table.scan(owner_filter("u1"))
+    rows = [memory_from_row(r) for r in table.to_pylist()]
+    assert [m.id for m in got] == [m.id for m in rows]
+    got[0].vector[0] += 1.0  # type: ignore[index]  # writable, and only its own row changes
+    assert got[1].vector.tolist() == rows[1].vector  # type: ignore[union-attr]
+    for m, r in zip(got[1:], rows[1:], strict=True):
+        assert isinstance(m.vector, np.ndarray) and m.vector.dtype == np.float32
+        assert m.vector.tolist() == r.vector  # the stored float32 values, bit for bit
+        m.vector = r.vector
+        assert m == r
+    # a null vector (never written by the index, but a table may hold one) reads as None
+    vectors = table.column("vector").to_pylist()
+    holed = table.set_column(
+        table.schema.get_field_index("vector"),
+        table.schema.field("vector"),
+        pa.array([None, *vectors[1:]], table.schema.field("vector").type),
+    )
+    back = memories_from_arrow(holed)
+    assert back[0].vector is None
+    assert [m.vector.tolist() for m in back[1:]] == vectors[1:]  # type: ignore[union-attr]
+
+
 def test_upsert_refuses_missing_or_wrong_vectors(index):
     with pytest.raises(InputError, match="no vector"):
         index.upsert([make_memory(1, vector=None)])
