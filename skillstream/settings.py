@@ -842,7 +842,7 @@ class LifecycleSettings(_Group):
     )
     recency_half_life_s: Float = _key(
         "recency_half_life_s",
-        30 * _DAY,
+        365 * _DAY,
         "Age (event time, seconds) at which a memory's recency score halves.",
         gt=0,
     )

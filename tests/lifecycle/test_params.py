@@ -59,7 +59,7 @@ def test_the_defaults_are_todays_values():
     )
     assert (p.maintenance_interval, p.recency_half_life, p.idle_gap) == (
         DAY,
-        30 * DAY,
+        365 * DAY,
         timedelta(minutes=30),
     )
     assert (p.archive_after, p.expire_archived_after) == (None, None)

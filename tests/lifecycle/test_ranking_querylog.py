@@ -40,7 +40,8 @@ def test_rank_combines_the_four_signals_exactly():
             "valid_from": T0 - 60 * DAY,
         },
     ]
-    out = rank(hits, T0, lifecycle_params(rank_rule="weighted"), k=3)
+    month = 30 * 86400  # a recency that halves every 30 days
+    out = rank(hits, T0, lifecycle_params(rank_rule="weighted", recency_half_life_s=month), k=3)
     # hits with no similarity or keyword score (rows from elsewhere): relevance is the store's
     # score over the best one
     # a: .6*1 + .2*.7 + .1*.5 + 0 = .79 ; b: .6*.5 + .2*.95 + .1*1 + .1*1 = .69 ; c: .14 + .025
@@ -51,6 +52,7 @@ def test_rank_combines_the_four_signals_exactly():
     ]
     only_conf = lifecycle_params(
         rank_rule="weighted",
+        recency_half_life_s=month,
         rank_weights={"relevance": 0.0, "confidence": 1.0, "recency": 0.0, "reinforcement": 0.0},
     )
     assert [h["id"] for h in rank(hits, T0, only_conf, k=2)] == ["b", "a"]
@@ -68,7 +70,8 @@ def test_the_default_rank_multiplies_confidence_recency_and_reinforcement():
         {"id": "b", "score": 0.01, "confidence": 0.95, "reinforcement": 10, "valid_from": T0},
         {"id": "c", "score": 0.02, "confidence": 0.2, "reinforcement": 0, "valid_from": T0},
     ]
-    out = rank(hits, T0, lifecycle_params(), k=3)
+    month = lifecycle_params(recency_half_life_s=30 * 86400)  # recency halves every 30 days
+    out = rank(hits, T0, month, k=3)
     # a: 1 * .7 * (1 - .1 * (1 - .5)) * (1 - .1 * 1) = .7 * .95 * .9 = .5985
     # b: .5 * .95 * 1 * 1 = .475 ; c: 1 * .2 * 1 * .9 = .18
     assert [(h["id"], h["score"], h["recency"]) for h in out] == [
@@ -77,7 +80,7 @@ def test_the_default_rank_multiplies_confidence_recency_and_reinforcement():
         ("c", 0.18, 1.0),
     ]
     # a low confidence scales the whole score down: no relevance makes up for confidence 0
-    assert rank([{**hits[0], "confidence": 0.0}], T0, lifecycle_params(), k=1)[0]["score"] == 0.0
+    assert rank([{**hits[0], "confidence": 0.0}], T0, month, k=1)[0]["score"] == 0.0
 
 
 def test_diversify_takes_hits_by_maximal_marginal_relevance():
@@ -299,7 +302,7 @@ def test_search_scores_follow_the_formula_and_weights_change_the_order(home):
         assert h["relevance"] == round(
             similarity + 0.5 * (1 - similarity) * h["keyword"] / max(best_keyword, 6.0), 6
         )
-        recency = 0.5 ** ((T0 + 2 * DAY - h["valid_from"]) / timedelta(days=30))
+        recency = 0.5 ** ((T0 + 2 * DAY - h["valid_from"]) / timedelta(days=365))
         assert h["recency"] == round(recency, 6)
         assert h["score"] == round(
             0.6 * h["relevance"]
