@@ -153,7 +153,7 @@ class MemorySearch:
         at = now or self.clock() or latest(*(h.get("updated_at") for h in allowed))
         ranked = rank(allowed, at, self.params, len(allowed))
         vectors = [h.pop("vector", None) for h in ranked]
-        if any(v is None for v in vectors):  # a keyword-only row set may carry none
+        if any(v is None for v in vectors):  # no spread asked for (no vectors read)
             hits = ranked[:k]
         else:
             hits = diversify(ranked, vectors, k, self.params.rank_diversity)
