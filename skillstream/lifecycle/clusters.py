@@ -49,6 +49,12 @@ def unit(v: np.ndarray) -> np.ndarray:
     return v / n if n > 0 else v
 
 
+def unit_rows(m: np.ndarray) -> np.ndarray:
+    """Each row of ``m`` scaled to length 1 (a zero row stays as it is)."""
+    n = np.linalg.norm(m, axis=1, keepdims=True)
+    return m / np.where(n > 0, n, 1.0)
+
+
 class ClusterPass:
     """The clustering pass over one owner's candidates, resumed from tick to tick (see the module
     docstring). ``run`` returns the clusters of the candidates it is given."""

@@ -63,6 +63,7 @@ from typing import Any
 import numpy as np
 
 from skillstream.lifecycle.clock import latest
+from skillstream.lifecycle.clusters import unit_rows
 from skillstream.lifecycle.params import LifecycleParams
 
 _LOG11 = math.log(11.0)
@@ -158,9 +159,7 @@ def diversify(
     """
     if diversity <= 0 or len(hits) < 2:
         return hits[:k]
-    m = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(m, axis=1, keepdims=True)
-    m = m / np.where(norms > 0, norms, 1.0)
+    m = unit_rows(np.asarray(vectors, dtype=np.float32))
     score = np.asarray([float(h["score"]) for h in hits], dtype=np.float64)
     closest = np.zeros(len(hits))  # highest positive cosine to a hit taken so far
     taken: np.ndarray = np.zeros(len(hits), dtype=bool)

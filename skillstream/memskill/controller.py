@@ -51,6 +51,7 @@ import numpy as np
 from skillstream.embed import Embed
 from skillstream.errors import ConfigError
 from skillstream.extract import AllSkills, Controller, MemorySkill
+from skillstream.lifecycle.clusters import unit_rows
 from skillstream.model import Memory
 from skillstream.settings import ExtractionSettings, Fusion
 from skillstream.settings import Selection as SelectionMode
@@ -83,7 +84,7 @@ def fuse(span_vector: np.ndarray, memory_vectors: np.ndarray, mode: str = "mean"
     if mode == "mean":
         return memory_vectors.mean(axis=0).astype(np.float32)
     if mode == "weighted":
-        sims = _unit_rows(memory_vectors) @ _unit(span_vector)
+        sims = unit_rows(memory_vectors) @ _unit(span_vector)
         w = _softmax(sims / WEIGHT_TEMPERATURE)
         return (w[:, None] * memory_vectors).sum(axis=0).astype(np.float32)
     raise ConfigError(f"memory skill fusion must be one of {FUSIONS}, got {mode!r}")
@@ -123,7 +124,7 @@ class CosineScorer:
     def logits(self, state: np.ndarray, skill_vectors: np.ndarray) -> np.ndarray:
         d = skill_vectors.shape[1]
         span, fused = state[:d], state[d:]
-        skills = _unit_rows(skill_vectors)
+        skills = unit_rows(skill_vectors)
         score = skills @ _unit(span)
         if float(np.linalg.norm(fused)) > 0:
             score = 0.5 * (score + skills @ _unit(fused))
@@ -406,11 +407,6 @@ def _softmax(z: np.ndarray) -> np.ndarray:
 def _unit(v: np.ndarray) -> np.ndarray:
     n = float(np.linalg.norm(v))
     return v / n if n > 0 else v
-
-
-def _unit_rows(m: np.ndarray) -> np.ndarray:
-    n = np.linalg.norm(m, axis=1, keepdims=True)
-    return m / np.where(n > 0, n, 1.0)
 
 
 # ---------------------------------------------------------------------------- the controller

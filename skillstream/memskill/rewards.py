@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from skillstream.lifecycle.clusters import unit_rows
 from skillstream.model import Memory, Message
 
 
@@ -58,11 +59,6 @@ class Score:
     """Each query with its own recall (the designer's hard cases come from these)."""
 
 
-def _unit_rows(m: np.ndarray) -> np.ndarray:
-    n = np.linalg.norm(m, axis=1, keepdims=True)
-    return m / np.where(n > 0, n, 1.0)
-
-
 def score(memories: Sequence[Memory], queries: Sequence[Query], k: int = 10) -> Score:
     """Evidence recall@k of ``queries`` over ``memories`` (live ones with vectors), with credit."""
     mems = [m for m in memories if m.vector is not None]
@@ -72,7 +68,7 @@ def score(memories: Sequence[Memory], queries: Sequence[Query], k: int = 10) -> 
     credit: dict[str, float] = {}
     if not mems:
         return Score(0.0, credit, len(usable), [(q, 0.0) for q in usable])
-    mat = _unit_rows(np.stack([np.asarray(m.vector, dtype=np.float32) for m in mems]))
+    mat = unit_rows(np.stack([np.asarray(m.vector, dtype=np.float32) for m in mems]))
     cites = [set(m.source_message_ids or ()) for m in mems]
     total = 0.0
     per_query: list[tuple[Query, float]] = []
@@ -111,7 +107,7 @@ def answer_score(
     per_query: list[tuple[Query, float]] = []
     total = 0.0
     mat = (
-        _unit_rows(np.stack([np.asarray(m.vector, dtype=np.float32) for m in mems]))
+        unit_rows(np.stack([np.asarray(m.vector, dtype=np.float32) for m in mems]))
         if mems
         else None
     )
