@@ -98,6 +98,16 @@ def cluster(items: Sequence[Memory], threshold: float) -> list[list[Memory]]:
     return ClusterPass(threshold).run(items)
 
 
+_VECTOR = operator.attrgetter("vector")
+_ID = operator.attrgetter("id")
+_VERSION = operator.attrgetter("version")
+
+
+def cluster_key(members: Sequence[Memory]) -> tuple:
+    """A cluster's members as ``((id, version), ...)``."""
+    return tuple(zip(map(_ID, members), map(_VERSION, members)))
+
+
 class Kept:
     """What the reorganizer keeps of an owner between ticks (derived data of its state): the
     clustering pass, and the node built for each cluster with its members."""
@@ -137,16 +147,6 @@ class Kept:
     def end_tick(self) -> None:
         """End a tick: keep the nodes of this tick's clusters only."""
         self.nodes, self._seen = self._seen, {}
-
-
-_VECTOR = operator.attrgetter("vector")
-_ID = operator.attrgetter("id")
-_VERSION = operator.attrgetter("version")
-
-
-def cluster_key(members: Sequence[Memory]) -> tuple:
-    """A cluster's members as ``((id, version), ...)``."""
-    return tuple(zip(map(_ID, members), map(_VERSION, members)))
 
 
 def sentence(texts: Sequence[str], lang: str) -> str:
