@@ -62,7 +62,7 @@ from skillstream.storage.erasure import ErasedMessages
 from skillstream.tokens import get_counter
 
 if TYPE_CHECKING:
-    from skillstream.storage.tombstones import OpenContradictions, Tombstones
+    from skillstream.storage.tombstones import OpenContradictions, Tombstones, TopicMembers
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +110,8 @@ class HomeRead:
     """Open spans and blocks held in the home: stage -> (owner id, conversation id) -> state."""
     erased: ErasedMessages = field(default_factory=ErasedMessages)
     """Tombstones of forgotten messages (a replay does not bring them back)."""
+    topic_members: TopicMembers | None = None
+    """The members of each owner's topic nodes at their last versions (``None``: a new home)."""
 
     def __post_init__(self) -> None:
         open_ = self.held.get(SPANS, {}).values()
@@ -313,7 +315,7 @@ class Runner:
         from skillstream.memskill.bank import MemorySkillBank
         from skillstream.memskill.seeds import PRIMITIVES
         from skillstream.storage.catalog import catalog_exists, open_catalog
-        from skillstream.storage.tombstones import OpenContradictions, Tombstones
+        from skillstream.storage.tombstones import OpenContradictions, Tombstones, TopicMembers
 
         if not catalog_exists(self.settings.storage):
             return HomeRead(frozenset(), Tombstones(), OpenContradictions(), list(PRIMITIVES))
@@ -327,6 +329,7 @@ class Runner:
                 DoneMessages(cat.done_messages(self.owners)),
                 open_states(cat.open_messages(self.owners)),
                 ErasedMessages.read(cat),
+                TopicMembers.read(cat, owner_ids=self.owners),
             )
         finally:
             cat.close()
@@ -341,7 +344,9 @@ class Runner:
         from skillstream.services.pipeline import build_pipeline, store_hydrate
 
         settings = self.settings
-        hydrate = store_hydrate(settings, self.embedder.dim, read.expired, read.contradictions)
+        hydrate = store_hydrate(
+            settings, self.embedder.dim, read.expired, read.contradictions, read.topic_members
+        )
         return build_pipeline(
             settings,
             self.embedder,

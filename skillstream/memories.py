@@ -344,6 +344,8 @@ class OwnerMemories:
     """Unresolved contradictions: id -> (memory_a, memory_b, detected_at), for escalation."""
     escalated: set[str] = field(default_factory=set)
     """Contradictions already escalated (each is escalated once)."""
+    topic_members: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Per topic node, its members at its last version (the reorganizer writes what changed)."""
 
     def __getstate__(self) -> dict:
         # the index and the rest derived from the memories: snapshots leave them out, a restore
@@ -351,8 +353,11 @@ class OwnerMemories:
         return {k: v for k, v in self.__dict__.items() if k not in ("_index", "_derived")}
 
     def __setstate__(self, state: dict) -> None:
-        # states snapshotted before the two fields above existed get them empty
-        self.__dict__.update({"open_contradictions": {}, "escalated": set(), **state})
+        # states snapshotted before the fields above existed get them empty (a node whose members
+        # are not known gets a whole listing at its next version)
+        self.__dict__.update(
+            {"open_contradictions": {}, "escalated": set(), "topic_members": {}, **state}
+        )
 
     def put(self, memory: Memory) -> None:
         if memory.vector is not None and not isinstance(memory.vector, np.ndarray):
@@ -464,4 +469,5 @@ class OwnerMemories:
             dict(self.last_span_seq),
             dict(self.open_contradictions),
             set(self.escalated),
+            dict(self.topic_members),
         )

@@ -256,8 +256,14 @@ class MemoryRelationRow(CatalogRow):
 
     ``member_of``: a memory (source) belongs to an abstract topic node (target) of the
     reorganizer; ``consolidated_into``: a merged memory (source) lives on in a new consolidated
-    version (target). ``version`` is the target's version when the row was written; the current
-    members of a node are the rows with the node's latest version.
+    version (target). ``version`` is the target's version when the row was written.
+
+    A node's ``member_of`` rows are written as changes: at each node version, a ``join`` row for
+    each member that came in and a ``leave`` row for each that went (``change``). A row without
+    ``change`` is a whole listing: the node's members at that version are exactly its rows of that
+    version (homes written before memberships were written as changes, and a version written
+    from a state that did not know the node's last members). The current members are the whole
+    listing of the latest such version, then every change after it (``storage.tombstones``).
     """
 
     relation_id: str = column(pa.string(), nullable=False)
@@ -272,6 +278,8 @@ class MemoryRelationRow(CatalogRow):
     version: int | None = column(pa.int32(), default=None)
     event_ts: datetime | None = column(TS, default=None)
     recorded_at: datetime | None = column(TS, default=None)
+    change: str | None = column(pa.string(), default=None)
+    """``member_of``: ``join`` or ``leave`` at ``version``; ``None``: a whole listing."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -88,6 +88,8 @@ class EvictedOwner:
     run_id: str
     unindexed: tuple[Memory, ...] = ()
     """Its minimal log rows (expired memories): the catalog holds them, LanceDB does not."""
+    topic_members: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Its topic nodes' members (``OwnerMemories.topic_members``)."""
 
 
 def memories_digest(memories: Iterable[Memory]) -> str:
@@ -223,6 +225,7 @@ class MemoryPipeline:
             memories_digest(mem.items.values()),
             state.run_id,
             tuple(m.copy() for m in mem.items.values() if not indexed(m)),
+            dict(mem.topic_members),
         )
 
     def rehydrate(self, owner_id: str, evicted: EvictedOwner) -> OwnerState:
@@ -257,6 +260,7 @@ class MemoryPipeline:
         mem.last_span_seq = dict(evicted.last_span_seq)
         mem.open_contradictions = dict(evicted.open_contradictions)
         mem.escalated = set(evicted.escalated)
+        mem.topic_members = dict(getattr(evicted, "topic_members", {}))
         return OwnerState(mem, self.run_id)
 
     def process_owner(self, state: OwnerState, spans: Iterable[Span]) -> list[SpanResult]:

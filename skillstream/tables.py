@@ -265,8 +265,9 @@ SESSION_SUMMARIES = _schema(
 MEMORY_RELATIONS = _schema(
     arrow_fields(MemoryRelationRow),
     "relation_id",
-    "Links between memories: member_of (a memory in an abstract topic node of the reorganizer) "
-    "and consolidated_into (a merged memory and the new version that replaced it).",
+    "Links between memories: member_of (a memory joins or leaves an abstract topic node of the "
+    "reorganizer at a node version: change) and consolidated_into (a merged memory and the new "
+    "version that replaced it).",
 )
 
 QUERIES = _schema(

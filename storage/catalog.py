@@ -390,7 +390,8 @@ class Catalog:
         """Whether a table or view of that name exists."""
         return name in self._relations()
 
-    def _columns(self, table: str) -> list[str]:
+    def columns(self, table: str) -> list[str]:
+        """The columns of a table of the catalog, in order (none for a table it lacks)."""
         rows = self.con.execute(
             "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
             "AND table_schema = 'main' AND table_catalog = current_database() "
@@ -407,7 +408,7 @@ class Catalog:
         typed = lake_type if self.shared else duckdb_type
         for attempt in range(8):
             try:
-                have = self._columns(name)
+                have = self.columns(name)
                 if not have:
                     self.con.execute(table_ddl(name, schema, keys=not self.shared))
                 for f in schema:
@@ -617,7 +618,7 @@ class Catalog:
         if not self.has("spans"):
             return []
         digests = (
-            "message_digests" if "message_digests" in self._columns("spans") else "NULL::VARCHAR[]"
+            "message_digests" if "message_digests" in self.columns("spans") else "NULL::VARCHAR[]"
         )
         query = (
             f"SELECT owner_id, conversation_id, unnest(message_ids), unnest({digests}) "

@@ -1,4 +1,5 @@
-"""What an owner's state holds that LanceDB does not: expired memories and open contradictions.
+"""What an owner's state holds that LanceDB does not: expired memories, open contradictions and
+the members of its topic nodes.
 
 When a memory expires, the store sink deletes its LanceDB row (the vector and full-text indexes
 forget it) and keeps its minimal ``memory_meta`` row and its events (``storage.writer``). An
@@ -8,7 +9,9 @@ maintain``) adds these rows back from the catalog: the lifecycle still knows eac
 with an expired side can be settled), and a run resumed from the store sees what an uninterrupted
 run has in its state. The same readers add the owner's unresolved contradictions (and which of them
 were escalated already) from the ``contradictions`` table, so escalation after a resume or in a
-later run happens as in a state that never left memory (:class:`OpenContradictions`).
+later run happens as in a state that never left memory (:class:`OpenContradictions`), and each
+topic node's members at its last version, from ``memory_relations`` (:class:`TopicMembers`): the
+reorganizer writes a node's new version as the members that joined and left since.
 
 Example:
     >>> stones = Tombstones.read(catalog)  # doctest: +SKIP
@@ -26,6 +29,7 @@ import pyarrow as pa
 
 from skillstream.lifecycle.contradictions import TABLE as CONTRADICTIONS
 from skillstream.lifecycle.contradictions import UNRESOLVED
+from skillstream.lifecycle.reorganizer import MEMBER_OF
 from skillstream.lifecycle.states import UNINDEXED_SQL
 from skillstream.memories import OwnerMemories
 from skillstream.model import Memory
@@ -158,3 +162,93 @@ class OpenContradictions:
         state.open_contradictions.update(self.open.get(state.owner_id, {}))
         state.escalated.update(self.escalated.get(state.owner_id, set()))
         return state
+
+
+RELATIONS = "memory_relations"
+
+MEMBERS_SQL = """
+WITH m AS (
+    SELECT owner_id, target_id, source_id, version, weight, {change} AS change
+    FROM memory_relations WHERE relation = ? AND {where}
+),
+listed AS (
+    SELECT target_id, max(version) AS version FROM m WHERE change IS NULL GROUP BY target_id
+),
+latest AS (
+    SELECT m.*, row_number() OVER (
+        PARTITION BY m.target_id, m.source_id ORDER BY m.version DESC
+    ) AS nth
+    FROM m LEFT JOIN listed l ON l.target_id = m.target_id
+    WHERE l.version IS NULL OR m.version > l.version
+       OR (m.version = l.version AND m.change IS NULL)
+)
+SELECT owner_id, target_id, source_id FROM latest
+WHERE nth = 1 AND coalesce(change, 'join') = 'join'
+ORDER BY owner_id, target_id, weight DESC NULLS LAST, source_id
+"""
+"""Every topic node's current members, most central first: the rows of the node's latest whole
+listing (``member_of`` rows without ``change``), then each member's latest change after it, kept
+when it is a ``join`` (``model.MemoryRelationRow``). ``{change}`` is ``NULL`` in a catalog written
+before the column existed, where every version is a whole listing."""
+
+
+def node_members(
+    catalog: Any, owner_id: str | None = None, *, owner_ids: Sequence[str] | None = None
+) -> dict[str, dict[str, tuple[str, ...]]]:
+    """Owner -> topic node -> its members (most central first), from ``catalog`` (of one owner,
+    some, or all); ``None``, or a catalog without relations, reads as none."""
+    if catalog is None or not catalog.has(RELATIONS):
+        return {}
+    mine = (
+        filters.where_all(
+            filters.eq("owner_id", owner_id) if owner_id is not None else None,
+            filters.is_in("owner_id", list(owner_ids)) if owner_ids is not None else None,
+        )
+        or "true"
+    )
+    change = "change" if "change" in catalog.columns(RELATIONS) else "NULL"
+    rows = catalog.sql(MEMBERS_SQL.format(change=change, where=mine), [MEMBER_OF])
+    found: dict[str, dict[str, list[str]]] = {}
+    for owner, node, member in zip(
+        rows.column("owner_id").to_pylist(),
+        rows.column("target_id").to_pylist(),
+        rows.column("source_id").to_pylist(),
+        strict=True,
+    ):
+        found.setdefault(owner, {}).setdefault(node, []).append(member)
+    return {o: {n: tuple(ms) for n, ms in nodes.items()} for o, nodes in found.items()}
+
+
+class TopicMembers:
+    """The members of a home's topic nodes at their last versions, per owner (read once from the
+    catalog), for the states read back from the store: the reorganizer then writes each node's
+    next version as what changed, as in a state that never left memory."""
+
+    def __init__(self, members: dict[str, dict[str, tuple[str, ...]]] | None = None) -> None:
+        self.members = members or {}
+
+    @classmethod
+    def read(
+        cls,
+        catalog: Any,
+        owner_id: str | None = None,
+        *,
+        owner_ids: Sequence[str] | None = None,
+    ) -> TopicMembers:
+        """Read them from ``catalog`` (of one owner, some, or all); ``None`` reads as none."""
+        return cls(node_members(catalog, owner_id, owner_ids=owner_ids))
+
+    def fill(self, state: OwnerMemories) -> OwnerMemories:
+        """Add the owner's topic nodes' members to ``state``; returns it."""
+        state.topic_members.update(self.members.get(state.owner_id, {}))
+        return state
+
+
+def owner_state(index: Any, catalog: Any, owner_id: str) -> OwnerMemories:
+    """One owner's state read back from the store: its memories (:func:`owner_memories`), its
+    open contradictions and its topic nodes' members."""
+    state = OwnerMemories(owner_id)
+    for m in owner_memories(index, catalog, owner_id):
+        state.put(m)
+    OpenContradictions.read(catalog, owner_id).fill(state)
+    return TopicMembers.read(catalog, owner_id).fill(state)

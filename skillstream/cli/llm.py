@@ -85,7 +85,7 @@ def retry_failed_spans(
     from skillstream.failures import TABLE, resolved_row, span_from_row
     from skillstream.services.pipeline import build_pipeline, make_executor
     from skillstream.storage.home import open_stores
-    from skillstream.storage.tombstones import owner_memories
+    from skillstream.storage.tombstones import owner_state
     from skillstream.storage.writer import write_results
 
     now = clock or (lambda: datetime.now(UTC))
@@ -135,7 +135,7 @@ def retry_failed_spans(
             settings,
             embedder,
             executor=executor,
-            hydrate=lambda owner_id: owner_memories(stores.index, cat, owner_id),
+            hydrate=lambda owner_id: owner_state(stores.index, cat, owner_id),
             catalog=cat,
             maintenance=False,
         )

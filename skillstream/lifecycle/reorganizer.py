@@ -19,8 +19,12 @@ of maintenance (``maintain_owner``), so it runs on the flow's maintenance ticks 
    sources are the members' sources, its scope the strictest of theirs, its times the members'
    (first ``valid_from``, last creation), so a node never shows what a member's reader could not
    see.
-4. **Links**: one ``memory_relations`` row (``member_of``) per member and node version, ranked by
-   closeness to the centre; a node's members are the rows of its latest version.
+4. **Links**: ``memory_relations`` rows (``member_of``) written as changes: at each node version a
+   ``join`` row (rank and cosine to the centre) for each member that came in since the node's last
+   version and a ``leave`` row for each that went; a member that stays costs no row. The state
+   keeps each node's members at its last version (``OwnerMemories.topic_members``, read back from
+   the catalog with the memories); a node the state has but whose members it does not know (a
+   state snapshotted before it kept them) gets a whole listing instead (rows without ``change``).
 5. **Versions when a reader would see a change** (:func:`material`): a node is rewritten (new
    version: text, sources, vector, links) only when a member its text shows left the cluster or
    changed its text, when :data:`CHURN` or more of its sources changed since its last version,
@@ -53,6 +57,10 @@ from skillstream.vocab import LifecycleEvent, MemoryKind, MemoryStatus, MemoryTy
 
 MEMBER_OF = "member_of"
 """The ``memory_relations`` relation from a member to its topic node."""
+JOIN = "join"
+"""``change`` of a ``member_of`` row: the member came into the node at that version."""
+LEAVE = "leave"
+"""``change`` of a ``member_of`` row: the member went out of the node at that version."""
 CLUSTERED_TYPES = frozenset({MemoryType.LONG_TERM, MemoryType.USER})
 NOT_CLUSTERED = frozenset({MemoryKind.SUMMARY, MemoryKind.TOPIC})
 CENTRAL = 3
@@ -246,24 +254,41 @@ def material(current: Memory, node: Memory, members: Sequence[Memory]) -> str | 
     return None
 
 
-def _links(
-    node: Memory, ranked: Sequence[tuple[Memory, float]], at: datetime, recorded_at: datetime
+def links(
+    node: Memory,
+    ranked: Sequence[tuple[Memory, float]],
+    before: Sequence[str] | None,
+    at: datetime,
+    recorded_at: datetime,
 ) -> list[MemoryRelationRow]:
-    return [
-        MemoryRelationRow(
-            relation_id=prefixed_id("rel", m.id, node.id, MEMBER_OF, node.version),
+    """The ``member_of`` rows of ``node``'s new version, whose members are ``ranked``: a ``join``
+    for each member not in ``before`` (the members of its last version) and a ``leave`` for each
+    member of ``before`` that is gone, in ``before``'s order; with ``before`` not known
+    (``None``), a whole listing (every member, no ``change``)."""
+
+    def row(
+        member_id: str, change: str | None, rank: int | None, sim: float | None
+    ) -> MemoryRelationRow:
+        return MemoryRelationRow(
+            relation_id=prefixed_id("rel", member_id, node.id, MEMBER_OF, node.version),
             owner_id=node.owner_id,
-            source_id=m.id,
+            source_id=member_id,
             target_id=node.id,
             relation=MEMBER_OF,
-            rank=i,
+            rank=rank,
             weight=sim,
             version=node.version,
             event_ts=at,
             recorded_at=recorded_at,
+            change=change,
         )
-        for i, (m, sim) in enumerate(ranked)
-    ]
+
+    if before is None:
+        return [row(m.id, None, i, sim) for i, (m, sim) in enumerate(ranked)]
+    had = set(before)
+    now = {m.id for m, _ in ranked}
+    joins = [row(m.id, JOIN, i, sim) for i, (m, sim) in enumerate(ranked) if m.id not in had]
+    return joins + [row(i, LEAVE, None, None) for i in before if i not in now]
 
 
 def reorganize(log: ChangeLog, state: OwnerMemories, at: datetime, params: LifecycleParams) -> int:
@@ -321,7 +346,9 @@ def reorganize(log: ChangeLog, state: OwnerMemories, at: datetime, params: Lifec
             reason = described if why is None else f"{described} ({why})"
             log.log(current, LifecycleEvent.UPDATED, reason, at, old)
             target = current
-        log.rows.memory_relations.extend(_links(target, ranked, at, log.recorded_at))
+        before = state.topic_members.get(target.id) if current is not None else ()
+        log.rows.memory_relations.extend(links(target, ranked, before, at, log.recorded_at))
+        state.topic_members[target.id] = tuple(m.id for m, _ in ranked)
         kept.settled[target.id] = (key, target.version)
         changed += 1
     built_ids = {n.id for n, _, _, _, _ in built}

@@ -52,14 +52,11 @@ def owners(stores: Any) -> list[str]:
 
 def load_owner(stores: Any, owner_id: str) -> OwnerMemories:
     """One owner's memories (every status, with vectors) from LanceDB, with the minimal rows of
-    its expired memories, its unresolved contradictions and the ones already escalated from the
-    catalog."""
-    from skillstream.storage.tombstones import OpenContradictions, owner_memories
+    its expired memories, its unresolved contradictions, the ones already escalated and its topic
+    nodes' members from the catalog."""
+    from skillstream.storage.tombstones import owner_state
 
-    state = OwnerMemories(owner_id)
-    for m in owner_memories(stores.index, stores.catalog, owner_id):
-        state.put(m)
-    return OpenContradictions.read(stores.catalog, owner_id).fill(state)
+    return owner_state(stores.index, stores.catalog, owner_id)
 
 
 def resolve_contradiction(

@@ -1,9 +1,11 @@
 """Topic nodes in search: the members of each node, and a ranked list with nodes expanded.
 
 The reorganizer (``skillstream.lifecycle.reorganizer``) links every topic node to its members in
-``memory_relations`` (relation ``member_of``, one row per member and node version). A search that
+``memory_relations`` (relation ``member_of``, written as the members that joined and left at each
+node version; read with ``storage.tombstones.node_members``). A search that
 expands nodes replaces each node hit, in place, by its members that the reader may see and that
-are searchable, most central first; a member already in the list keeps its first place.
+are searchable, most central first (by cosine to the centre of those members' vectors, as the
+reorganizer ranks a cluster's members); a member already in the list keeps its first place.
 """
 
 from __future__ import annotations
@@ -12,19 +14,11 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from skillstream.lifecycle.reorganizer import MEMBER_OF
+import numpy as np
+
+from skillstream.lifecycle.clusters import unit
 from skillstream.settings import StorageSettings
 from skillstream.vocab import MemoryKind
-
-MEMBERS_SQL = """
-SELECT r.target_id, r.source_id
-FROM memory_relations r
-JOIN (SELECT target_id, max(version) AS version FROM memory_relations
-      WHERE relation = ? GROUP BY target_id) v
-  ON v.target_id = r.target_id AND v.version = r.version
-WHERE r.relation = ?
-ORDER BY r.target_id, r.rank, r.source_id
-"""
 
 
 class NodeMembers:
@@ -48,24 +42,20 @@ class NodeMembers:
         return self._members.get(node_id, [])
 
     def _load(self) -> dict[str, list[str]]:
-        rows = self._rows()
-        out: dict[str, list[str]] = {}
-        for r in rows:
-            out.setdefault(r["target_id"], []).append(r["source_id"])
-        return out
-
-    def _rows(self) -> list[dict[str, Any]]:
-        if self.catalog is not None:
-            return self.catalog.sql(MEMBERS_SQL, [MEMBER_OF, MEMBER_OF]).to_pylist()
         from skillstream.storage.catalog import catalog_exists, open_catalog
+        from skillstream.storage.tombstones import node_members
 
-        if self.storage is None or not catalog_exists(self.storage):
-            return []
-        cat = open_catalog(self.storage, read_only=True)
-        try:
-            return cat.sql(MEMBERS_SQL, [MEMBER_OF, MEMBER_OF]).to_pylist()
-        finally:
-            cat.close()
+        if self.catalog is not None:
+            found = node_members(self.catalog)
+        elif self.storage is None or not catalog_exists(self.storage):
+            found = {}
+        else:
+            cat = open_catalog(self.storage, read_only=True)
+            try:
+                found = node_members(cat)
+            finally:
+                cat.close()
+        return {node: list(ms) for nodes in found.values() for node, ms in nodes.items()}
 
 
 def expand(
@@ -95,16 +85,28 @@ def expand(
             group = [h]
         else:
             group = []
-            for i in members(h["id"]):
-                if i in rows:
-                    m = dict(rows[i])
-                    m.pop("vector", None)
-                    for name in ("score", "relevance", "recency"):
-                        m[name] = h.get(name)
-                    m["node_id"] = h["id"]
-                    group.append(m)
+            for r in central_first([rows[i] for i in members(h["id"]) if i in rows]):
+                m = dict(r)
+                m.pop("vector", None)
+                for name in ("score", "relevance", "recency"):
+                    m[name] = h.get(name)
+                m["node_id"] = h["id"]
+                group.append(m)
         for g in group:
             if g["id"] not in seen:
                 seen.add(g["id"])
                 out.append(g)
     return out[:k]
+
+
+def central_first(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A node's member rows by cosine to the centre of their vectors (the normalised sum), the
+    most central first, ties by id (``reorganizer.build_node``'s order); as given when a row has
+    no vector."""
+    vectors = [r.get("vector") for r in rows]
+    if len(rows) < 2 or any(v is None for v in vectors):
+        return list(rows)
+    mat = np.asarray(vectors, dtype=np.float32)
+    sims = mat @ unit(mat.sum(axis=0))
+    order = sorted(range(len(rows)), key=lambda i: (-round(float(sims[i]), 6), rows[i]["id"]))
+    return [rows[i] for i in order]

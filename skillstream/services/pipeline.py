@@ -200,11 +200,13 @@ class SpanCutter:
         return span_pieces(span, get_counter(self.model).count, limit)
 
 
-def store_hydrate(settings: Settings, dim: int, expired: Any, contradictions: Any) -> Hydrate:
+def store_hydrate(
+    settings: Settings, dim: int, expired: Any, contradictions: Any, members: Any = None
+) -> Hydrate:
     """How a run's pipeline reads an owner it meets first: the owner's memories from the home's
-    LanceDB table (opened on first need), the minimal rows of its expired memories and its open
-    contradictions (``expired`` and ``contradictions``: ``storage.tombstones``, read by the
-    runner)."""
+    LanceDB table (opened on first need), the minimal rows of its expired memories, its open
+    contradictions and its topic nodes' members (``expired``, ``contradictions`` and
+    ``members``: ``storage.tombstones``, read by the runner)."""
     from skillstream.memories import OwnerMemories
     from skillstream.storage.home import open_index
 
@@ -217,6 +219,7 @@ def store_hydrate(settings: Settings, dim: int, expired: Any, contradictions: An
         state = OwnerMemories(owner_id)
         for m in [*idx.owner_memories(owner_id), *expired.owner(owner_id)]:
             state.put(m)
-        return contradictions.fill(state)
+        contradictions.fill(state)
+        return members.fill(state) if members is not None else state
 
     return hydrate

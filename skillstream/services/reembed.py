@@ -135,13 +135,13 @@ def _reembed(
 
 def _node_vectors(settings: Settings) -> Callable[..., Any]:
     """A topic node's vector as the reorganizer makes it (``reorganizer.node_vector``): the
-    normalised sum of the vectors of the members its text shows, read from its latest
-    ``member_of`` rows; never its text's embedding."""
+    normalised sum of the vectors of the members its text shows, read from its ``member_of``
+    rows (``storage.tombstones.node_members``); never its text's embedding."""
 
-    from skillstream.lifecycle.reorganizer import MEMBER_OF, node_vector, shows
+    from skillstream.lifecycle.reorganizer import node_vector, shows
     from skillstream.model import Memory
-    from skillstream.services.nodes import MEMBERS_SQL
     from skillstream.storage.catalog import open_catalog
+    from skillstream.storage.tombstones import node_members
 
     cache: dict[str, Any] = {}
 
@@ -172,9 +172,11 @@ def _node_vectors(settings: Settings) -> Callable[..., Any]:
         if "members" not in cache:
             cat = open_catalog(settings.storage, read_only=True)
             try:
-                members: dict[str, list[str]] = {}
-                for r in cat.sql(MEMBERS_SQL, [MEMBER_OF, MEMBER_OF]).to_pylist():
-                    members.setdefault(r["target_id"], []).append(r["source_id"])
+                members = {
+                    node: list(ms)
+                    for nodes in node_members(cat).values()
+                    for node, ms in nodes.items()
+                }
                 texts = {
                     r["id"]: r["text"]
                     for r in cat.sql(

@@ -16,8 +16,10 @@ from skillstream.errors import ConfigError
 from skillstream.services import reembed as service
 from skillstream.settings import Settings
 from skillstream.storage import reembed as storage_reembed
+from skillstream.storage.catalog import Catalog
 from skillstream.storage.lance import connect
 from skillstream.storage.lock import HomeBusyError, run_lock
+from skillstream.storage.tombstones import node_members
 from tests.cli.conftest import invoke
 
 QUERIES = ["where is Maya flying", "which plants does Lin grow", "how does Omar deploy"]
@@ -179,19 +181,13 @@ def test_a_topic_nodes_vector_is_made_from_its_members_new_vectors(tmp_path):
     assert rows, "the camping memories make a topic node"
     vectors = _vectors(home)
     texts = dict((r[0], r[2]) for r in _catalog(home, "kind <> 'topic'"))
+    cat = Catalog(str(home / "catalog.duckdb"), read_only=True)
+    try:
+        current = {n: ms for nodes in node_members(cat).values() for n, ms in nodes.items()}
+    finally:
+        cat.close()
     for node_id, _, node_text, _ in rows:
-        import duckdb
-
-        con = duckdb.connect(str(home / "catalog.duckdb"), read_only=True)
-        members = [
-            r[0]
-            for r in con.execute(
-                "select source_id from memory_relations where target_id = ? and version = "
-                "(select max(version) from memory_relations where target_id = ?) order by rank",
-                [node_id, node_id],
-            ).fetchall()
-        ]
-        con.close()
+        members = current[node_id]
         shown = [
             m
             for m in members

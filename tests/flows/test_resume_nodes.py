@@ -41,7 +41,8 @@ def _state(settings: Settings) -> tuple[list[dict], list[dict], list[dict]]:
     )
     links = _sql(
         settings,
-        "SELECT relation_id, source_id, target_id, rank, version FROM memory_relations ORDER BY 1",
+        "SELECT relation_id, source_id, target_id, rank, version, change FROM memory_relations "
+        "ORDER BY 1",
     )
     return memories, events, links
 

@@ -3,8 +3,9 @@
 A node's vector is the normalised sum of the vectors of the members its text shows (never its
 text's embedding). A member joining a large
 cluster leaves the node as it is; a quarter of its sources changing, or a member its text shows
-leaving, gives a new version. The rule reads only the stored node and the cluster, so a state
-rebuilt from its memories (a restart) decides as the state that ran on."""
+leaving, gives a new version, whose ``member_of`` rows are the members that joined and left since
+the last one. The rule reads only the stored node and the cluster, so a state rebuilt from its
+memories and its nodes' members (a restart) decides and writes as the state that ran on."""
 
 from __future__ import annotations
 
@@ -110,7 +111,13 @@ def test_a_new_member_leaves_the_node_alone_until_a_quarter_of_its_sources_chang
     assert ev.reason.endswith(f"({CHURN:.0%} or more of its sources changed)")
     assert len(node.source_message_ids) == 8
     links = [x for x in r.rows.memory_relations if x.target_id == node.id]
-    assert len(links) == 8 and {x.version for x in links} == {2}
+    # the two members that joined since version 1, and nothing for the six that stayed
+    joined = {m.id for m in state.items.values() if m.text in MORE[:2]}
+    assert len(joined) == 2
+    assert {(x.source_id, x.change, x.version) for x in links} == {(i, "join", 2) for i in joined}
+    assert all(x.rank is not None and x.weight for x in links)
+    members = state.topic_members[node.id]
+    assert len(members) == 8 and joined < set(members)
 
 
 def test_a_shown_member_that_leaves_gives_a_new_version_without_its_text(embedder, recorded):
@@ -129,25 +136,40 @@ def test_a_shown_member_that_leaves_gives_a_new_version_without_its_text(embedde
     assert ev.reason.endswith("(a member it shows left or changed)") and node.version == 2
     assert not shows(node.text, shown[0])
     assert shown[0].text.rstrip(".") not in node.text
+    links = [x for x in r.rows.memory_relations if x.target_id == node.id]
+    assert [(x.source_id, x.change, x.version, x.rank) for x in links] == [
+        (shown[0].id, "leave", 2, None)
+    ]
+    assert shown[0].id not in state.topic_members[node.id]
 
 
 def test_a_rebuilt_state_decides_as_the_one_that_ran_on(embedder, recorded):
-    """A restart (the state read back from its memories, nothing derived kept) versions the node
-    exactly as a run that went on."""
+    """A restart (the state read back from its memories and its nodes' members, nothing derived
+    kept) versions the node and writes its links exactly as a run that went on; a state that
+    does not know a node's members (snapshotted before it kept them) lists them whole."""
     state, opts, params = _state(embedder, recorded, CAMPING)
     maintain_owner(state, T0 + 20 * DAY, params, embed=embedder.encode, recorded_at=recorded)
-    rebuilt = OwnerMemories("o1")
+    rebuilt, unknown = OwnerMemories("o1"), OwnerMemories("o1")
     for m in state.items.values():
         rebuilt.put(m.copy())
-    for s in (state, rebuilt):
+        unknown.put(m.copy())
+    rebuilt.topic_members = dict(state.topic_members)
+    written = {}
+    for s in (state, rebuilt, unknown):
+        rows = written[id(s)] = []
         for i, text in enumerate(MORE):
             _add(s, opts, recorded, text, T0 + (21 + i) * DAY)
-            maintain_owner(
+            r = maintain_owner(
                 s, T0 + (21 + i) * DAY, params, embed=embedder.encode, recorded_at=recorded
             )
+            rows += r.rows.memory_relations if r is not None else []
     a, b = _node(state), _node(rebuilt)
     assert (a.version, a.text, a.source_message_ids) == (b.version, b.text, b.source_message_ids)
     assert np.array_equal(a.vector, b.vector)
+    assert written[id(state)] == written[id(rebuilt)]
+    assert {x.change for x in written[id(state)]} == {"join"}
+    whole = [x for x in written[id(unknown)] if x.target_id == a.id]
+    assert {x.change for x in whole} == {None} and len(whole) == len(state.topic_members[a.id])
 
 
 def test_shows_matches_whole_parts_of_a_nodes_sentence():
