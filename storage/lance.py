@@ -48,6 +48,7 @@ import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
@@ -871,7 +872,7 @@ def memories_from_arrow(rows: pa.Table) -> list[Memory]:
     if "vector" not in rows.column_names or rows.num_rows == 0:
         return [memory_from_row(r) for r in rows.to_pylist()]
     column = rows.column("vector").combine_chunks()
-    records = rows.drop_columns(["vector"]).to_pylist()
+    records = to_records(rows.drop_columns(["vector"]))
     if column.null_count == 0:
         flat = column.flatten().to_numpy(zero_copy_only=False)
         matrix = np.array(flat, dtype=np.float32).reshape(len(records), -1)
@@ -881,6 +882,31 @@ def memories_from_arrow(rows: pa.Table) -> list[Memory]:
         for r, v in zip(records, column.to_pylist()):
             r["vector"] = None if v is None else np.asarray(v, dtype=np.float32)
     return [memory_from_row(r) for r in records]
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def to_records(rows: pa.Table) -> list[dict[str, Any]]:
+    """``rows.to_pylist()``, with the UTC microsecond timestamps built directly from their integer
+    values: ``to_pylist`` looks the time zone up for every value, which made up most of the time
+    of reading an owner's memories back (eight timestamp columns)."""
+    columns = [_datetimes(c) if _utc_micros(c.type) else c.to_pylist() for c in rows.itercolumns()]
+    names = rows.column_names
+    return [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)]
+
+
+def _utc_micros(kind: pa.DataType) -> bool:
+    return pa.types.is_timestamp(kind) and kind.unit == "us" and kind.tz in ("UTC", "+00:00")
+
+
+def _datetimes(column: pa.ChunkedArray) -> list[datetime | None]:
+    """A UTC microsecond timestamp column as aware ``datetime`` values (``None`` for nulls)."""
+    micros = pc.fill_null(column.cast(pa.int64()), 0).to_numpy().tolist()
+    if column.null_count == 0:
+        return [_EPOCH + timedelta(microseconds=m) for m in micros]
+    valid = pc.is_valid(column).to_numpy(zero_copy_only=False).tolist()
+    return [_EPOCH + timedelta(microseconds=m) if ok else None for m, ok in zip(micros, valid)]
 
 
 def memory_from_row(row: dict[str, Any]) -> Memory:

@@ -89,6 +89,32 @@ def test_owner_memories_read_vectors_as_arrays_equal_to_the_rows(index):
     assert [m.vector.tolist() for m in back[1:]] == vectors[1:]  # type: ignore[union-attr]
 
 
+def test_records_read_timestamps_as_the_instants_stored():
+    """``to_records`` builds UTC timestamps from their integers; every value equals what
+    ``to_pylist`` gives, nulls stay ``None``, other types and time zones take ``to_pylist``."""
+    from datetime import UTC, datetime, timedelta
+
+    from skillstream.storage.lance import to_records
+
+    at = [datetime(1969, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC), None]
+    at.append(datetime(2024, 2, 29, 12, 30, 1, 123_456, tzinfo=UTC))
+    table = pa.table(
+        {
+            "id": ["a", "b", "c"],
+            "at": pa.array(at, pa.timestamp("us", tz="UTC")),
+            "full": pa.array([at[0], at[2], at[2]], pa.timestamp("us", tz="UTC")),
+            "local": pa.array(at, pa.timestamp("us", tz="Europe/Paris")),
+            "naive": pa.array([a and a.replace(tzinfo=None) for a in at], pa.timestamp("us")),
+            "tags": [["x"], None, []],
+        }
+    )
+    got = to_records(table)
+    assert got == table.to_pylist()
+    assert [r["at"] for r in got] == at and got[1]["at"] is None
+    assert all(r["full"].utcoffset() == timedelta(0) for r in got)
+    assert got[2]["at"].isoformat() == "2024-02-29T12:30:01.123456+00:00"
+
+
 def test_upsert_refuses_missing_or_wrong_vectors(index):
     with pytest.raises(InputError, match="no vector"):
         index.upsert([make_memory(1, vector=None)])
