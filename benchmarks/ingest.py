@@ -44,7 +44,9 @@ Three measurements, from one run, with the model loaded and the store libraries 
    ``history_embedded_chars_without_topic_nodes``, to tell the cost of the nodes from the rest.
    What restarting costs is measured apart: each tenth as a run of its own into one home, as a
    backfill in daily pieces runs (every run reads the owner's memories back from the store):
-   ``history_runs_turns_per_s`` and ``history_runs_flatness``.
+   ``history_runs_turns_per_s`` and ``history_runs_flatness``, with the same rounds (a home of
+   its own per round, interleaved with the rest): each tenth's median and the median of the
+   rounds' own flatness, with its spread (``history_runs_flatness_spread``).
    Data whose conversations each end within a tenth (one short session each, as STAR's dialogues)
    has no history figures: a conversation's last span waits for its next message, so nothing is
    extracted before the input ends.
@@ -302,7 +304,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     no_nodes: list[list[float]] = []  # the same history without topic nodes
     no_nodes_chars: list[list[int]] = []
     fresh_chars: list[list[int]] = []
-    runs: list[float] = []
+    runs: list[list[float]] = []  # per round, turns/s of each tenth run on its own
     if not args.skip_history:
         from skillstream.connectors.files import read_all
 
@@ -327,15 +329,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     fresh_round_chars += chars
                 freshes.append(fresh_round)
                 fresh_chars.append(fresh_round_chars)
-            restarted = Settings.from_keys(home=str(Path(tmp) / "runs"))
-            for path, tenth in zip(paths, tenths, strict=True):
-                seconds, _, _ = run_flow(restarted, FileSource(str(path), format="jsonl"))
-                runs.append(len(tenth) / seconds)
+                restarted = Settings.from_keys(home=str(Path(tmp) / f"runs-{r}"))
+                runs_round: list[float] = []
+                for path, tenth in zip(paths, tenths, strict=True):
+                    seconds, _, _ = run_flow(restarted, FileSource(str(path), format="jsonl"))
+                    runs_round.append(len(tenth) / seconds)
+                runs.append(runs_round)
 
     history = _per_tenth(histories)
     history_text = _per_tenth(history_chars)
     fresh = _per_tenth(freshes)
-    flat, fresh_flat, bare_flat = map(_flatness, (histories, freshes, no_nodes))
+    flat, fresh_flat, bare_flat, runs_flat = map(_flatness, (histories, freshes, no_nodes, runs))
     n = len(turns)
     ratios = [b / f for b, f in zip(bound_s, flow_s, strict=True)]
     old = [t / f for t, f in zip(turns_s, flow_s, strict=True)]
@@ -378,8 +382,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "history_embedded_chars_without_topic_nodes": [
             round(x) for x in _per_tenth(no_nodes_chars)
         ],
-        "history_runs_turns_per_s": [round(x, 1) for x in runs],
-        "history_runs_flatness": round(runs[-1] / runs[0], 3) if runs else None,
+        "history_runs_turns_per_s": [round(x, 1) for x in _per_tenth(runs)],
+        "history_runs_flatness": _median(runs_flat),
+        "history_runs_flatness_spread": spread(runs_flat) if runs_flat else None,
+        "history_runs_turns_per_s_by_round": [[round(x, 1) for x in r] for r in runs],
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "machine": f"{platform.machine()} {os.cpu_count()} cores, "
@@ -412,7 +418,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "each tenth a run of its own, turns/s",
             ", ".join(map(str, result["history_runs_turns_per_s"])),
         ),
-        ("history_runs_flatness (restarts: last / first)", result["history_runs_flatness"]),
+        (
+            "history_runs_flatness (restarts: last / first)",
+            _fmt_or(result["history_runs_flatness_spread"]),
+        ),
         (
             "characters handed to the model by tenth, in history",
             ", ".join(map(str, result["history_embedded_chars_by_tenth"])),
