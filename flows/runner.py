@@ -315,7 +315,12 @@ class Runner:
         from skillstream.memskill.bank import MemorySkillBank
         from skillstream.memskill.seeds import PRIMITIVES
         from skillstream.storage.catalog import catalog_exists, open_catalog
-        from skillstream.storage.tombstones import OpenContradictions, Tombstones, TopicMembers
+        from skillstream.storage.tombstones import (
+            OpenContradictions,
+            Tombstones,
+            TopicMembers,
+            node_members,
+        )
 
         if not catalog_exists(self.settings.storage):
             return HomeRead(frozenset(), Tombstones(), OpenContradictions(), list(PRIMITIVES))
@@ -329,7 +334,7 @@ class Runner:
                 DoneMessages(cat.done_messages(self.owners)),
                 open_states(cat.open_messages(self.owners)),
                 ErasedMessages.read(cat),
-                TopicMembers.read(cat, owner_ids=self.owners),
+                TopicMembers(node_members(cat, owner_ids=self.owners)),
             )
         finally:
             cat.close()

@@ -126,13 +126,7 @@ class OpenContradictions:
         """Read them from ``catalog`` (of one owner, some, or all); ``None`` reads as none."""
         if catalog is None or not catalog.has(CONTRADICTIONS):
             return cls()
-        mine = (
-            filters.where_all(
-                filters.eq("owner_id", owner_id) if owner_id is not None else None,
-                filters.is_in("owner_id", list(owner_ids)) if owner_ids is not None else None,
-            )
-            or "true"
-        )
+        mine = owners_where(owner_id, owner_ids)
         rows = catalog.sql(
             f"SELECT owner_id, contradiction_id, memory_a, memory_b, detected_at "
             f"FROM {CONTRADICTIONS} WHERE resolution = ? AND detected_at IS NOT NULL AND {mine}",
@@ -165,6 +159,18 @@ class OpenContradictions:
 
 
 RELATIONS = "memory_relations"
+
+
+def owners_where(owner_id: str | None, owner_ids: Sequence[str] | None) -> str:
+    """A filter on ``owner_id``: one owner, some, or all (``true``)."""
+    return (
+        filters.where_all(
+            filters.eq("owner_id", owner_id) if owner_id is not None else None,
+            filters.is_in("owner_id", list(owner_ids)) if owner_ids is not None else None,
+        )
+        or "true"
+    )
+
 
 MEMBERS_SQL = """
 WITH m AS (
@@ -199,13 +205,7 @@ def node_members(
     some, or all); ``None``, or a catalog without relations, reads as none."""
     if catalog is None or not catalog.has(RELATIONS):
         return {}
-    mine = (
-        filters.where_all(
-            filters.eq("owner_id", owner_id) if owner_id is not None else None,
-            filters.is_in("owner_id", list(owner_ids)) if owner_ids is not None else None,
-        )
-        or "true"
-    )
+    mine = owners_where(owner_id, owner_ids)
     change = "change" if "change" in catalog.columns(RELATIONS) else "NULL"
     rows = catalog.sql(MEMBERS_SQL.format(change=change, where=mine), [MEMBER_OF])
     found: dict[str, dict[str, list[str]]] = {}
@@ -221,22 +221,11 @@ def node_members(
 
 class TopicMembers:
     """The members of a home's topic nodes at their last versions, per owner (read once from the
-    catalog), for the states read back from the store: the reorganizer then writes each node's
-    next version as what changed, as in a state that never left memory."""
+    catalog with :func:`node_members`), for the states read back from the store: the reorganizer
+    then writes each node's next version as what changed, as in a state that never left memory."""
 
     def __init__(self, members: dict[str, dict[str, tuple[str, ...]]] | None = None) -> None:
         self.members = members or {}
-
-    @classmethod
-    def read(
-        cls,
-        catalog: Any,
-        owner_id: str | None = None,
-        *,
-        owner_ids: Sequence[str] | None = None,
-    ) -> TopicMembers:
-        """Read them from ``catalog`` (of one owner, some, or all); ``None`` reads as none."""
-        return cls(node_members(catalog, owner_id, owner_ids=owner_ids))
 
     def fill(self, state: OwnerMemories) -> OwnerMemories:
         """Add the owner's topic nodes' members to ``state``; returns it."""
@@ -251,4 +240,4 @@ def owner_state(index: Any, catalog: Any, owner_id: str) -> OwnerMemories:
     for m in owner_memories(index, catalog, owner_id):
         state.put(m)
     OpenContradictions.read(catalog, owner_id).fill(state)
-    return TopicMembers.read(catalog, owner_id).fill(state)
+    return TopicMembers(node_members(catalog, owner_id)).fill(state)
