@@ -219,6 +219,12 @@ def node_members(
     return {o: {n: tuple(ms) for n, ms in nodes.items()} for o, nodes in found.items()}
 
 
+def members_by_node(catalog: Any) -> dict[str, list[str]]:
+    """Topic node -> its members (most central first), every owner's (:func:`node_members`)."""
+    found = node_members(catalog).values()
+    return {node: list(ms) for nodes in found for node, ms in nodes.items()}
+
+
 class TopicMembers:
     """The members of a home's topic nodes at their last versions, per owner (read once from the
     catalog with :func:`node_members`), for the states read back from the store: the reorganizer

@@ -43,19 +43,17 @@ class NodeMembers:
 
     def _load(self) -> dict[str, list[str]]:
         from skillstream.storage.catalog import catalog_exists, open_catalog
-        from skillstream.storage.tombstones import node_members
+        from skillstream.storage.tombstones import members_by_node
 
         if self.catalog is not None:
-            found = node_members(self.catalog)
-        elif self.storage is None or not catalog_exists(self.storage):
-            found = {}
-        else:
-            cat = open_catalog(self.storage, read_only=True)
-            try:
-                found = node_members(cat)
-            finally:
-                cat.close()
-        return {node: list(ms) for nodes in found.values() for node, ms in nodes.items()}
+            return members_by_node(self.catalog)
+        if self.storage is None or not catalog_exists(self.storage):
+            return {}
+        cat = open_catalog(self.storage, read_only=True)
+        try:
+            return members_by_node(cat)
+        finally:
+            cat.close()
 
 
 def expand(

@@ -141,7 +141,7 @@ def _node_vectors(settings: Settings) -> Callable[..., Any]:
     from skillstream.lifecycle.reorganizer import node_vector, shows
     from skillstream.model import Memory
     from skillstream.storage.catalog import open_catalog
-    from skillstream.storage.tombstones import node_members
+    from skillstream.storage.tombstones import members_by_node
 
     cache: dict[str, Any] = {}
 
@@ -172,11 +172,7 @@ def _node_vectors(settings: Settings) -> Callable[..., Any]:
         if "members" not in cache:
             cat = open_catalog(settings.storage, read_only=True)
             try:
-                members = {
-                    node: list(ms)
-                    for nodes in node_members(cat).values()
-                    for node, ms in nodes.items()
-                }
+                members = members_by_node(cat)
                 texts = {
                     r["id"]: r["text"]
                     for r in cat.sql(

@@ -19,7 +19,7 @@ from skillstream.storage import reembed as storage_reembed
 from skillstream.storage.catalog import Catalog
 from skillstream.storage.lance import connect
 from skillstream.storage.lock import HomeBusyError, run_lock
-from skillstream.storage.tombstones import node_members
+from skillstream.storage.tombstones import members_by_node
 from tests.cli.conftest import invoke
 
 QUERIES = ["where is Maya flying", "which plants does Lin grow", "how does Omar deploy"]
@@ -183,7 +183,7 @@ def test_a_topic_nodes_vector_is_made_from_its_members_new_vectors(tmp_path):
     texts = dict((r[0], r[2]) for r in _catalog(home, "kind <> 'topic'"))
     cat = Catalog(str(home / "catalog.duckdb"), read_only=True)
     try:
-        current = {n: ms for nodes in node_members(cat).values() for n, ms in nodes.items()}
+        current = members_by_node(cat)
     finally:
         cat.close()
     for node_id, _, node_text, _ in rows:
