@@ -14,6 +14,18 @@ Three measurements, from one run, with the model loaded and the store libraries 
    time in the model. ``turns_ratio`` is the older figure: the turn texts alone embedded against
    the flow (it ignores that the flow embeds more than the turns).
 
+   Where the difference goes is counted in CPU seconds: the process's CPU during the flow
+   (``flow_cpu_seconds``; ``flow_cpu_share`` = that / (cores x flow seconds), 1.0 when no core
+   ever waited), the part of it spent inside model batches (``flow_model_cpu_seconds``, each
+   batch's thread CPU) and the rest (``flow_other_cpu_seconds``: extraction, applying, the
+   stores, Bytewax), against the bound's own model CPU (``bound_model_cpu_seconds``;
+   ``model_batch_efficiency`` = bound / flow model CPU, 1.0 when the flow's batches cost what
+   the bound's do; above 1.0 when they cost less, as when the bound's threads, all busy at once,
+   slow each other down on cores that share caches). ``embed_bound_ratio_at_full_use`` = bound seconds / (flow CPU seconds /
+   cores) is the ratio the flow would reach with the work it does if no core ever waited: the
+   ratio is short of 1.0 by the work other than the model (and batches less full than the
+   bound's) and by the cores' waits, and these keys tell the two apart.
+
    Flow and bound are measured interleaved (flow, bound, turns, flow, bound, turns, ...;
    ``--rounds``, at least three) and reported as medians with their min and max, so that a change
    of load on a shared machine shows as spread instead of moving one side only.
@@ -65,6 +77,7 @@ import resource
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -91,6 +104,42 @@ class Recorder:
     def submit(self, texts: Sequence[str]) -> Any:
         self.texts.extend(texts)
         return self.inner(texts)
+
+
+class ModelClock:
+    """Sums the CPU time the model's threads spend inside model batches (``Embedder._compute``,
+    wrapped on the instance; ``time.thread_time`` of the thread running the batch). Another
+    embedder (a remote API) has no such batches: ``seconds`` stays 0."""
+
+    def __init__(self, embedder: Any) -> None:
+        self.seconds = 0.0
+        self._lock = threading.Lock()
+        inner = getattr(embedder, "_compute", None)
+        if inner is None:
+            return
+
+        def timed(batch: Any) -> Any:
+            t0 = time.thread_time()
+            try:
+                return inner(batch)
+            finally:
+                spent = time.thread_time() - t0
+                with self._lock:
+                    self.seconds += spent
+
+        embedder._compute = timed
+
+    def take(self) -> float:
+        """The seconds summed since the last ``take``."""
+        with self._lock:
+            spent, self.seconds = self.seconds, 0.0
+        return spent
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process so far (user and system, every thread)."""
+    t = os.times()
+    return t.user + t.system
 
 
 def read_records(path: str, fmt: str) -> list[Any]:
@@ -271,7 +320,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.history_rounds < 3:
         p.error("--history-rounds must be at least 3: a tenth's rate is a median of rounds")
 
-    import skillstream.storage.sinks  # noqa: F401  (store libraries imported before timing)
+    import duckdb  # noqa: F401  (the store libraries are imported before timing)
+    import lancedb  # noqa: F401
+
+    import skillstream.storage.sinks  # noqa: F401
     from skillstream.connectors.files import FileSource
     from skillstream.embed import get_embedder
     from skillstream.settings import Settings
@@ -281,21 +333,31 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     records = read_records(args.data, args.format)
     turns = [m.text for m in records]
     recorder = Recorder(embedder)
+    clock = ModelClock(embedder)
+    cores = os.cpu_count() or 1
 
     flow_s: list[float] = []
     bound_s: list[float] = []
     turns_s: list[float] = []
+    flow_cpu: list[float] = []  # the process's CPU seconds during the flow
+    flow_model: list[float] = []  # of them, inside model batches
+    bound_model: list[float] = []  # CPU seconds inside model batches during the bound
     counts: dict[str, int] = {}
     memories = 0
     for _ in range(args.rounds):
         recorder.texts = []
+        clock.take()
         with tempfile.TemporaryDirectory(prefix="ss-bench-") as home:
+            cpu0 = cpu_seconds()
             seconds, counts, memories = run_flow(
                 Settings.from_keys(home=home), FileSource(args.data, format=args.format)
             )
+            flow_cpu.append(cpu_seconds() - cpu0)
         flow_s.append(seconds)
+        flow_model.append(clock.take())
         embedded = list(recorder.texts)
         bound_s.append(bound_seconds(embedder, embedded))
+        bound_model.append(clock.take())
         turns_s.append(bound_seconds(embedder, turns))
 
     histories: list[list[float]] = []  # per round, turns/s of each tenth
@@ -343,6 +405,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     n = len(turns)
     ratios = [b / f for b, f in zip(bound_s, flow_s, strict=True)]
     old = [t / f for t, f in zip(turns_s, flow_s, strict=True)]
+    used = [c / (cores * f) for c, f in zip(flow_cpu, flow_s, strict=True)]
+    at_full_use = [b / (c / cores) for b, c in zip(bound_s, flow_cpu, strict=True)]
+    other = [c - m for c, m in zip(flow_cpu, flow_model, strict=True)]
+    efficiency = [b / m for b, m in zip(bound_model, flow_model, strict=True) if m > 0]
     result: dict[str, Any] = {
         "data": str(args.data),
         "turns": n,
@@ -358,6 +424,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "flow_seconds": spread(flow_s, 2),
         "bound_seconds": spread(bound_s, 2),
         "turns_seconds": spread(turns_s, 2),
+        "flow_cpu_seconds": spread(flow_cpu, 2),
+        "flow_cpu_share": spread(used),
+        "flow_model_cpu_seconds": spread(flow_model, 2),
+        "flow_other_cpu_seconds": spread(other, 2),
+        "bound_model_cpu_seconds": spread(bound_model, 2),
+        "model_batch_efficiency": spread(efficiency) if efficiency else None,
+        "embed_bound_ratio_at_full_use": spread(at_full_use),
         "history_turns_per_s": [round(x, 1) for x in history],
         "history_flatness": _median(flat),
         "history_flatness_spread": spread(flat) if flat else None,
@@ -400,6 +473,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ("texts the flow embedded", result["embedded_texts"]),
         ("embed_bound_ratio (bound s / flow s)", _fmt(result["embed_bound_ratio_spread"])),
         ("turns_ratio (turns-only embedding s / flow s)", _fmt(result["turns_ratio_spread"])),
+        ("flow CPU seconds (every thread)", _fmt(result["flow_cpu_seconds"])),
+        ("flow_cpu_share (CPU s / (cores x flow s))", _fmt(result["flow_cpu_share"])),
+        ("of the flow's CPU, in model batches (s)", _fmt(result["flow_model_cpu_seconds"])),
+        ("of the flow's CPU, everything else (s)", _fmt(result["flow_other_cpu_seconds"])),
+        ("the bound's CPU in model batches (s)", _fmt(result["bound_model_cpu_seconds"])),
+        (
+            "model_batch_efficiency (bound / flow model CPU)",
+            _fmt_or(result["model_batch_efficiency"]),
+        ),
+        (
+            "embed_bound_ratio_at_full_use (bound s / (flow CPU s / cores))",
+            _fmt(result["embed_bound_ratio_at_full_use"]),
+        ),
         (
             f"history turns/s by tenth (median of {result['history_rounds']} runs)",
             ", ".join(map(str, result["history_turns_per_s"])),
