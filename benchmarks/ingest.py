@@ -20,11 +20,12 @@ Three measurements, from one run, with the model loaded and the store libraries 
    batch's thread CPU) and the rest (``flow_other_cpu_seconds``: extraction, applying, the
    stores, Bytewax), against the bound's own model CPU (``bound_model_cpu_seconds``;
    ``model_batch_efficiency`` = bound / flow model CPU, 1.0 when the flow's batches cost what
-   the bound's do; above 1.0 when they cost less, as when the bound's threads, all busy at once,
-   slow each other down on cores that share caches). ``embed_bound_ratio_at_full_use`` = bound seconds / (flow CPU seconds /
-   cores) is the ratio the flow would reach with the work it does if no core ever waited: the
-   ratio is short of 1.0 by the work other than the model (and batches less full than the
-   bound's) and by the cores' waits, and these keys tell the two apart.
+   the bound's do; above 1.0 when they cost less, as when the bound's threads, all busy at
+   once, slow each other down on cores that share caches). ``embed_bound_ratio_at_full_use`` =
+   bound seconds / (flow CPU seconds / cores) is the ratio the flow would reach with the work it
+   does if no core ever waited: the ratio is short of 1.0 by the work other than the model (and
+   batches less full than the bound's) and by the cores' waits, and these keys tell the two
+   apart.
 
    Flow and bound are measured interleaved (flow, bound, turns, flow, bound, turns, ...;
    ``--rounds``, at least three) and reported as medians with their min and max, so that a change
