@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     import skillstream.storage.sinks  # noqa: F401
     from skillstream.connectors.files import FileSource
-    from skillstream.embed import get_embedder
+    from skillstream.embed import get_embedder, usable_cpus
     from skillstream.settings import Settings
 
     embedder = get_embedder(Settings.from_keys().embedding)
@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     turns = [m.text for m in records]
     recorder = Recorder(embedder)
     clock = ModelClock(embedder)
-    cores = os.cpu_count() or 1
+    cores = usable_cpus()
 
     flow_s: list[float] = []
     bound_s: list[float] = []

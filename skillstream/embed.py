@@ -194,7 +194,7 @@ class Embedder:
         self.name = name
         self.path = model_path(name)
         self.batch_size = batch_size
-        self.threads = threads or _cpus()
+        self.threads = threads or usable_cpus()
         self.blas_threads = blas_threads
         self.cache = trace_cache.cache_dir(cache)
         """The embedding cache folder (``skillstream.traced``), or ``None``."""
@@ -528,7 +528,8 @@ class Embedder:
 _INPUTS: tuple[str, ...] = ("input_ids", "attention_mask", "token_type_ids")
 
 
-def _cpus() -> int:
+def usable_cpus() -> int:
+    """The cores this process may run on (its CPU affinity), at least one."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not Linux
