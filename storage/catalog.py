@@ -265,8 +265,9 @@ class Catalog:
         else:
             self.con = self._open_file()
         self.con.execute("SET TimeZone = 'UTC'")
-        self.load_extension("fts")
-        if not read_only:
+        if read_only:  # what a user's SQL runs on (``skillstream sql``, ``Home.sql``); a writer
+            self.load_extension("fts")  # runs only skillstream's own statements
+        else:
             self.ensure_tables()
         self.create_views()
 
@@ -400,15 +401,35 @@ class Catalog:
         ).fetchall()
         return [r[0] for r in rows]
 
-    def ensure_table(self, name: str) -> None:
-        """Create a declared table if missing, or add columns its schema gained since."""
+    def _all_columns(self) -> dict[str, list[str]]:
+        """The columns of every table of the catalog, in order: one query, where a query per
+        table made most of the time of opening a catalog for writing."""
+        rows = self.con.execute(
+            "SELECT table_name, column_name FROM information_schema.columns "
+            "WHERE table_schema = 'main' AND table_catalog = current_database() "
+            "ORDER BY table_name, ordinal_position"
+        ).fetchall()
+        found: dict[str, list[str]] = {}
+        for table, column in rows:
+            found.setdefault(table, []).append(column)
+        return found
+
+    def ensure_table(self, name: str, have: list[str] | None = None) -> None:
+        """Create a declared table if missing, or add columns its schema gained since.
+
+        Args:
+            name: A table of ``tables.CATALOG_TABLES``.
+            have: Its columns as just read (:meth:`_all_columns`); read here when not given,
+                and again after a conflict with another writer.
+        """
         schema = self._schema(name)
         if self.read_only or self._ensured.get(name) is schema:
             return
         typed = lake_type if self.shared else duckdb_type
         for attempt in range(8):
             try:
-                have = self.columns(name)
+                if have is None or attempt:
+                    have = self.columns(name)
                 if not have:
                     self.con.execute(table_ddl(name, schema, keys=not self.shared))
                 for f in schema:
@@ -428,13 +449,15 @@ class Catalog:
         """Create every table declared in ``tables.CATALOG`` (on DuckLake, in one transaction,
         run again if another process created them at the same moment)."""
         if not self.shared:
+            have = self._all_columns()
             for name in list(declared.CATALOG_TABLES):
-                self.ensure_table(name)
+                self.ensure_table(name, have.get(name, []))
             return
 
         def create(cat: Catalog) -> None:
+            have = cat._all_columns()
             for name in list(declared.CATALOG_TABLES):
-                cat.ensure_table(name)
+                cat.ensure_table(name, have.get(name, []))
 
         self.run_transaction(create)
 
@@ -734,9 +757,11 @@ class Catalog:
     def create_views(self) -> list[str]:
         """(Re)create every registered view whose inputs exist; returns the views made."""
         made = []
+        relations = self._relations()  # read once: a view made here is added as it is made
         for view in list(VIEWS.values()):
-            if self._create_view(view, self._relations()):
+            if self._create_view(view, relations):
                 made.append(view.name)
+                relations.add(view.name)
         return made
 
     def _create_view(self, view: View, relations: set[str]) -> bool:

@@ -114,11 +114,34 @@ def test_a_fresh_catalog_has_exactly_the_declared_tables(tmp_path):
     assert {t.name for t in sch.CATALOG} == set(sch.CATALOG_TABLES)
 
 
-def test_fts_extension_is_loaded(catalog):
-    row = catalog.sql(
-        "SELECT loaded FROM duckdb_extensions() WHERE extension_name = 'fts'"
-    ).to_pylist()
-    assert row == [{"loaded": True}]
+def test_fts_extension_is_loaded_where_user_sql_runs(catalog, tmp_path):
+    """A read-only open (``skillstream sql``, ``Home.sql``) has DuckDB's full-text functions; a
+    writer, which runs only skillstream's own statements, does not pay for loading them."""
+    query = "SELECT loaded FROM duckdb_extensions() WHERE extension_name = 'fts'"
+    assert catalog.sql(query).to_pylist() in ([], [{"loaded": False}])
+    catalog.close()
+    reader = Catalog(str(tmp_path / "cat" / "catalog.duckdb"), read_only=True)
+    try:
+        assert reader.sql(query).to_pylist() == [{"loaded": True}]
+        assert reader.sql("SELECT stem('running', 'english') AS s").to_pylist() == [{"s": "run"}]
+    finally:
+        reader.close()
+
+
+def test_a_writable_open_reads_the_columns_of_every_table_in_one_query(tmp_path, monkeypatch):
+    path = str(tmp_path / "cat" / "catalog.duckdb")
+    Catalog(path).close()
+    asked: list[str] = []
+    monkeypatch.setattr(Catalog, "columns", lambda self, table: asked.append(table) or [])
+    cat = Catalog(path)
+    try:
+        assert asked == []  # every declared table was found in the one read of the columns
+        assert set(sch.CATALOG_TABLES) <= {
+            r["table_name"]
+            for r in cat.sql("SELECT table_name FROM information_schema.tables").to_pylist()
+        }
+    finally:
+        cat.close()
 
 
 def _dead(i, reason="bad"):
