@@ -605,7 +605,7 @@ class Home:
         """
         from skillstream.storage.sandbox import check_allowed
 
-        cat = self._catalog()
+        cat = self._catalog().for_user_sql()
         try:
             check_allowed(cat.con, query)
             return Result(cat.sql(query, params))

@@ -86,7 +86,7 @@ def sql(ctx, query, fmt, as_json, as_csv, out, max_rows, max_bytes, allow_extern
     check_sql(query)
     if out is not None:
         _check_out(out)
-    cat = open_catalog(settings_from(ctx))
+    cat = open_catalog(settings_from(ctx)).for_user_sql()
     try:
         lock_down(cat.con, allow_external=allow_external_access, data_paths=cat.data_paths())
         if not allow_external_access:

@@ -115,13 +115,15 @@ def test_a_fresh_catalog_has_exactly_the_declared_tables(tmp_path):
 
 
 def test_fts_extension_is_loaded_where_user_sql_runs(catalog, tmp_path):
-    """A read-only open (``skillstream sql``, ``Home.sql``) has DuckDB's full-text functions; a
-    writer, which runs only skillstream's own statements, does not pay for loading them."""
+    """The connection a user's SQL runs on (``skillstream sql``, ``Home.sql``) has DuckDB's
+    full-text functions; skillstream's own reads and writes do not pay for loading them."""
     query = "SELECT loaded FROM duckdb_extensions() WHERE extension_name = 'fts'"
     assert catalog.sql(query).to_pylist() in ([], [{"loaded": False}])
     catalog.close()
     reader = Catalog(str(tmp_path / "cat" / "catalog.duckdb"), read_only=True)
     try:
+        assert reader.sql(query).to_pylist() in ([], [{"loaded": False}])
+        assert reader.for_user_sql() is reader
         assert reader.sql(query).to_pylist() == [{"loaded": True}]
         assert reader.sql("SELECT stem('running', 'english') AS s").to_pylist() == [{"s": "run"}]
     finally:
