@@ -248,3 +248,40 @@ def test_reads_share_the_process_cache_and_it_stays_bounded(tmp_path):
         assert hits and all(h["owner_id"] == f"u{i % 20}" for h in hits)
         assert len(index.owner_memories(f"u{i % 20}")) == 100
     assert 0 < shared.size_bytes() <= 1024 * 1024
+
+
+def test_compacting_through_lance_leaves_the_table_as_lancedb_compacting_it_does(tmp_path):
+    """A run's close compacts through ``lance`` (``lance_db.Table.optimize``), without importing
+    ``lancedb``: the files, the versions kept and the indexes' coverage are those LanceDB's own
+    ``optimize`` leaves, and a full-text and a filtered vector search answer alike."""
+    policy = IndexPolicy(scalar_rows=50, vector_rows=10_000, scalar=MEMORY_INDEXES)
+    vectors = clustered_vectors(240)
+    twins = [MemoryIndex(str(tmp_path / name), WIDTH, indexes=policy) for name in ("a", "b")]
+    for index in twins:
+        index.upsert(memories(vectors[:60]))
+        index.optimize(force=True)  # the scalar indexes exist before the small writes
+        for start in range(60, 240, 20):  # small writes: a file each, rows the indexes lack
+            index.upsert(memories(vectors[start : start + 20], start=start))
+    ours, theirs = (index.table.table for index in twins)
+    assert len(ours.to_lance().get_fragments()) == 10
+
+    ours.optimize()
+    theirs._lancedb_table().optimize()
+
+    def state(tbl):
+        ds = tbl.to_lance()
+        covered = {ix.name: tbl.index_stats(ix.name) for ix in tbl.list_indices()}
+        return len(ds.get_fragments()), ds.count_rows(), covered
+
+    assert state(ours) == state(theirs)
+    files, rows, covered = state(ours)
+    assert files < 10 and rows == 240
+    assert covered and all(s.num_unindexed_rows == 0 for s in covered.values())
+    a, b = twins
+    assert [h["id"] for h in a.search("memory", k=20)] == [
+        h["id"] for h in b.search("memory", k=20)
+    ]
+    probe = vectors[123]
+    assert [h["id"] for h in a.search(vector=probe, owner="u3", k=5)] == [
+        h["id"] for h in b.search(vector=probe, owner="u3", k=5)
+    ]
