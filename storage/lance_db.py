@@ -1,5 +1,5 @@
-"""A LanceDB database that reads, writes and compacts through ``lance``, and imports ``lancedb``
-only to create a table or an index.
+"""A LanceDB database that reads and writes rows through ``lance``, and imports ``lancedb`` only
+to create a table or an index, or to compact.
 
 Importing ``lancedb`` takes over a second (most of it the generated client of its namespace
 service, which a local or object-store home never uses), more than everything else a ``search``
@@ -163,16 +163,6 @@ class Table:
     def delete(self, where: str) -> None:
         """LanceDB's ``Table.delete``, through ``lance``."""
         self.to_lance().delete(where)
-
-    def optimize(self) -> None:
-        """LanceDB's ``Table.optimize()``, through ``lance``: the table's files compacted (its
-        indexes remapped onto the new files), the versions older than seven days removed, then
-        the rows written since each index was last built folded into it. These are the steps,
-        options and order of LanceDB's own (its ``OptimizeAction::All``); a run closes with
-        them, and going through ``lancedb`` cost that close the two seconds of its import."""
-        self.to_lance().optimize.compact_files()
-        self.to_lance().cleanup_old_versions(older_than=timedelta(days=7))
-        self.to_lance().optimize.optimize_indices()
 
     def merge_insert(self, on: str) -> Merge:
         """LanceDB's merge-insert builder (the calls ``LanceTable.upsert`` makes of it)."""

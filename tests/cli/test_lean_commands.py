@@ -1,7 +1,6 @@
 """The commands people run most import only what they use: with the embedding cache warm,
 ``search``, ``stats``, ``sql`` and a ``run`` with nothing new import neither ``torch`` nor
-``lancedb`` (the two largest imports), and ``search`` finds what it finds in-process; a run that
-stores new memories into an existing home needs the model, and compacts without ``lancedb``."""
+``lancedb`` (the two largest imports), and ``search`` finds what it finds in-process."""
 
 from __future__ import annotations
 
@@ -85,51 +84,3 @@ def test_a_run_with_nothing_new_after_searches_imports_neither(home):
     got, out = imported(home, "run")
     assert got == []
     assert "0 memory changes" in out
-
-
-def test_a_run_with_new_memories_compacts_the_home_without_lancedb(home, tmp_path):
-    import lance
-
-    texts = [
-        "I started learning the cello in January.",
-        "My sister Ana moved to Porto last year.",
-        "I prefer window seats on long flights.",
-        "I work as a nurse at the city hospital.",
-        "My favourite museum in Lisbon is the Gulbenkian.",
-    ]
-    source = tmp_path / "more.jsonl"
-    source.write_text(
-        "".join(
-            json.dumps(
-                {
-                    "conversation_id": "more-maya",
-                    "user_id": "maya",
-                    "session_id": "more-maya-s1",
-                    "message_id": f"more-maya-s1-{i}",
-                    "role": "user",
-                    "content": text,
-                    "timestamp": f"2025-04-02T10:0{i}:00Z",
-                }
-            )
-            + "\n"
-            for i, text in enumerate(texts)
-        )
-    )
-    table = str(home / "lancedb" / "memories.lance")
-    before = lance.dataset(table).count_rows()
-    got, out = imported(home, "run", "--source", str(source))
-    assert "lancedb" not in got and "torch" in got  # new texts went to the model
-    ds = lance.dataset(table)
-    assert ds.count_rows() > before
-    # the close compacted and folded the new rows into the full-text index (10% of the table
-    # unindexed is the policy's threshold)
-    assert all(
-        ds.stats.index_stats(ix["name"])["num_unindexed_rows"] == 0 for ix in ds.list_indices()
-    )
-    assert (
-        json.loads(invoke(home, "search", "cello", "--owner", "maya", "--k", "1", "--json"))[0][
-            "text"
-        ]
-        .lower()
-        .count("cello")
-    )
